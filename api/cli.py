@@ -1,0 +1,63 @@
+"""``mfumon serve``: run the aggregator. Flags override ``MFUMON_*`` environment variables."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from pydantic import ValidationError
+
+from api.core.config import Settings
+from api.core.security import InsecureConfigError, check_startup_security
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mfumon serve",
+        description="Run the aggregator. Database from MFUMON_DATABASE_URL (default: SQLite ./mfumon.db); "
+        "migrations are applied on start.",
+    )
+    parser.add_argument("--host", help="address to listen on (default 127.0.0.1, env MFUMON_HOST)")
+    parser.add_argument("--port", type=int, help="port to listen on (default 8000, env MFUMON_PORT)")
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow listening beyond loopback without ingest tokens (env MFUMON_ALLOW_INSECURE)",
+    )
+    parser.add_argument("--log-level", help="DEBUG, INFO, WARNING, ... (env MFUMON_LOG_LEVEL)")
+    return parser
+
+
+def main(argv: Sequence[str]) -> int:
+    args = _parser().parse_args(argv)
+    overrides: dict[str, object] = {}
+    if args.host is not None:
+        overrides["HOST"] = args.host
+    if args.port is not None:
+        overrides["PORT"] = args.port
+    if args.insecure:
+        overrides["ALLOW_INSECURE"] = True
+    if args.log_level is not None:
+        overrides["LOG_LEVEL"] = args.log_level
+    try:
+        settings = Settings(**overrides)  # type: ignore[arg-type]
+        check_startup_security(settings.HOST, settings.ingest_tokens(), settings.ALLOW_INSECURE)
+    except (ValidationError, InsecureConfigError, OSError) as exc:
+        print(f"mfumon serve: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    logging.basicConfig(level=settings.LOG_LEVEL.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    import uvicorn
+
+    from api.main import create_app
+
+    uvicorn.run(
+        create_app(settings),
+        host=settings.HOST,
+        port=settings.PORT,
+        log_level=settings.LOG_LEVEL.lower(),
+        access_log=False,
+    )
+    return 0

@@ -1,0 +1,62 @@
+"""Aggregator settings: one pydantic-settings class, read from ``MFUMON_*`` environment variables.
+
+CLI flags (``mfumon serve --host/--port/--insecure``) override the environment.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_DATABASE_URL = "sqlite:///mfumon.db"
+
+
+class Settings(BaseSettings):
+    """Everything the aggregator can be told; every field maps to ``MFUMON_<FIELD>``."""
+
+    model_config = SettingsConfigDict(env_prefix="MFUMON_", env_ignore_empty=True, extra="ignore")
+
+    DATABASE_URL: str = DEFAULT_DATABASE_URL
+    HOST: str = "127.0.0.1"
+    PORT: int = Field(default=8000, ge=1, le=65535)
+
+    # Security: tokens for ingest (PUT/POST). Comma separated in the environment, or one per line in a file.
+    INGEST_TOKENS: str = Field(default="", repr=False)
+    INGEST_TOKENS_FILE: Path | None = None
+    ALLOW_INSECURE: bool = False
+
+    # Expiry: series of silent nodes and jobs vanish after these times; ended jobs vanish at once.
+    NODE_TTL_SECONDS: float = Field(default=300.0, gt=0)
+    JOB_TTL_SECONDS: float = Field(default=600.0, gt=0)
+    PENDING_JOB_TTL_SECONDS: float = Field(default=86400.0, gt=0)
+
+    # Replicas: how often each process reads other replicas' writes back from the database.
+    REFRESH_INTERVAL_SECONDS: float = Field(default=2.0, gt=0)
+    REFRESH_OVERLAP_SECONDS: float = Field(default=30.0, ge=0)
+
+    # Baselines: skip the first reports (warm-up), then take the median of a window whose spread is small.
+    BASELINE_WARMUP_REPORTS: int = Field(default=2, ge=0)
+    BASELINE_WINDOW_REPORTS: int = Field(default=5, ge=2)
+    BASELINE_MAX_RELATIVE_SPREAD: float = Field(default=0.10, gt=0)
+
+    HISTORY_RETENTION_DAYS: float = Field(default=30.0, gt=0)
+    MAX_BODY_BYTES: int = Field(default=1_048_576, ge=1024)
+    PEAKS_FILE: Path | None = None
+    LOG_LEVEL: str = "INFO"
+
+    @field_validator("DATABASE_URL")
+    @classmethod
+    def _use_psycopg3(cls, value: str) -> str:
+        """Plain ``postgresql://`` URLs get the psycopg 3 driver, the one our ``postgres`` extra installs."""
+        if value.startswith("postgresql://") or value.startswith("postgres://"):
+            return "postgresql+psycopg://" + value.split("://", 1)[1]
+        return value
+
+    def ingest_tokens(self) -> list[str]:
+        """The configured ingest tokens from the environment and the token file, blanks dropped."""
+        tokens = [t.strip() for t in self.INGEST_TOKENS.split(",")]
+        if self.INGEST_TOKENS_FILE is not None:
+            tokens += [line.strip() for line in self.INGEST_TOKENS_FILE.read_text().splitlines()]
+        return [t for t in tokens if t and not t.startswith("#")]

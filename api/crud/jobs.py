@@ -1,0 +1,91 @@
+"""Job, report-history and baseline rows. Lookups return ``None`` for "not found"; routes decide the status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from api.crud._upsert import upsert_rows
+from api.db.models import Baseline, Job, JobReport
+from api.schemas.jobs import JobFields
+
+_METADATA_FIELDS = (
+    "kind",
+    "num_gpus",
+    "gpu_model",
+    "dtype",
+    "peak_flops_per_gpu",
+    "gpus_requested",
+    "recompute_activations",
+    "name",
+    "team",
+    "pool",
+)
+
+
+def read_job(*, session: Session, job_id: str, for_update: bool = False) -> Job | None:
+    stmt = select(Job).where(Job.job_id == job_id)
+    if for_update:
+        stmt = stmt.with_for_update()
+    return session.scalars(stmt).one_or_none()
+
+
+def read_jobs(*, session: Session, status: str | None = None, limit: int = 1000, offset: int = 0) -> list[Job]:
+    stmt = select(Job).order_by(Job.job_id).limit(limit).offset(offset)
+    if status is not None:
+        stmt = stmt.where(Job.status == status)
+    return list(session.scalars(stmt))
+
+
+def new_job(*, session: Session, job_id: str, now: float) -> Job:
+    job = Job(
+        job_id=job_id,
+        status="pending",
+        kind="training",
+        dtype="bf16",
+        created_at=now,
+        reports_received=0,
+        updated_at=now,
+    )
+    session.add(job)
+    return job
+
+
+def apply_job_fields(*, job: Job, fields: JobFields) -> None:
+    """Copy the metadata fields the client sent; fields it left out keep their stored value."""
+    for name in _METADATA_FIELDS:
+        value = getattr(fields, name)
+        if value is not None:
+            setattr(job, name, value)
+    if fields.model is not None:
+        job.model = fields.model.model_dump(exclude_none=True)
+
+
+def add_report(*, session: Session, job_id: str, received_at: float, values: dict[str, Any]) -> None:
+    session.add(JobReport(job_id=job_id, received_at=received_at, **values))
+
+
+def read_history(*, session: Session, job_id: str, limit: int) -> list[JobReport]:
+    stmt = select(JobReport).where(JobReport.job_id == job_id).order_by(JobReport.id.desc()).limit(limit)
+    return list(reversed(session.scalars(stmt).all()))
+
+
+def read_recent_mfus(*, session: Session, job_id: str, limit: int) -> list[float | None]:
+    stmt = select(JobReport.mfu).where(JobReport.job_id == job_id).order_by(JobReport.id.desc()).limit(limit)
+    return list(session.scalars(stmt))
+
+
+def prune_history(*, session: Session, older_than: float) -> int:
+    result = session.execute(delete(JobReport).where(JobReport.received_at < older_than))
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+
+def read_baseline(*, session: Session, signature: str) -> Baseline | None:
+    return session.get(Baseline, signature)
+
+
+def insert_baseline_if_absent(*, session: Session, values: dict[str, Any]) -> None:
+    """Store a baseline unless another job (on any replica) captured this signature first."""
+    upsert_rows(session, Baseline.__table__, [values], key=["signature"], update=[])  # type: ignore[arg-type]

@@ -1,0 +1,115 @@
+"""SQL tables. The schema itself is created and changed only by Alembic migrations in ``migrations/``.
+
+Timestamps are Unix seconds (float): they compare the same way on SQLite and PostgreSQL and match the wire format.
+``updated_at`` is what other replicas poll to pick up this row's changes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+ID_LENGTH = 128
+LABEL_LENGTH = 128
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Node(Base):
+    """A GPU node, as last described by its exporter."""
+
+    __tablename__ = "nodes"
+
+    name: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    pool: Mapped[str | None] = mapped_column(String(LABEL_LENGTH))
+    last_seen_at: Mapped[float] = mapped_column(Float)  # aggregator clock, when the last push arrived
+    last_sample_timestamp: Mapped[float] = mapped_column(Float)  # exporter clock, newest sample applied
+    samples_received: Mapped[int] = mapped_column(Integer, default=0)
+    updated_at: Mapped[float] = mapped_column(Float, index=True)
+
+
+class Gpu(Base):
+    """One GPU (or MIG instance) with its latest counters; absent counters are unsupported, not zero."""
+
+    __tablename__ = "gpus"
+
+    uuid: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    node: Mapped[str] = mapped_column(String(ID_LENGTH), ForeignKey("nodes.name", ondelete="CASCADE"), index=True)
+    index: Mapped[int] = mapped_column(Integer)
+    name: Mapped[str] = mapped_column(String(LABEL_LENGTH))
+    mig_profile: Mapped[str | None] = mapped_column(String(64))
+    job_id: Mapped[str | None] = mapped_column(String(ID_LENGTH), index=True)
+    up: Mapped[bool] = mapped_column(Boolean, default=True)
+    counters: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    sample_timestamp: Mapped[float] = mapped_column(Float)
+
+
+class Job(Base):
+    """A job's metadata and the numbers derived from its latest report."""
+
+    __tablename__ = "jobs"
+
+    job_id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    status: Mapped[str] = mapped_column(String(16))  # pending | running | ended
+    kind: Mapped[str] = mapped_column(String(16), default="training")
+    name: Mapped[str | None] = mapped_column(String(LABEL_LENGTH))
+    team: Mapped[str | None] = mapped_column(String(LABEL_LENGTH))
+    pool: Mapped[str | None] = mapped_column(String(LABEL_LENGTH))
+    gpu_model: Mapped[str | None] = mapped_column(String(LABEL_LENGTH))
+    dtype: Mapped[str] = mapped_column(String(8), default="bf16")
+    num_gpus: Mapped[int | None] = mapped_column(Integer)
+    gpus_requested: Mapped[int | None] = mapped_column(Integer)
+    model: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    peak_flops_per_gpu: Mapped[float | None] = mapped_column(Float)
+    recompute_activations: Mapped[bool | None] = mapped_column(Boolean)
+    created_at: Mapped[float] = mapped_column(Float)
+    started_at: Mapped[float | None] = mapped_column(Float)
+    last_report_at: Mapped[float | None] = mapped_column(Float)
+    ended_at: Mapped[float | None] = mapped_column(Float)
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    reports_received: Mapped[int] = mapped_column(Integer, default=0)
+    # The latest derived numbers, so every replica can serve them without recomputing history.
+    latest: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    updated_at: Mapped[float] = mapped_column(Float, index=True)
+
+
+class JobReport(Base):
+    """One report as received, with what was derived from it: the job's history."""
+
+    __tablename__ = "job_reports"
+    __table_args__ = (Index("ix_job_reports_job_id_received_at", "job_id", "received_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(ID_LENGTH), ForeignKey("jobs.job_id", ondelete="CASCADE"))
+    received_at: Mapped[float] = mapped_column(Float)
+    tokens_per_second: Mapped[float] = mapped_column(Float)
+    num_gpus: Mapped[int | None] = mapped_column(Integer)
+    mfu: Mapped[float | None] = mapped_column(Float)
+    hfu: Mapped[float | None] = mapped_column(Float)
+    model_flops_per_second: Mapped[float | None] = mapped_column(Float)
+    comm_ratio: Mapped[float | None] = mapped_column(Float)
+    data_wait_ratio: Mapped[float | None] = mapped_column(Float)
+    step_seconds: Mapped[float | None] = mapped_column(Float)
+    step: Mapped[int | None] = mapped_column(Integer)
+    reason: Mapped[str | None] = mapped_column(Text)
+
+
+class Baseline(Base):
+    """The MFU a workload signature reached in its first stable window; later runs are compared to it."""
+
+    __tablename__ = "baselines"
+
+    signature: Mapped[str] = mapped_column(String(512), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    model_key: Mapped[str] = mapped_column(String(256))
+    gpu_model: Mapped[str] = mapped_column(String(LABEL_LENGTH))
+    num_gpus: Mapped[int] = mapped_column(Integer)
+    dtype: Mapped[str] = mapped_column(String(8))
+    mfu: Mapped[float] = mapped_column(Float)
+    source_job_id: Mapped[str] = mapped_column(String(ID_LENGTH))
+    captured_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float, index=True)

@@ -1,0 +1,33 @@
+"""Route dependencies: the process context, and ingest authentication."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Path, Request, status
+
+from api.context import AppContext
+from api.schemas._common import ID_PATTERN
+
+
+def get_context(request: Request) -> AppContext:
+    return request.app.state.ctx  # type: ignore[no-any-return]
+
+
+ContextDep = Annotated[AppContext, Depends(get_context)]
+
+
+def require_ingest_token(request: Request, ctx: ContextDep) -> None:
+    """401 unless the request carries a configured bearer token (when tokens are configured)."""
+    if not ctx.verifier.verify(request.headers.get("authorization")):
+        raise HTTPException(
+            status_code=status.HTTP_401_UNAUTHORIZED,
+            detail="missing or invalid ingest token (Authorization: Bearer <token>)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+
+
+IngestAuth = Depends(require_ingest_token)
+
+JobIdPath = Annotated[str, Path(pattern=ID_PATTERN, description="Scheduler job id, at most 128 characters.")]
+NodePath = Annotated[str, Path(pattern=ID_PATTERN, description="Node (host) name, at most 128 characters.")]

@@ -1,0 +1,106 @@
+"""The FastAPI application: build the process context on startup, mount the routes."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.exception_handlers import request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+
+from api.context import AppContext
+from api.core.config import Settings
+from api.core.security import TokenVerifier
+from api.db.migrate import upgrade_to_head
+from api.errors import InputError
+from api.db.session import make_engine, make_sessionmaker
+from api.metrics.render import MetricsRenderer
+from api.metrics.self_metrics import SelfMetrics
+from api.middleware import BodySizeLimit, endpoint_of
+from api.mfu import PeakTable
+from api.routes import cluster, health, jobs, metrics, nodes
+from api.state.devices import DeviceResolver
+from api.state.refresh import Refresher, RefreshThread
+from api.state.store import ClusterState
+
+logger = logging.getLogger(__name__)
+
+
+def build_context(settings: Settings) -> AppContext:
+    """Migrate the database, load the peak table and the current cluster state."""
+    upgrade_to_head(settings.DATABASE_URL)
+    engine = make_engine(settings.DATABASE_URL)
+    sessions = make_sessionmaker(engine)
+    table = PeakTable() if settings.PEAKS_FILE is None else PeakTable.from_file(settings.PEAKS_FILE)
+    resolver = DeviceResolver(table)
+    state = ClusterState(
+        node_ttl_s=settings.NODE_TTL_SECONDS,
+        job_ttl_s=settings.JOB_TTL_SECONDS,
+        pending_job_ttl_s=settings.PENDING_JOB_TTL_SECONDS,
+    )
+    refresher = Refresher(state, sessions, resolver, overlap_s=settings.REFRESH_OVERLAP_SECONDS)
+    refresher.refresh()
+    self_metrics = SelfMetrics()
+    renderer = MetricsRenderer(self_metrics, lambda: (refresher.last_duration_s, refresher.errors))
+    tokens = settings.ingest_tokens()
+    logger.info("ingest authentication: %s", f"{len(tokens)} token(s)" if tokens else "off (loopback only)")
+    return AppContext(
+        settings=settings,
+        engine=engine,
+        sessions=sessions,
+        state=state,
+        peak_table=table,
+        resolver=resolver,
+        verifier=TokenVerifier(tokens),
+        refresher=refresher,
+        self_metrics=self_metrics,
+        renderer=renderer,
+    )
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The aggregator app; the context (database, state) is built when the app starts."""
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        ctx = build_context(settings)
+        app.state.ctx = ctx
+        thread = RefreshThread(ctx.refresher, settings.REFRESH_INTERVAL_SECONDS)
+        thread.start()
+        try:
+            yield
+        finally:
+            thread.stop()
+            ctx.engine.dispose()
+
+    app = FastAPI(
+        title="mfu-monitor aggregator",
+        summary="Cluster-wide MFU: job throughput and GPU counters in, MFU and Prometheus metrics out.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.add_middleware(BodySizeLimit, max_bytes=settings.MAX_BODY_BYTES)
+
+    @app.exception_handler(RequestValidationError)
+    async def _count_rejected(request: Request, exc: RequestValidationError) -> Response:
+        endpoint = endpoint_of(request.method, request.url.path)
+        if endpoint is not None and hasattr(request.app.state, "ctx"):
+            request.app.state.ctx.self_metrics.count_ingest(endpoint, "invalid")
+        return await request_validation_exception_handler(request, exc)
+
+    @app.exception_handler(ValueError)
+    async def _value_error(request: Request, exc: ValueError) -> Response:
+        """Input the schema let through but the service cannot use; nothing was stored (the transaction rolled back)."""
+        endpoint = endpoint_of(request.method, request.url.path)
+        if endpoint is not None and hasattr(request.app.state, "ctx"):
+            request.app.state.ctx.self_metrics.count_ingest(endpoint, "invalid")
+        loc = ["body", exc.field] if isinstance(exc, InputError) else ["body"]
+        return JSONResponse(status_code=422, content={"detail": [{"loc": loc, "msg": str(exc), "type": "value_error"}]})
+
+    for module in (jobs, nodes, cluster, metrics, health):
+        app.include_router(module.router)
+    return app

@@ -1,0 +1,133 @@
+"""Every metric the aggregator exposes: name, type and help, in exposition order. One place to look."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    name: str
+    type: str  # gauge | counter
+    help: str
+
+    def header(self) -> str:
+        return f"# HELP {self.name} {self.help}\n# TYPE {self.name} {self.type}\n"
+
+
+def _g(name: str, help_text: str) -> Family:
+    return Family(f"mfumon_{name}", "gauge", help_text)
+
+
+def _c(name: str, help_text: str) -> Family:
+    return Family(f"mfumon_{name}", "counter", help_text)
+
+
+# Per job (labels job_id, kind). Rendered per job and cached until the job changes.
+JOB_FAMILIES: dict[str, Family] = {
+    f.name: f
+    for f in (
+        _g("job_info", "Job metadata; value 1."),
+        _g("job_mfu_ratio", "Model FLOPs utilization of the job (0-1) over its last report interval."),
+        _g("job_hfu_ratio", "Hardware FLOPs utilization (counts activation recompute) when the job reports it."),
+        _g("job_model_flops_per_second", "Model FLOP/s achieved by the whole job."),
+        _g("job_peak_flops_per_second", "Dense peak FLOP/s of the job's GPUs at its dtype (the MFU denominator)."),
+        _g("job_tokens_per_second", "Whole-job throughput in tokens per second."),
+        _g("job_comm_ratio", "Exposed (not overlapped) communication time / step time."),
+        _g("job_data_wait_ratio", "Exposed data-loading wait time / step time."),
+        _g("job_step_seconds", "Mean step time over the last report interval."),
+        _g("job_baseline_mfu_ratio", "MFU stored as this workload signature's baseline (model, GPU, count, dtype)."),
+        _g("job_gpus_allocated", "GPUs the job holds (exporter attribution, else its reported num_gpus)."),
+        _g("job_gpus_requested", "GPUs the job asked for."),
+        _g("job_start_timestamp_seconds", "Unix time of the job's first report."),
+        _g("job_last_report_timestamp_seconds", "Unix time of the job's latest report."),
+    )
+}
+
+# Per GPU (labels node, gpu, uuid). Rendered per node and cached until the node pushes again.
+GPU_FAMILIES: dict[str, Family] = {
+    f.name: f
+    for f in (
+        _g("gpu_info", "GPU identity and attribution; value 1."),
+        _g("gpu_up", "1 when the GPU answers, 0 when the exporter reports it lost."),
+        _g("gpu_utilization_ratio", "Fraction of time a kernel was running (NVML utilization)."),
+        _g("gpu_sm_active_ratio", "Fraction of time SMs had at least one warp (profiling/GPM)."),
+        _g("gpu_sm_occupancy_ratio", "Warps resident / maximum warps (profiling/GPM)."),
+        _g("gpu_tensor_active_ratio", "Fraction of cycles the tensor pipes were active (profiling/GPM)."),
+        _g("gpu_dram_active_ratio", "Fraction of cycles device memory was busy (profiling/GPM)."),
+        _g("gpu_memory_used_bytes", "Device memory in use."),
+        _g("gpu_memory_total_bytes", "Device memory size."),
+        _g("gpu_power_watts", "Power draw."),
+        _g("gpu_temperature_celsius", "GPU temperature."),
+        _g("gpu_sm_clock_hz", "Current SM clock."),
+        _g("gpu_max_sm_clock_hz", "Maximum SM clock."),
+        _g("gpu_nvlink_tx_bytes_per_second", "NVLink transmit throughput."),
+        _g("gpu_nvlink_rx_bytes_per_second", "NVLink receive throughput."),
+        _g("gpu_pcie_tx_bytes_per_second", "PCIe transmit throughput."),
+        _g("gpu_pcie_rx_bytes_per_second", "PCIe receive throughput."),
+        _c("gpu_xid_errors_total", "XID errors seen by the exporter."),
+        _c("gpu_ecc_uncorrected_total", "Uncorrectable ECC errors."),
+        _c("gpu_ecc_corrected_total", "Corrected ECC errors."),
+        _g("gpu_throttled", "1 while clocks are held down for this reason (thermal, power, hw_slowdown)."),
+        _g("node_info", "Node metadata; value 1."),
+        _g("node_last_seen_timestamp_seconds", "Unix time the node's exporter last pushed."),
+    )
+}
+
+#: sample counter field -> GPU metric name
+COUNTER_METRICS: dict[str, str] = {
+    "utilization": "mfumon_gpu_utilization_ratio",
+    "sm_active": "mfumon_gpu_sm_active_ratio",
+    "sm_occupancy": "mfumon_gpu_sm_occupancy_ratio",
+    "tensor_active": "mfumon_gpu_tensor_active_ratio",
+    "dram_active": "mfumon_gpu_dram_active_ratio",
+    "memory_used_bytes": "mfumon_gpu_memory_used_bytes",
+    "memory_total_bytes": "mfumon_gpu_memory_total_bytes",
+    "power_watts": "mfumon_gpu_power_watts",
+    "temperature_celsius": "mfumon_gpu_temperature_celsius",
+    "sm_clock_hz": "mfumon_gpu_sm_clock_hz",
+    "max_sm_clock_hz": "mfumon_gpu_max_sm_clock_hz",
+    "nvlink_tx_bytes_per_second": "mfumon_gpu_nvlink_tx_bytes_per_second",
+    "nvlink_rx_bytes_per_second": "mfumon_gpu_nvlink_rx_bytes_per_second",
+    "pcie_tx_bytes_per_second": "mfumon_gpu_pcie_tx_bytes_per_second",
+    "pcie_rx_bytes_per_second": "mfumon_gpu_pcie_rx_bytes_per_second",
+    "xid_errors_total": "mfumon_gpu_xid_errors_total",
+    "ecc_uncorrected_total": "mfumon_gpu_ecc_uncorrected_total",
+    "ecc_corrected_total": "mfumon_gpu_ecc_corrected_total",
+}
+
+#: NVML clock-event reasons grouped into the ``reason`` label of ``mfumon_gpu_throttled``
+THROTTLE_GROUPS: dict[str, frozenset[str]] = {
+    "thermal": frozenset({"sw_thermal", "hw_thermal"}),
+    "power": frozenset({"sw_power_cap", "hw_power_brake"}),
+    "hw_slowdown": frozenset({"hw_slowdown"}),
+}
+
+# Cluster, pool, team and self-metrics: few series, rendered on every scrape.
+SUMMARY_FAMILIES: dict[str, Family] = {
+    f.name: f
+    for f in (
+        _g("cluster_mfu_ratio", "Sum of jobs' model FLOP/s / dense peak of every known GPU (idle GPUs count)."),
+        _g("cluster_allocated_mfu_ratio", "Sum of jobs' model FLOP/s / dense peak of the GPUs jobs hold."),
+        _g("cluster_model_flops_per_second", "Model FLOP/s achieved by all jobs."),
+        _g("cluster_peak_flops_per_second", "Dense peak FLOP/s of jobs' GPUs plus idle known GPUs (bf16)."),
+        _g("cluster_gpus", "GPUs known to exporters by state (allocated, idle, down, unknown_model)."),
+        _g("cluster_nodes", "Nodes whose exporters pushed within the node TTL."),
+        _g("cluster_jobs", "Jobs by status (running, pending)."),
+        _g("pool_mfu_ratio", "Pool MFU: its jobs' model FLOP/s / peak of its jobs' GPUs and its idle GPUs."),
+        _g("pool_resource_satisfaction_ratio", "GPUs allocated / GPUs requested by the pool's jobs."),
+        _g("pool_gpus_allocated", "GPUs held by the pool's running jobs."),
+        _g("pool_gpus_requested", "GPUs requested by the pool's running and pending jobs."),
+        _g("pool_gpus_idle", "Known GPUs in the pool's nodes that no running job holds."),
+        _g("pool_jobs_pending", "Jobs registered in the pool that hold no GPUs yet."),
+        _g("team_mfu_ratio", "Team MFU over the GPUs its running jobs hold."),
+        _g("team_gpus_allocated", "GPUs held by the team's running jobs."),
+        _c("ingest_requests_total", "Ingest requests by endpoint and outcome."),
+        _c("ingest_gpu_samples_total", "GPU samples received in node pushes."),
+        _c("unknown_device_reports_total", "Job reports whose GPU model has no peak in the table (MFU unknown)."),
+        _g("scrape_duration_seconds", "Time the previous /metrics render took."),
+        _g("state_refresh_duration_seconds", "Time the last poll of the database for other replicas' writes took."),
+        _c("state_refresh_errors_total", "Failed polls of the database."),
+        _g("build_info", "Build information; value 1."),
+    )
+}

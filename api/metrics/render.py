@@ -1,0 +1,214 @@
+"""``/metrics`` rendering that stays cheap as the cluster grows.
+
+Each node's and each job's sample lines are rendered once per change and cached, grouped by metric family; a
+scrape joins the cached pieces family by family and renders only the few summary series afresh. Series of
+nodes and jobs that are no longer in the snapshot (silent, ended) are simply not joined: they vanish.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from importlib.metadata import PackageNotFoundError, version
+
+from api.metrics._text import labels_text, sample_line
+from api.metrics.families import (
+    COUNTER_METRICS,
+    GPU_FAMILIES,
+    JOB_FAMILIES,
+    SUMMARY_FAMILIES,
+    THROTTLE_GROUPS,
+    Family,
+)
+from api.metrics.self_metrics import SelfMetrics
+from api.state.aggregate import GroupTotals, Summary
+from api.state.store import Snapshot
+from api.state.views import JobView, NodeView
+
+Chunk = dict[str, str]  # family name -> its sample lines for one node or job
+
+try:
+    _VERSION = version("mfu-monitor")
+except PackageNotFoundError:  # running from a source tree without installing
+    _VERSION = "unknown"
+
+
+def render_node(node: NodeView) -> Chunk:
+    lines: dict[str, list[str]] = {}
+
+    def add(name: str, labels: str, value: float) -> None:
+        lines.setdefault(name, []).append(sample_line(name, labels, value))
+
+    add("mfumon_node_info", labels_text([("node", node.name), ("pool", node.pool or "")]), 1)
+    add("mfumon_node_last_seen_timestamp_seconds", labels_text([("node", node.name)]), node.last_seen_at)
+    for gpu in node.gpus:
+        ident = [("node", node.name), ("gpu", str(gpu.index)), ("uuid", gpu.uuid)]
+        labels = labels_text(ident)
+        info = ident + [("model", gpu.name), ("job_id", gpu.job_id or ""), ("mig_profile", gpu.mig_profile or "")]
+        add("mfumon_gpu_info", labels_text(info), 1)
+        add("mfumon_gpu_up", labels, 1 if gpu.up else 0)
+        for field, value in gpu.counters.items():
+            metric = COUNTER_METRICS.get(field)
+            if metric is not None:
+                add(metric, labels, value)
+        reasons = gpu.counters.get("throttle_reasons")
+        if reasons is not None:
+            active = set(reasons)
+            for group, members in THROTTLE_GROUPS.items():
+                add("mfumon_gpu_throttled", labels_text([*ident, ("reason", group)]), 1 if active & members else 0)
+    return {name: "".join(chunk) for name, chunk in lines.items()}
+
+
+def render_job(job: JobView, allocated: int, baseline_mfu: float | None) -> Chunk:
+    lines: dict[str, list[str]] = {}
+    labels = labels_text([("job_id", job.job_id), ("kind", job.kind)])
+
+    def add(name: str, value: float | None, label_text: str = labels) -> None:
+        if value is not None:
+            lines.setdefault(name, []).append(sample_line(name, label_text, value))
+
+    latest = job.latest or {}
+    info = [
+        ("job_id", job.job_id),
+        ("kind", job.kind),
+        ("status", job.status),
+        ("name", job.name or ""),
+        ("team", job.team or ""),
+        ("pool", job.pool or ""),
+        ("model", job.model_key or ""),
+        ("gpu_model", latest.get("device") or job.gpu_model or ""),
+        ("dtype", job.dtype),
+    ]
+    add("mfumon_job_info", 1, labels_text(info))
+    add("mfumon_job_gpus_allocated", allocated)
+    add("mfumon_job_gpus_requested", job.gpus_requested or job.num_gpus or allocated)
+    if job.status == "running":
+        add("mfumon_job_mfu_ratio", latest.get("mfu"))
+        add("mfumon_job_hfu_ratio", latest.get("hfu"))
+        add("mfumon_job_tokens_per_second", latest.get("tokens_per_second"))
+        if latest.get("mfu") is not None:
+            add("mfumon_job_model_flops_per_second", latest.get("model_flops_per_second"))
+            add("mfumon_job_peak_flops_per_second", latest.get("peak_flops_per_second"))
+        add("mfumon_job_comm_ratio", latest.get("comm_ratio"))
+        add("mfumon_job_data_wait_ratio", latest.get("data_wait_ratio"))
+        add("mfumon_job_step_seconds", latest.get("step_seconds"))
+        add("mfumon_job_baseline_mfu_ratio", baseline_mfu)
+        add("mfumon_job_start_timestamp_seconds", job.started_at)
+        add("mfumon_job_last_report_timestamp_seconds", job.last_report_at)
+    return {name: "".join(chunk) for name, chunk in lines.items()}
+
+
+class MetricsRenderer:
+    """Holds the per-node and per-job caches; safe to call from concurrent scrapes."""
+
+    def __init__(self, self_metrics: SelfMetrics, refresh_stats: Callable[[], tuple[float, int]]) -> None:
+        self._self_metrics = self_metrics
+        self._refresh_stats = refresh_stats
+        self._lock = threading.Lock()
+        self._nodes: dict[str, tuple[object, Chunk]] = {}
+        self._jobs: dict[str, tuple[object, Chunk]] = {}
+        self.renders = {"node": 0, "job": 0}  # how many chunks were (re)rendered: lets tests see the cache work
+
+    def render(self, snapshot: Snapshot, summary: Summary) -> bytes:
+        started = time.perf_counter()
+        with self._lock:
+            node_chunks = [self._node_chunk(node) for node in snapshot.nodes]
+            job_chunks = [self._job_chunk(job, snapshot, summary) for job in snapshot.jobs]
+            self._forget(self._nodes, {n.name for n in snapshot.nodes})
+            self._forget(self._jobs, {j.job_id for j in snapshot.jobs})
+        parts: list[str] = []
+        _join_families(parts, JOB_FAMILIES, job_chunks)
+        _join_families(parts, GPU_FAMILIES, node_chunks)
+        parts.append(self._render_summary(summary, len(snapshot.jobs)))
+        body = "".join(parts).encode()
+        self._self_metrics.last_scrape_duration_s = time.perf_counter() - started
+        return body
+
+    def _node_chunk(self, node: NodeView) -> Chunk:
+        cached = self._nodes.get(node.name)
+        if cached is not None and cached[0] == node.revision:
+            return cached[1]
+        chunk = render_node(node)
+        self._nodes[node.name] = (node.revision, chunk)
+        self.renders["node"] += 1
+        return chunk
+
+    def _job_chunk(self, job: JobView, snapshot: Snapshot, summary: Summary) -> Chunk:
+        allocated = summary.allocated.get(job.job_id, 0)
+        signature = (job.latest or {}).get("signature")
+        baseline = snapshot.baselines.get(signature) if signature else None
+        baseline_mfu = baseline.mfu if baseline else None
+        key = (job.updated_at, allocated, baseline_mfu)
+        cached = self._jobs.get(job.job_id)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        chunk = render_job(job, allocated, baseline_mfu)
+        self._jobs[job.job_id] = (key, chunk)
+        self.renders["job"] += 1
+        return chunk
+
+    @staticmethod
+    def _forget(cache: dict[str, tuple[object, Chunk]], alive: set[str]) -> None:
+        if len(cache) > len(alive):
+            for key in [k for k in cache if k not in alive]:
+                del cache[key]
+
+    def _render_summary(self, summary: Summary, jobs_visible: int) -> str:
+        out: list[str] = []
+        family = SUMMARY_FAMILIES
+
+        def emit(name: str, rows: Iterable[tuple[list[tuple[str, str]], float | None]]) -> None:
+            body = "".join(sample_line(name, labels_text(lbl), v) for lbl, v in rows if v is not None)
+            out.append(family[name].header() + body)
+
+        cluster = summary.cluster
+        emit("mfumon_cluster_mfu_ratio", [([], cluster.mfu)])
+        emit("mfumon_cluster_allocated_mfu_ratio", [([], cluster.allocated_mfu)])
+        emit("mfumon_cluster_model_flops_per_second", [([], cluster.model_flops_per_second)])
+        peak = cluster.peak_flops_per_second + cluster.idle_peak_flops_per_second
+        emit("mfumon_cluster_peak_flops_per_second", [([], peak)])
+        gpu_states = {
+            "allocated": cluster.gpus_allocated,
+            "idle": cluster.gpus_idle,
+            "down": summary.gpus_down,
+            "unknown_model": summary.gpus_unknown_model,
+        }
+        emit("mfumon_cluster_gpus", [([("state", s)], n) for s, n in gpu_states.items()])
+        emit("mfumon_cluster_nodes", [([], summary.nodes)])
+        jobs = [([("status", "running")], cluster.jobs_running), ([("status", "pending")], cluster.jobs_pending)]
+        emit("mfumon_cluster_jobs", jobs)
+        pools = sorted(summary.pools.items())
+        emit("mfumon_pool_mfu_ratio", _per("pool", pools, lambda g: g.mfu))
+        emit("mfumon_pool_resource_satisfaction_ratio", _per("pool", pools, lambda g: g.resource_satisfaction))
+        emit("mfumon_pool_gpus_allocated", _per("pool", pools, lambda g: g.gpus_allocated))
+        emit("mfumon_pool_gpus_requested", _per("pool", pools, lambda g: g.gpus_requested))
+        emit("mfumon_pool_gpus_idle", _per("pool", pools, lambda g: g.gpus_idle))
+        emit("mfumon_pool_jobs_pending", _per("pool", pools, lambda g: g.jobs_pending))
+        teams = sorted(summary.teams.items())
+        emit("mfumon_team_mfu_ratio", _per("team", teams, lambda g: g.allocated_mfu))
+        emit("mfumon_team_gpus_allocated", _per("team", teams, lambda g: g.gpus_allocated))
+
+        ingest, unknown, gpu_samples = self._self_metrics.copy()
+        emit("mfumon_ingest_requests_total", [([("endpoint", e), ("outcome", o)], n) for (e, o), n in sorted(ingest.items())])
+        emit("mfumon_ingest_gpu_samples_total", [([], gpu_samples)])
+        emit("mfumon_unknown_device_reports_total", [([("gpu_model", m)], n) for m, n in sorted(unknown.items())])
+        emit("mfumon_scrape_duration_seconds", [([], self._self_metrics.last_scrape_duration_s)])
+        refresh_s, refresh_errors = self._refresh_stats()
+        emit("mfumon_state_refresh_duration_seconds", [([], refresh_s)])
+        emit("mfumon_state_refresh_errors_total", [([], refresh_errors)])
+        emit("mfumon_build_info", [([("version", _VERSION)], 1)])
+        return "".join(out)
+
+
+def _per(
+    label: str, groups: list[tuple[str, GroupTotals]], value: Callable[[GroupTotals], float | None]
+) -> list[tuple[list[tuple[str, str]], float | None]]:
+    return [([(label, name)], value(group)) for name, group in groups]
+
+
+def _join_families(parts: list[str], families: dict[str, Family], chunks: list[Chunk]) -> None:
+    for name, family in families.items():
+        body = "".join(chunk[name] for chunk in chunks if name in chunk)
+        if body:
+            parts.append(family.header() + body)

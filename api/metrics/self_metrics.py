@@ -1,0 +1,31 @@
+"""The aggregator's own counters: ingest outcomes, unknown devices, scrape and refresh cost.
+
+Plain integers behind a lock rather than prometheus_client objects, because ``/metrics`` is rendered by our
+own cached renderer (see :mod:`api.metrics.render`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+
+class SelfMetrics:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.ingest: Counter[tuple[str, str]] = Counter()  # (endpoint, outcome) -> count
+        self.unknown_devices: Counter[str] = Counter()  # reported gpu_model -> reports
+        self.gpu_samples = 0
+        self.last_scrape_duration_s = 0.0
+
+    def count_ingest(self, endpoint: str, outcome: str) -> None:
+        with self._lock:
+            self.ingest[(endpoint, outcome)] += 1
+
+    def count_unknown_device(self, gpu_model: str) -> None:
+        with self._lock:
+            self.unknown_devices[gpu_model[:128]] += 1
+
+    def copy(self) -> tuple[dict[tuple[str, str], int], dict[str, int], int]:
+        with self._lock:
+            return dict(self.ingest), dict(self.unknown_devices), self.gpu_samples

@@ -1,0 +1,167 @@
+"""MFU arithmetic: model FLOP/s achieved ÷ dense peak FLOP/s of the devices the job holds.
+
+Definition (Chowdhery et al. 2022, PaLM, arXiv 2204.02311, App. B): MFU is the observed throughput relative to
+the theoretical maximum of the system at peak FLOP/s, counting only the FLOPs the model needs (forward +
+backward), not rematerialisation. HFU counts the FLOPs executed, recompute included, over the same peak.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, replace
+
+from ._flops import ModelShape, WorkloadKind, flops_per_token, hardware_flops_per_token
+from ._spec import Dtype, check_dtype
+from ._table import PeakLookup, PeakTable
+
+
+@dataclass(frozen=True)
+class MfuResult:
+    """Everything a report yields; `mfu`/`hfu` are 0-1 or None, and `reason` says why one is None.
+
+    FLOP/s figures are for the whole job. `hardware_flops_per_token` and `hfu` are None when the job did not
+    say whether it recomputes activations.
+    """
+
+    mfu: float | None
+    hfu: float | None
+    reason: str | None
+    flops_per_token: float
+    hardware_flops_per_token: float | None
+    model_flops_per_second: float
+    peak_flops_per_second: float | None
+    peak_flops_per_gpu: float | None
+    device_key: str | None
+    dtype: Dtype
+    mig_fraction: float | None
+    peak_unconfirmed: bool = False
+
+
+def compute_mfu(
+    tokens_per_second: float, flops_per_token: float, num_gpus: int, peak_flops_per_gpu: float
+) -> float:
+    """tokens/s * FLOPs/token / (num_gpus * dense peak FLOP/s per GPU); raises ValueError on bad inputs."""
+    _check_at_least("tokens_per_second", tokens_per_second, 0.0)
+    _check_at_least("flops_per_token", flops_per_token, 0.0, strictly=True)
+    _check_num_gpus(num_gpus)
+    _check_at_least("peak_flops_per_gpu", peak_flops_per_gpu, 0.0, strictly=True)
+    model_flops_per_second = tokens_per_second * flops_per_token
+    job_peak_flops_per_second = num_gpus * peak_flops_per_gpu
+    return model_flops_per_second / job_peak_flops_per_second
+
+
+@functools.cache
+def default_peak_table() -> PeakTable:
+    """The built-in peak table, built once per process."""
+    return PeakTable()
+
+
+def evaluate(
+    *,
+    kind: WorkloadKind,
+    shape: ModelShape,
+    tokens_per_second: float,
+    num_gpus: int,
+    device_name: str | None = None,
+    dtype: Dtype = "bf16",
+    mig_profile: str | None = None,
+    peak_flops_per_gpu: float | None = None,
+    recompute_activations: bool | None = None,
+    table: PeakTable | None = None,
+) -> MfuResult:
+    """MFU (and HFU) of one job report.
+
+    Args:
+        kind: "training" or "inference"; selects the FLOPs formula.
+        shape: the model; needs params or flops_per_token.
+        tokens_per_second: whole-job throughput.
+        num_gpus: devices the job runs on (MIG slices count one each).
+        device_name: NVML name or canonical key; a "... MIG 1g.10gb" name carries its profile.
+        dtype: the precision whose dense peak is the denominator.
+        mig_profile: MIG profile of the job's devices; overrides one parsed from `device_name`.
+        peak_flops_per_gpu: operator/job override of one device's dense peak, used as given (no MIG scaling).
+        recompute_activations: full activation recompute on (HFU > MFU), off (HFU = MFU), or unknown (no HFU).
+        table: peak table to use; the built-in one by default.
+
+    Returns:
+        An `MfuResult`. Inputs that break the report contract (no params, num_gpus < 1, unknown dtype) raise
+        ValueError; a missing peak or an MFU above 1 gives `mfu=None` and a `reason`.
+    """
+    check_dtype(dtype)
+    _check_at_least("tokens_per_second", tokens_per_second, 0.0)
+    _check_num_gpus(num_gpus)
+    model_flops_per_token = flops_per_token(shape, kind)
+    executed_flops_per_token = (
+        None
+        if recompute_activations is None
+        else hardware_flops_per_token(shape, kind, recompute_activations)
+    )
+    model_flops_per_second = tokens_per_second * model_flops_per_token
+    peak = _find_peak(table or default_peak_table(), device_name, dtype, mig_profile, peak_flops_per_gpu)
+    unresolved = MfuResult(
+        mfu=None,
+        hfu=None,
+        reason=peak.reason,
+        flops_per_token=model_flops_per_token,
+        hardware_flops_per_token=executed_flops_per_token,
+        model_flops_per_second=model_flops_per_second,
+        peak_flops_per_second=None,
+        peak_flops_per_gpu=None,
+        device_key=peak.device_key,
+        dtype=dtype,
+        mig_fraction=peak.mig_fraction,
+        peak_unconfirmed=peak.unconfirmed,
+    )
+    if peak.peak_flops_per_gpu is None:
+        return unresolved
+    job_peak_flops_per_second = num_gpus * peak.peak_flops_per_gpu
+    mfu = compute_mfu(tokens_per_second, model_flops_per_token, num_gpus, peak.peak_flops_per_gpu)
+    hfu = None
+    if executed_flops_per_token is not None:
+        hfu = compute_mfu(tokens_per_second, executed_flops_per_token, num_gpus, peak.peak_flops_per_gpu)
+    reason = None
+    if mfu > 1:
+        reason = (
+            f"implausible MFU {mfu:.3g} > 1: the throughput, the FLOPs per token or the device peak is wrong"
+        )
+        mfu = hfu = None
+    elif hfu is not None and hfu > 1:
+        reason = f"implausible HFU {hfu:.3g} > 1: is activation recompute really on?"
+        hfu = None
+    return replace(
+        unresolved,
+        mfu=mfu,
+        hfu=hfu,
+        reason=reason,
+        peak_flops_per_second=job_peak_flops_per_second,
+        peak_flops_per_gpu=peak.peak_flops_per_gpu,
+    )
+
+
+def _find_peak(
+    table: PeakTable,
+    device_name: str | None,
+    dtype: Dtype,
+    mig_profile: str | None,
+    peak_flops_per_gpu: float | None,
+) -> PeakLookup:
+    """The table's peak, or the explicit override (still naming the device when the table knows it)."""
+    if peak_flops_per_gpu is None:
+        return table.lookup(device_name, dtype, mig_profile)
+    _check_at_least("peak_flops_per_gpu", peak_flops_per_gpu, 0.0, strictly=True)
+    spec = table.resolve(device_name) if device_name and device_name.strip() else None
+    device_key = None if spec is None else spec.key
+    return PeakLookup(device_key, dtype, float(peak_flops_per_gpu), 1.0, None, mig_profile)
+
+
+def _check_at_least(name: str, value: float, minimum: float, strictly: bool = False) -> None:
+    below = value <= minimum if strictly else value < minimum
+    if isinstance(value, bool) or not math.isfinite(value) or below:
+        bound = ">" if strictly else ">="
+        raise ValueError(f"{name} must be a finite number {bound} {minimum:g}, got {value!r}")
+
+
+def _check_num_gpus(num_gpus: int) -> None:
+    if isinstance(num_gpus, bool) or not isinstance(num_gpus, int) or num_gpus < 1:
+        raise ValueError(f"num_gpus must be an integer >= 1, got {num_gpus!r}")

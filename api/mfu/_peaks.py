@@ -1,0 +1,323 @@
+"""THE peak table: dense FLOP/s per device and dtype, in match order, each figure with its source.
+
+Rules for editing:
+- Dense figures only. NVIDIA datasheets print tensor figures "with sparsity"; halve them and say so in notes.
+- Per device as the framework sees it: per GPU (GB200, H100 NVL), per GCD (MI250X), per chip (TPU).
+- Specific patterns before generic ones (H100 NVL/PCIe before any other H100, GB200 before B200); `names`
+  holds real device names that must resolve to their entry, which `PeakTable` checks (no shadowing).
+- Anything without a primary source goes into `unconfirmed`.
+Figures come from /work/shared/reference/mfu_formulas.md §9; source URLs pin the commit that was read.
+"""
+
+from __future__ import annotations
+
+from ._spec import DeviceSpec
+
+_ME = "https://github.com/stas00/ml-engineering/blob/744d01e18b79/compute/accelerator/README.md"
+_LT = "https://github.com/Lightning-AI/pytorch-lightning/blob/1526f8408e1f/src/lightning/fabric/utilities/throughput.py"
+_CP = "https://github.com/mosaicml/composer/blob/003ec03f7c9a/composer/callbacks/speed_monitor.py"
+_TT = "https://github.com/pytorch/torchtitan/blob/b5bcd76c66d0/torchtitan/tools/utils.py"
+_LA = "https://github.com/cli99/llm-analysis/tree/d841e40aec8c/llm_analysis/gpu_configs"
+_GS = "https://github.com/winston-zhang-orz/gpu-specs/blob/097f0fb34b75/specs.md"
+_VR = "https://github.com/volcengine/verl/blob/02cf355f1796/verl/utils/flops_counter.py"
+_MIG = "https://docs.nvidia.com/datacenter/tesla/mig-user-guide/ (Supported MIG Profiles)"
+_HALVED = "Tensor figures are the datasheet's with-sparsity values halved."
+
+_AMPERE_A100 = {"fp32": 19.5e12, "tf32": 156e12, "bf16": 312e12, "fp16": 312e12}
+_AMPERE_A10 = {"fp32": 31.2e12, "tf32": 62.5e12, "bf16": 125e12, "fp16": 125e12}
+_HOPPER_SXM = {"fp32": 67e12, "tf32": 494.5e12, "bf16": 989e12, "fp16": 989e12, "fp8": 1979e12}
+_CDNA3_MI300 = {"fp32": 163.4e12, "tf32": 653.7e12, "bf16": 1307.4e12, "fp16": 1307.4e12, "fp8": 2610e12}
+
+DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
+    # --- NVIDIA Volta / Turing: FP16 tensor cores only, no BF16 or TF32.
+    DeviceSpec(
+        key="v100s-pcie",
+        patterns=(r"\bV100S\b",),
+        names=("Tesla V100S-PCIE-32GB",),
+        peaks={"fp32": 16.4e12, "fp16": 130e12},
+        memory_bandwidth_bytes_per_second=1.134e12,
+        source=f"{_GS}; {_LT}; {_CP}",
+    ),
+    DeviceSpec(
+        key="v100-sxm2",
+        patterns=(r"\bV100-SXM2\b",),
+        names=("Tesla V100-SXM2-16GB", "Tesla V100-SXM2-32GB"),
+        peaks={"fp32": 15.7e12, "fp16": 125e12},
+        memory_bandwidth_bytes_per_second=0.90e12,
+        source=f"{_LT}; {_CP}; {_LA}",
+        notes="V100-SXM3 (DGX-2) is not matched: its clocks differ.",
+    ),
+    DeviceSpec(
+        key="v100-pcie",
+        patterns=(r"\bV100-PCIE\b",),
+        names=("Tesla V100-PCIE-16GB", "Tesla V100-PCIE-32GB"),
+        peaks={"fp32": 14e12, "fp16": 112e12},
+        memory_bandwidth_bytes_per_second=0.90e12,
+        source=f"{_LT}; {_CP}; {_LA}",
+    ),
+    DeviceSpec(
+        key="t4",
+        patterns=(r"\bT4\b",),
+        names=("Tesla T4",),
+        peaks={"fp32": 8.1e12, "fp16": 65e12},
+        source=f"{_LT}; {_CP}",
+    ),
+    # --- NVIDIA Ampere.
+    DeviceSpec(
+        key="a10g",
+        patterns=(r"\bA10G\b",),
+        names=("NVIDIA A10G",),
+        peaks=_AMPERE_A10,
+        memory_bandwidth_bytes_per_second=0.60e12,
+        source=f"{_LT} (a10g); {_GS}",
+        notes="Disputed: Lightning uses 125 TFLOPS bf16 but llm-analysis uses 70 for the AWS A10G.",
+        unconfirmed=frozenset({"tf32", "bf16", "fp16"}),
+    ),
+    DeviceSpec(
+        key="a10",
+        patterns=(r"\bA10\b",),
+        names=("NVIDIA A10",),
+        peaks=_AMPERE_A10,
+        memory_bandwidth_bytes_per_second=0.60e12,
+        source=f"{_CP}; {_GS}",
+    ),
+    DeviceSpec(
+        key="a30",
+        patterns=(r"\bA30\b",),
+        names=("NVIDIA A30",),
+        peaks={"fp32": 10.3e12, "tf32": 82e12, "bf16": 165e12, "fp16": 165e12},
+        memory_bandwidth_bytes_per_second=0.933e12,
+        mig_slices=4,
+        source=f"https://huggingface.co/hardware/a30 (fp32 10.32); secondary tables (165, 933 GB/s); {_MIG}",
+        notes="No datasheet read: tensor figures and bandwidth appear only in secondary tables.",
+        unconfirmed=frozenset({"fp32", "tf32", "bf16", "fp16", "memory_bandwidth"}),
+    ),
+    DeviceSpec(
+        key="a6000",
+        patterns=(r"\bA6000\b",),
+        names=("NVIDIA RTX A6000",),
+        peaks={"fp32": 38.7e12, "tf32": 77.4e12, "bf16": 154.85e12, "fp16": 154.85e12},
+        source=f"{_TT} (bf16 154.85); {_LT} (fp32, tf32)",
+        notes=f"{_HALVED} Lightning's 'bf16' 38.7 is the non-tensor FP32 figure and is not used. "
+        "fp16 taken equal to bf16 (same tensor rate on GA102).",
+    ),
+    DeviceSpec(
+        key="a100-sxm-80gb",
+        patterns=(r"\bA100[- ]SXM\d?[- ]80GB\b",),
+        names=("NVIDIA A100-SXM4-80GB",),
+        peaks=_AMPERE_A100,
+        memory_bandwidth_bytes_per_second=2.039e12,
+        mig_slices=7,
+        source=f"{_ME}; {_LT}; {_CP}; {_LA}; {_GS}; {_MIG}",
+        notes="A100 has no FP8. ME lists 2.0 TB/s.",
+    ),
+    DeviceSpec(
+        key="a100-sxm-40gb",
+        patterns=(r"\bA100[- ]SXM\d?[- ]40GB\b",),
+        names=("NVIDIA A100-SXM4-40GB",),
+        peaks=_AMPERE_A100,
+        memory_bandwidth_bytes_per_second=1.555e12,
+        mig_slices=7,
+        source=f"{_ME}; {_LT}; {_CP}; {_LA}; {_MIG}",
+        notes="A100 has no FP8.",
+    ),
+    DeviceSpec(
+        key="a100-pcie-80gb",
+        patterns=(r"\bA100 80GB PCIe\b", r"\bA100[- ]PCIE[- ]80GB\b"),
+        names=("NVIDIA A100 80GB PCIe", "NVIDIA A100-PCIE-80GB"),
+        peaks=_AMPERE_A100,
+        memory_bandwidth_bytes_per_second=1.935e12,
+        mig_slices=7,
+        source=f"{_LA}; {_GS}; {_MIG}",
+        notes="A100 has no FP8. ME lists 1.94 TB/s.",
+    ),
+    DeviceSpec(
+        key="a100-pcie-40gb",
+        patterns=(r"\bA100[- ]PCIE[- ]40GB\b", r"\bA100 40GB PCIe\b"),
+        names=("NVIDIA A100-PCIE-40GB",),
+        peaks=_AMPERE_A100,
+        memory_bandwidth_bytes_per_second=1.555e12,
+        mig_slices=7,
+        source=f"{_ME}; {_LT}; {_CP}; {_LA}; {_MIG}",
+        notes="A100 has no FP8.",
+    ),
+    # --- NVIDIA Ada: L40S before L40 before L4 (word boundaries already keep them apart).
+    DeviceSpec(
+        key="l40s",
+        patterns=(r"\bL40S\b",),
+        names=("NVIDIA L40S",),
+        peaks={"fp32": 91.6e12, "tf32": 183e12, "bf16": 362e12, "fp16": 362e12, "fp8": 733e12},
+        memory_bandwidth_bytes_per_second=0.864e12,
+        source=f"{_ME}; {_GS}; {_TT}",
+        notes=_HALVED,
+    ),
+    DeviceSpec(
+        key="l40",
+        patterns=(r"\bL40\b",),
+        names=("NVIDIA L40",),
+        peaks={"fp32": 90.5e12, "tf32": 90.5e12, "bf16": 181e12, "fp16": 181e12},
+        source=_LT,
+        notes="No FP8 or bandwidth figure in the sources read.",
+    ),
+    DeviceSpec(
+        key="l4",
+        patterns=(r"\bL4\b",),
+        names=("NVIDIA L4",),
+        peaks={"fp32": 30.3e12, "tf32": 60e12, "bf16": 121e12, "fp16": 121e12, "fp8": 242e12},
+        memory_bandwidth_bytes_per_second=0.30e12,
+        source=f"{_LT}; {_GS}",
+        notes=f"{_HALVED} (datasheet: 120 / 242 / 485 with sparsity).",
+    ),
+    # --- NVIDIA Hopper: NVL and PCIe before the generic H100 (= SXM); H200 before H20.
+    DeviceSpec(
+        key="h100-nvl",
+        patterns=(r"\bH100 NVL\b",),
+        names=("NVIDIA H100 NVL",),
+        peaks={"fp32": 60e12, "tf32": 417.5e12, "bf16": 835e12, "fp16": 835e12, "fp8": 1670.5e12},
+        memory_bandwidth_bytes_per_second=3.9e12,
+        mig_slices=7,
+        source=f"{_TT} (835e12); sparse datasheet values quoted on jishuzhan.net (secondary), halved; {_MIG}",
+        notes="Per GPU. Lightning's 1978.8 TFLOPS is a with-sparsity NVL-pair figure and is not used.",
+        unconfirmed=frozenset({"fp32", "tf32", "fp8", "memory_bandwidth"}),
+    ),
+    DeviceSpec(
+        key="h100-pcie",
+        patterns=(r"\bH100\b.*\bPCIe\b", r"\bH100\b.*\bHBM2e\b"),
+        names=("NVIDIA H100 PCIe", "NVIDIA H100 80GB HBM2e"),
+        peaks={"fp32": 51e12, "tf32": 378e12, "bf16": 756e12, "fp16": 756e12, "fp8": 1513e12},
+        memory_bandwidth_bytes_per_second=2.0e12,
+        mig_slices=7,
+        source=f"{_ME}; {_CP}; {_LA}; {_MIG}",
+        notes=f"{_HALVED} HBM2e H100 is the PCIe card (Composer's rule). GS lists 2.048 TB/s.",
+    ),
+    DeviceSpec(
+        key="h100-sxm",
+        patterns=(r"\bH100\b",),
+        names=("NVIDIA H100 80GB HBM3", "NVIDIA H100"),
+        peaks=_HOPPER_SXM,
+        memory_bandwidth_bytes_per_second=3.35e12,
+        mig_slices=7,
+        source=f"{_ME}; {_CP}; {_LT}; {_LA}; {_MIG}",
+        notes=f"{_HALVED} Any H100 not matched as NVL or PCIe is the SXM part (HBM3), as torchtitan does.",
+    ),
+    DeviceSpec(
+        key="h200-sxm",
+        patterns=(r"\bH200\b(?!.*\bNVL\b)",),
+        names=("NVIDIA H200",),
+        peaks=_HOPPER_SXM,
+        memory_bandwidth_bytes_per_second=4.8e12,
+        mig_slices=7,
+        source=f"{_ME}; {_CP}; {_TT}; {_VR}; {_MIG}",
+        notes=f"{_HALVED} 'NVIDIA H200' is taken as SXM (Composer). H200 NVL has no sourced figures here "
+        "and is deliberately left unmatched: add it with an override file.",
+    ),
+    DeviceSpec(
+        key="h20",
+        patterns=(r"\bH20\b",),
+        names=("NVIDIA H20",),
+        peaks={"bf16": 148e12, "fp16": 148e12, "fp8": 296e12},
+        memory_bandwidth_bytes_per_second=4.0e12,
+        mig_slices=7,
+        source=f"{_TT} (148e12, citing Tom's Hardware); {_VR}; "
+        "citsjtu2020/LLM-Prof hardware_spec.md (4022 GB/s)",
+        notes="No NVIDIA first-hand spec. fp8 296 matches LLM-Prof's INT8 296. FP32/TF32 unknown.",
+        unconfirmed=frozenset({"bf16", "fp16", "fp8", "memory_bandwidth", "mig_slices"}),
+    ),
+    # --- NVIDIA Blackwell: GB200 before B200.
+    DeviceSpec(
+        key="gb200",
+        patterns=(r"\bGB200\b",),
+        names=("NVIDIA GB200",),
+        peaks={"fp32": 80e12, "tf32": 1250e12, "bf16": 2500e12, "fp16": 2500e12, "fp8": 5000e12},
+        memory_bandwidth_bytes_per_second=8.0e12,
+        mig_slices=7,
+        source=f"{_ME}; {_TT}; {_VR}; {_MIG}",
+        notes=f"Per GPU (a GB200 superchip holds two). {_HALVED}",
+    ),
+    DeviceSpec(
+        key="b200",
+        patterns=(r"\bB200\b",),
+        names=("NVIDIA B200",),
+        peaks={"fp32": 80e12, "tf32": 1125e12, "bf16": 2250e12, "fp16": 2250e12, "fp8": 4500e12},
+        memory_bandwidth_bytes_per_second=8.0e12,
+        mig_slices=7,
+        source=f"{_ME} (DGX B200 datasheet); {_TT}; {_VR}; {_MIG}",
+        notes=_HALVED,
+    ),
+    # --- AMD Instinct.
+    DeviceSpec(
+        key="mi250x",
+        patterns=(r"\bMI250X\b",),
+        names=("AMD Instinct MI250X", "AMD Instinct MI250X/MI250"),
+        peaks={"fp32": 23.95e12, "bf16": 191.5e12, "fp16": 191.5e12},
+        memory_bandwidth_bytes_per_second=1.64e12,
+        source=f"{_ME}; {_LA}; {_TT} (191.5e12 per GCD)",
+        notes="Per GCD (what torch sees): the OAM package's 383 bf16, 47.9 fp32 and 3.28 TB/s halved. "
+        "ROCm's 'MI250X/MI250' name also covers the slower MI250 (362 bf16 per OAM).",
+    ),
+    DeviceSpec(
+        key="mi300x",
+        patterns=(r"\bMI300X\b",),
+        names=("AMD Instinct MI300X",),
+        peaks=_CDNA3_MI300,
+        memory_bandwidth_bytes_per_second=5.3e12,
+        source=_ME,
+        notes="ME derives 1307.4 from 2100 MHz x 1216 cores; torchtitan uses 1300, verl and NeMo 1336.",
+    ),
+    DeviceSpec(
+        key="mi325x",
+        patterns=(r"\bMI325X\b",),
+        names=("AMD Instinct MI325X",),
+        peaks=_CDNA3_MI300,
+        memory_bandwidth_bytes_per_second=6.0e12,
+        source=f"{_ME} (compute equal to MI300X); {_TT}",
+    ),
+    DeviceSpec(
+        key="mi355x",
+        patterns=(r"\bMI355X\b",),
+        names=("AMD Instinct MI355X",),
+        peaks={"bf16": 2500e12},
+        memory_bandwidth_bytes_per_second=8.0e12,
+        source=f"{_ME}; {_TT}",
+        notes="Only the bf16 figure was sourced.",
+    ),
+    # --- Google TPU (per chip; names as JAX/torch_xla report the device kind).
+    DeviceSpec(
+        key="tpu-v4",
+        patterns=(r"\bTPU v4\b",),
+        names=("TPU v4",),
+        peaks={"bf16": 275e12},
+        source=f"{_TT}; {_LT}; {_ME}; PaLM (arXiv 2204.02311) uses 275 TFLOP/s per chip",
+    ),
+    DeviceSpec(
+        key="tpu-v5e",
+        patterns=(r"\bTPU v5 ?lite\b", r"\bTPU v5e\b"),
+        names=("TPU v5 lite", "TPU v5e"),
+        peaks={"bf16": 197e12},
+        source=f"{_TT}; {_LT} (v5litepod); {_ME}",
+    ),
+    DeviceSpec(
+        key="tpu-v5p",
+        patterns=(r"\bTPU v5p\b", r"\bTPU v5$"),
+        names=("TPU v5p", "TPU v5"),
+        peaks={"bf16": 459e12},
+        source=_TT,
+    ),
+    DeviceSpec(
+        key="tpu-v6e",
+        patterns=(r"\bTPU v6 ?lite\b", r"\bTPU v6e\b"),
+        names=("TPU v6 lite", "TPU v6e"),
+        peaks={"bf16": 918e12},
+        source=_TT,
+    ),
+    # --- Huawei Ascend.
+    DeviceSpec(
+        key="ascend-910b",
+        patterns=(r"\bAscend\s?910B",),
+        names=("Ascend910B2", "Ascend 910B"),
+        peaks={"bf16": 354e12, "fp16": 354e12},
+        source=f"{_VR}; NVIDIA-NeMo/Automodel nemo_automodel/_transformers/mfu.py (354e12)",
+        notes="Web pages disagree (256, 280, 320 TFLOPS); the frameworks' 354 is used.",
+        unconfirmed=frozenset({"bf16", "fp16"}),
+    ),
+)

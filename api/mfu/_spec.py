@@ -1,0 +1,109 @@
+"""`DeviceSpec`: one row of the peak table, validated on construction.
+
+Kept apart from the data in `_peaks.py` so the table file is nothing but figures and their sources, and so
+operator overrides (`_overrides.py`) build the same validated object.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal, get_args
+
+Dtype = Literal["bf16", "fp16", "fp8", "tf32", "fp32"]
+DTYPES: tuple[Dtype, ...] = get_args(Dtype)
+
+# Fields other than dtypes whose figure may be marked unconfirmed.
+_OTHER_CONFIRMABLE = ("memory_bandwidth", "mig_slices")
+KEY_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+
+class PeakTableError(ValueError):
+    """A peak table or an operator's override file is invalid; the message names the entry and field."""
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """Dense peak FLOP/s of one device (as the framework sees it: per GPU, per GCD, per TPU chip).
+
+    Args:
+        key: canonical key, lowercase `<model>[-<form factor>][-<memory>]`, e.g. `h100-sxm`, `a100-pcie-80gb`.
+        patterns: regexes, searched case-insensitively in the NVML device name (MIG suffix removed).
+        peaks: dense (no 2:4 sparsity) FLOP/s per dtype; a dtype missing or None has no published peak here.
+        source: where the figures come from (URLs or citations), so a reader can check them.
+        notes: caveats: halved sparse figures, derived values, disputes.
+        memory_bandwidth_bytes_per_second: peak memory bandwidth, for MBU.
+        mig_slices: compute slices of the whole GPU (7 on A100/H100, 4 on A30); None when MIG is unsupported.
+        names: real device names that must resolve to this entry (checked when a table is built).
+        unconfirmed: dtypes (or "memory_bandwidth", "mig_slices") whose figure lacks a primary source.
+    """
+
+    key: str
+    patterns: tuple[str, ...]
+    peaks: Mapping[Dtype, float | None]
+    source: str
+    notes: str = ""
+    memory_bandwidth_bytes_per_second: float | None = None
+    mig_slices: int | None = None
+    names: tuple[str, ...] = ()
+    unconfirmed: frozenset[str] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.key, str) or not KEY_PATTERN.match(self.key):
+            raise ValueError(f"key {self.key!r} must match {KEY_PATTERN.pattern}")
+        object.__setattr__(self, "patterns", tuple(self.patterns))
+        object.__setattr__(self, "names", tuple(self.names))
+        object.__setattr__(self, "unconfirmed", frozenset(self.unconfirmed))
+        object.__setattr__(self, "peaks", MappingProxyType(_normalise_peaks(self.peaks)))
+        for pattern in self.patterns:
+            _check_pattern(pattern)
+        if not self.source.strip():
+            raise ValueError("source must say where the figures come from")
+        if self.memory_bandwidth_bytes_per_second is not None:
+            _check_positive("memory_bandwidth_bytes_per_second", self.memory_bandwidth_bytes_per_second)
+        if self.mig_slices is not None and (type(self.mig_slices) is not int or self.mig_slices < 1):
+            raise ValueError(f"mig_slices must be an integer >= 1, got {self.mig_slices!r}")
+        unknown = self.unconfirmed - set(DTYPES) - set(_OTHER_CONFIRMABLE)
+        if unknown:
+            raise ValueError(f"unconfirmed names unknown fields: {', '.join(sorted(unknown))}")
+
+    def peak(self, dtype: Dtype) -> float | None:
+        """Dense peak FLOP/s for `dtype` on the whole device, or None when there is none."""
+        return self.peaks[dtype]
+
+
+def check_dtype(dtype: str) -> None:
+    """Raise ValueError unless `dtype` is one of DTYPES."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
+
+
+def _normalise_peaks(peaks: Mapping[str, float | None]) -> dict[Dtype, float | None]:
+    for dtype in peaks:
+        check_dtype(dtype)
+    normalised: dict[Dtype, float | None] = {}
+    for dtype in DTYPES:
+        value = peaks.get(dtype)
+        if value is not None:
+            _check_positive(f"peaks.{dtype}", value)
+            value = float(value)
+        normalised[dtype] = value
+    return normalised
+
+
+def _check_positive(name: str, value: object) -> None:
+    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not (is_number and math.isfinite(value) and value > 0):  # type: ignore[arg-type]
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+
+
+def _check_pattern(pattern: str) -> None:
+    if not isinstance(pattern, str) or not pattern.strip():
+        raise ValueError(f"pattern {pattern!r} must be a non-empty string")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {exc}") from exc

@@ -1,0 +1,110 @@
+"""Job routes: register, report throughput, end, and read jobs."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, HTTPException, Query
+
+from api.crud import jobs as crud
+from api.crud.nodes import read_gpus_of_job
+from api.db.models import Job
+from api.deps import ContextDep, IngestAuth, JobIdPath
+from api.schemas.jobs import JobEnd, JobPublic, JobReportCreate, JobReportPublic, JobsPublic, JobUpdate, ReportResult
+from api.services import reports
+from api.state.aggregate import summarize
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+
+def _public(ctx: ContextDep, job: Job, *, allocated: int, history: list[JobReportPublic], gpus: list[dict[str, Any]]) -> JobPublic:
+    latest = job.latest or {}
+    signature = latest.get("signature")
+    baseline = ctx.state.baseline(signature) if signature else None
+    mfu = latest.get("mfu")
+    return JobPublic(
+        job_id=job.job_id,
+        status=job.status,
+        kind=job.kind,
+        name=job.name,
+        team=job.team,
+        pool=job.pool,
+        gpu_model=job.gpu_model,
+        dtype=job.dtype,
+        num_gpus=job.num_gpus,
+        gpus_requested=job.gpus_requested,
+        gpus_allocated=allocated,
+        model=job.model,
+        created_at=job.created_at,
+        started_at=job.started_at,
+        last_report_at=job.last_report_at,
+        ended_at=job.ended_at,
+        exit_code=job.exit_code,
+        reports_received=job.reports_received,
+        latest=job.latest,
+        baseline_mfu=baseline.mfu if baseline else None,
+        mfu_vs_baseline=mfu / baseline.mfu if baseline and mfu is not None and baseline.mfu > 0 else None,
+        gpus=gpus,
+        history=history,
+    )
+
+
+@router.put("/{job_id}", response_model=JobPublic, dependencies=[IngestAuth])
+def update_job(job_id: JobIdPath, body: JobUpdate, ctx: ContextDep) -> JobPublic:
+    """Register a job (pending until it reports) or update its metadata."""
+    job = reports.update_job(ctx, job_id, body)
+    ctx.self_metrics.count_ingest("job_update", "accepted")
+    return _public(ctx, job, allocated=0 if job.status != "running" else job.num_gpus or 0, history=[], gpus=[])
+
+
+@router.post("/{job_id}/reports", response_model=ReportResult, dependencies=[IngestAuth])
+def create_report(job_id: JobIdPath, body: JobReportCreate, ctx: ContextDep) -> ReportResult:
+    """Report a job's throughput over the last interval; returns its MFU now."""
+    result = reports.record_report(ctx, job_id, body)
+    ctx.self_metrics.count_ingest("job_reports", "accepted")
+    return result
+
+
+@router.post("/{job_id}/end", response_model=JobPublic, dependencies=[IngestAuth])
+def end_job(job_id: JobIdPath, ctx: ContextDep, body: Annotated[JobEnd | None, Body()] = None) -> JobPublic:
+    """End a job; its series leave /metrics at once."""
+    job = reports.end_job(ctx, job_id, body or JobEnd())
+    if job is None:
+        ctx.self_metrics.count_ingest("job_end", "not_found")
+        raise HTTPException(status_code=404, detail=f"job {job_id!r} not found")
+    ctx.self_metrics.count_ingest("job_end", "accepted")
+    return _public(ctx, job, allocated=0, history=[], gpus=[])
+
+
+@router.get("", response_model=JobsPublic)
+def read_jobs(
+    ctx: ContextDep,
+    status: Annotated[str | None, Query(pattern="^(pending|running|ended)$")] = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> JobsPublic:
+    """List jobs with their current MFU."""
+    allocated = summarize(ctx.state.snapshot(ctx.clock())).allocated
+    with ctx.sessions() as session:
+        rows = crud.read_jobs(session=session, status=status, limit=limit, offset=offset)
+    data = [_public(ctx, j, allocated=allocated.get(j.job_id, 0), history=[], gpus=[]) for j in rows]
+    return JobsPublic(data=data, count=len(data))
+
+
+@router.get("/{job_id}", response_model=JobPublic)
+def read_job(
+    job_id: JobIdPath, ctx: ContextDep, history: Annotated[int, Query(ge=0, le=10_000)] = 60
+) -> JobPublic:
+    """One job: current MFU, baseline, its GPUs and recent history."""
+    allocated = summarize(ctx.state.snapshot(ctx.clock())).allocated
+    with ctx.sessions() as session:
+        job = crud.read_job(session=session, job_id=job_id)
+        if job is None:
+            raise HTTPException(status_code=404, detail=f"job {job_id!r} not found")
+        rows = crud.read_history(session=session, job_id=job_id, limit=history) if history else []
+        gpus = [
+            {"node": g.node, "gpu": g.index, "uuid": g.uuid, "name": g.name, "up": g.up, **g.counters}
+            for g in read_gpus_of_job(session=session, job_id=job_id)
+        ]
+    past = [JobReportPublic.model_validate(r, from_attributes=True) for r in rows]
+    return _public(ctx, job, allocated=allocated.get(job_id, 0), history=past, gpus=gpus)

@@ -1,0 +1,141 @@
+"""Node sample request and node/GPU response bodies."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+from api.schemas._common import ID_PATTERN, Count, Label, NonNegativeFloat, Ratio
+
+ThrottleReason = Literal[
+    "gpu_idle",
+    "applications_clocks_setting",
+    "sw_power_cap",
+    "hw_slowdown",
+    "sync_boost",
+    "sw_thermal",
+    "hw_thermal",
+    "hw_power_brake",
+    "display_clocks",
+]
+
+#: Counters a GPU sample may carry; a missing one means "not supported here", never zero.
+COUNTER_FIELDS: tuple[str, ...] = (
+    "utilization",
+    "sm_active",
+    "sm_occupancy",
+    "tensor_active",
+    "dram_active",
+    "memory_used_bytes",
+    "memory_total_bytes",
+    "power_watts",
+    "temperature_celsius",
+    "sm_clock_hz",
+    "max_sm_clock_hz",
+    "nvlink_tx_bytes_per_second",
+    "nvlink_rx_bytes_per_second",
+    "pcie_tx_bytes_per_second",
+    "pcie_rx_bytes_per_second",
+    "xid_errors_total",
+    "ecc_uncorrected_total",
+    "ecc_corrected_total",
+)
+
+_Temperature = Annotated[float, Field(ge=-100, le=250, allow_inf_nan=False)]
+_Bounded = Annotated[float, Field(ge=0, le=1e16, allow_inf_nan=False)]
+
+
+class GpuSample(BaseModel):
+    """One GPU (or MIG instance) in a node sample."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    uuid: Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:/+\-]+$")]
+    index: Annotated[int, Field(ge=0, le=4096)]
+    name: Label
+    mig_profile: Annotated[str, StringConstraints(max_length=64, pattern=r"^[A-Za-z0-9.+\-]+$")] | None = None
+    job_id: Annotated[str, StringConstraints(pattern=ID_PATTERN)] | None = None
+    up: bool = True
+    utilization: Ratio | None = None
+    sm_active: Ratio | None = None
+    sm_occupancy: Ratio | None = None
+    tensor_active: Ratio | None = None
+    dram_active: Ratio | None = None
+    memory_used_bytes: _Bounded | None = None
+    memory_total_bytes: _Bounded | None = None
+    power_watts: Annotated[float, Field(ge=0, le=100_000, allow_inf_nan=False)] | None = None
+    temperature_celsius: _Temperature | None = None
+    sm_clock_hz: _Bounded | None = None
+    max_sm_clock_hz: _Bounded | None = None
+    nvlink_tx_bytes_per_second: NonNegativeFloat | None = None
+    nvlink_rx_bytes_per_second: NonNegativeFloat | None = None
+    pcie_tx_bytes_per_second: NonNegativeFloat | None = None
+    pcie_rx_bytes_per_second: NonNegativeFloat | None = None
+    xid_errors_total: Count | None = None
+    ecc_uncorrected_total: Count | None = None
+    ecc_corrected_total: Count | None = None
+    throttle_reasons: Annotated[list[ThrottleReason], Field(max_length=16)] | None = None
+
+    def counters(self) -> dict[str, Any]:
+        """The counters present in this sample (absent ones stay absent)."""
+        out: dict[str, Any] = {}
+        for field in COUNTER_FIELDS:
+            value = getattr(self, field)
+            if value is not None:
+                out[field] = value
+        if self.throttle_reasons is not None:
+            out["throttle_reasons"] = sorted(set(self.throttle_reasons))
+        return out
+
+
+class NodeSampleCreate(BaseModel):
+    """``POST /v1/nodes/{node}/samples``: one collection cycle of one node."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    timestamp: Annotated[float, Field(gt=0, lt=1e11, allow_inf_nan=False)]
+    pool: Label | None = None
+    gpus: Annotated[list[GpuSample], Field(max_length=1024)]
+
+    @field_validator("gpus")
+    @classmethod
+    def _unique_uuids(cls, gpus: list[GpuSample]) -> list[GpuSample]:
+        seen: set[str] = set()
+        for gpu in gpus:
+            if gpu.uuid in seen:
+                raise ValueError(f"duplicate GPU uuid {gpu.uuid!r}")
+            seen.add(gpu.uuid)
+        return gpus
+
+
+class SampleAccepted(BaseModel):
+    accepted: int
+    applied: bool = Field(description="false when the sample was older than the newest one already applied")
+
+
+class GpuPublic(BaseModel):
+    uuid: str
+    node: str
+    index: int
+    name: str
+    device: str | None
+    mig_profile: str | None
+    job_id: str | None
+    up: bool
+    counters: dict[str, Any]
+    sample_timestamp: float
+
+
+class NodePublic(BaseModel):
+    name: str
+    pool: str | None
+    last_seen_at: float
+    last_timestamp: float
+    samples_received: int
+    gpus: list[GpuPublic]
+
+
+class NodesPublic(BaseModel):
+    data: list[NodePublic]
+    count: int

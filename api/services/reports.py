@@ -1,0 +1,218 @@
+"""A job report, end to end: store it, compute MFU with the engine, capture a baseline, update the state."""
+
+from __future__ import annotations
+
+import statistics
+
+from sqlalchemy.orm import Session
+
+from api.context import AppContext
+from api.crud import jobs as crud
+from api.db.models import Baseline, Job
+from api.errors import InputError
+from api.mfu import ModelShape, evaluate
+from api.schemas.jobs import JobEnd, JobReportCreate, JobUpdate, ReportResult
+from api.state.refresh import baseline_view, job_view, model_key
+
+
+def _signature(kind: str, model: str, device: str, num_gpus: int, dtype: str) -> str:
+    """A workload signature: runs with equal signatures should reach the same MFU."""
+    return f"{kind}|{model}|{device}|{num_gpus}|{dtype}"
+
+
+def _ratio(part: float | None, whole: float | None) -> float | None:
+    if part is None or not whole:
+        return None
+    return min(part / whole, 1.0)
+
+
+def record_report(ctx: AppContext, job_id: str, report: JobReportCreate) -> ReportResult:
+    """Store one report and return the job's MFU now (or null with the reason)."""
+    now = ctx.clock()
+    tokens_per_second = report.rate()
+    with ctx.sessions.begin() as session:
+        job = crud.read_job(session=session, job_id=job_id, for_update=True)
+        if job is None:
+            job = crud.new_job(session=session, job_id=job_id, now=now)
+        crud.apply_job_fields(job=job, fields=report)
+
+        # Exporters' attribution fills in what the report leaves out.
+        shares = ctx.state.job_shares(job_id, now)
+        attributed = sum(share.count for _, share in shares)
+        num_gpus = job.num_gpus or attributed or None
+        gpu_name = job.gpu_model or (shares[0][1].gpu_name if shares else None)
+        mig_profile = None if job.gpu_model else (shares[0][1].mig_profile if shares else None)
+        if not job.model:
+            raise InputError("model", "model is required: send model.params or model.flops_per_token")
+        shape = ModelShape(**{k: v for k, v in job.model.items() if k != "name"})
+        result = evaluate(
+            kind=job.kind,  # type: ignore[arg-type]
+            shape=shape,
+            tokens_per_second=tokens_per_second,
+            num_gpus=num_gpus or 1,
+            device_name=gpu_name,
+            dtype=job.dtype,  # type: ignore[arg-type]
+            mig_profile=mig_profile,
+            peak_flops_per_gpu=job.peak_flops_per_gpu,
+            recompute_activations=job.recompute_activations,
+            table=ctx.peak_table,
+        )
+        mfu, hfu, reason = result.mfu, result.hfu, result.reason
+        peak_flops_per_second = result.peak_flops_per_second
+        if num_gpus is None:
+            mfu = hfu = peak_flops_per_second = None
+            reason = "num_gpus unknown: report num_gpus, or run exporters that attribute GPUs to this job"
+        elif gpu_name is None and job.peak_flops_per_gpu is None:
+            reason = "gpu_model unknown: report gpu_model or peak_flops_per_gpu, or run exporters on its nodes"
+        elif result.device_key is None and job.peak_flops_per_gpu is None:
+            ctx.self_metrics.count_unknown_device(gpu_name or "")
+
+        signature = signature_of(job, result.device_key, num_gpus)
+        comm_ratio = _ratio(report.comm_seconds, report.step_seconds)
+        data_wait_ratio = _ratio(report.data_wait_seconds, report.step_seconds)
+        latest = {
+            "tokens_per_second": tokens_per_second,
+            "mfu": mfu,
+            "hfu": hfu,
+            "reason": reason,
+            "flops_per_token": result.flops_per_token,
+            "model_flops_per_second": result.model_flops_per_second,
+            "peak_flops_per_second": peak_flops_per_second,
+            "peak_flops_per_gpu": result.peak_flops_per_gpu,
+            "device": result.device_key,
+            "num_gpus": num_gpus,
+            "step_seconds": report.step_seconds,
+            "comm_ratio": comm_ratio,
+            "data_wait_ratio": data_wait_ratio,
+            "step": report.step,
+            "signature": signature,
+        }
+        job.status = "running"
+        job.ended_at = job.exit_code = None
+        job.started_at = job.started_at or now
+        job.last_report_at = now
+        job.reports_received += 1
+        job.latest = latest
+        job.updated_at = now
+        crud.add_report(
+            session=session,
+            job_id=job_id,
+            received_at=now,
+            values={
+                "tokens_per_second": tokens_per_second,
+                "num_gpus": num_gpus,
+                "mfu": mfu,
+                "hfu": hfu,
+                "model_flops_per_second": result.model_flops_per_second if mfu is not None else None,
+                "comm_ratio": comm_ratio,
+                "data_wait_ratio": data_wait_ratio,
+                "step_seconds": report.step_seconds,
+                "step": report.step,
+                "reason": reason,
+            },
+        )
+        session.flush()
+        baseline = _baseline(ctx, session, job, result.device_key, num_gpus, mfu, now)
+    ctx.state.apply_job(job_view(job))
+    if baseline is not None:
+        ctx.state.apply_baseline(baseline_view(baseline))
+    held = ctx.state.baseline(signature) if signature else None
+    return ReportResult(
+        job_id=job_id,
+        mfu=mfu,
+        hfu=hfu,
+        reason=reason,
+        flops_per_token=result.flops_per_token,
+        model_flops_per_second=result.model_flops_per_second,
+        peak_flops_per_second=peak_flops_per_second,
+        peak_flops_per_gpu=result.peak_flops_per_gpu,
+        tokens_per_second=tokens_per_second,
+        num_gpus=num_gpus,
+        gpu_model=gpu_name,
+        device=result.device_key,
+        dtype=job.dtype,
+        comm_ratio=comm_ratio,
+        data_wait_ratio=data_wait_ratio,
+        step_seconds=report.step_seconds,
+        baseline_mfu=held.mfu if held else None,
+    )
+
+
+def signature_of(job: Job, device: str | None, num_gpus: int | None) -> str | None:
+    """The job's workload signature, or None while model, device or GPU count is unknown."""
+    model = model_key(job.model)
+    if model is None or device is None or not num_gpus:
+        return None
+    return _signature(job.kind, model, device, num_gpus, job.dtype)
+
+
+def _baseline(
+    ctx: AppContext,
+    session: Session,
+    job: Job,
+    device: str | None,
+    num_gpus: int | None,
+    mfu: float | None,
+    now: float,
+) -> Baseline | None:
+    """Capture a baseline from the job's first stable window after warm-up, if its signature has none."""
+    settings = ctx.settings
+    signature = signature_of(job, device, num_gpus)
+    if mfu is None or device is None or not num_gpus or signature is None:
+        return None
+    if ctx.state.baseline(signature) is not None:
+        return None
+    window = settings.BASELINE_WINDOW_REPORTS
+    if job.reports_received < settings.BASELINE_WARMUP_REPORTS + window:
+        return None
+    if crud.read_baseline(session=session, signature=signature) is not None:
+        return None
+    recent = crud.read_recent_mfus(session=session, job_id=job.job_id, limit=window)
+    if len(recent) < window or any(m is None for m in recent):
+        return None
+    values = [float(m) for m in recent if m is not None]
+    mean = statistics.fmean(values)
+    if mean <= 0 or (max(values) - min(values)) / mean > settings.BASELINE_MAX_RELATIVE_SPREAD:
+        return None
+    row = {
+        "signature": signature,
+        "kind": job.kind,
+        "model_key": model_key(job.model) or "",
+        "gpu_model": device,
+        "num_gpus": num_gpus,
+        "dtype": job.dtype,
+        "mfu": statistics.median(values),
+        "source_job_id": job.job_id,
+        "captured_at": now,
+        "updated_at": now,
+    }
+    crud.insert_baseline_if_absent(session=session, values=row)
+    return crud.read_baseline(session=session, signature=signature)
+
+
+def update_job(ctx: AppContext, job_id: str, update: JobUpdate) -> Job:
+    """Register or update a job's metadata; a new job stays pending until it reports."""
+    now = ctx.clock()
+    with ctx.sessions.begin() as session:
+        job = crud.read_job(session=session, job_id=job_id, for_update=True)
+        if job is None:
+            job = crud.new_job(session=session, job_id=job_id, now=now)
+        crud.apply_job_fields(job=job, fields=update)
+        job.updated_at = now
+    ctx.state.apply_job(job_view(job))
+    return job
+
+
+def end_job(ctx: AppContext, job_id: str, end: JobEnd) -> Job | None:
+    """Mark a job ended; its series leave ``/metrics`` at once. Returns None for an unknown job."""
+    now = ctx.clock()
+    with ctx.sessions.begin() as session:
+        job = crud.read_job(session=session, job_id=job_id, for_update=True)
+        if job is None:
+            return None
+        job.status = "ended"
+        job.ended_at = now
+        job.exit_code = end.exit_code
+        job.updated_at = now
+    ctx.state.apply_job(job_view(job))
+    return job

@@ -1,0 +1,170 @@
+"""Database rows -> in-memory views, and the poll that brings other replicas' writes into this process.
+
+The poll reads rows whose ``updated_at`` is newer than the last one seen minus an overlap (writers' clocks and
+commit order may differ by a little); rows whose revision this process already holds are skipped, so an
+unchanged node is neither re-read in full nor re-rendered.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.db.models import Baseline, Gpu, Job, Node
+from api.state.devices import DeviceResolver
+from api.state.store import ClusterState
+from api.state.views import BaselineView, GpuView, JobView, NodeView, build_node_view
+
+logger = logging.getLogger(__name__)
+
+
+def model_key(model: dict[str, object] | None) -> str | None:
+    """The model part of a workload signature: its name, else its shape."""
+    if not model:
+        return None
+    if model.get("name"):
+        return str(model["name"])
+    parts = ("params", "active_params", "layers", "heads", "head_dim", "seq_len", "flops_per_token")
+    return ",".join(f"{p}={model[p]:g}" for p in parts if model.get(p) is not None)
+
+
+def gpu_view(row: Gpu, resolver: DeviceResolver) -> GpuView:
+    device, peak = resolver.resolve(row.name, row.mig_profile)
+    return GpuView(
+        uuid=row.uuid,
+        node=row.node,
+        index=row.index,
+        name=row.name,
+        mig_profile=row.mig_profile,
+        job_id=row.job_id,
+        up=row.up,
+        counters=dict(row.counters or {}),
+        sample_timestamp=row.sample_timestamp,
+        device=device,
+        bf16_peak_flops=peak,
+    )
+
+
+def node_view(row: Node, gpus: Sequence[GpuView]) -> NodeView:
+    return build_node_view(
+        name=row.name,
+        pool=row.pool,
+        last_seen_at=row.last_seen_at,
+        last_sample_timestamp=row.last_sample_timestamp,
+        samples_received=row.samples_received,
+        updated_at=row.updated_at,
+        gpus=tuple(sorted(gpus, key=lambda g: (g.index, g.uuid))),
+    )
+
+
+def job_view(row: Job) -> JobView:
+    return JobView(
+        job_id=row.job_id,
+        status=row.status,
+        kind=row.kind,
+        name=row.name,
+        team=row.team,
+        pool=row.pool,
+        gpu_model=row.gpu_model,
+        dtype=row.dtype,
+        num_gpus=row.num_gpus,
+        gpus_requested=row.gpus_requested,
+        model_key=model_key(row.model),
+        created_at=row.created_at,
+        started_at=row.started_at,
+        last_report_at=row.last_report_at,
+        ended_at=row.ended_at,
+        latest=dict(row.latest) if row.latest else None,
+        updated_at=row.updated_at,
+    )
+
+
+def baseline_view(row: Baseline) -> BaselineView:
+    return BaselineView(signature=row.signature, mfu=row.mfu, updated_at=row.updated_at)
+
+
+class Refresher:
+    """Polls the database for rows changed by any replica and applies them to the state."""
+
+    def __init__(
+        self,
+        state: ClusterState,
+        sessions: sessionmaker[Session],
+        resolver: DeviceResolver,
+        *,
+        overlap_s: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._state = state
+        self._sessions = sessions
+        self._resolver = resolver
+        self._overlap_s = overlap_s
+        self._clock = clock
+        self._watermark = 0.0
+        self.last_duration_s = 0.0
+        self.errors = 0
+
+    def refresh(self) -> int:
+        """One poll; returns how many rows were applied. The first poll loads what could still be visible."""
+        started = time.perf_counter()
+        now = self._clock()
+        state = self._state
+        horizon = max(state.node_ttl_s, state.job_ttl_s, state.pending_job_ttl_s)
+        since = max(self._watermark - self._overlap_s, now - horizon)
+        applied = 0
+        newest = self._watermark
+        with self._sessions() as session:
+            nodes = session.scalars(select(Node).where(Node.updated_at > since)).all()
+            changed = [n for n in nodes if state.node_revision(n.name) != (n.updated_at, n.last_seen_at)]
+            if changed:
+                gpus_by_node: dict[str, list[GpuView]] = {n.name: [] for n in changed}
+                for chunk in _chunks([n.name for n in changed], 500):
+                    for gpu in session.scalars(select(Gpu).where(Gpu.node.in_(chunk))):
+                        gpus_by_node[gpu.node].append(gpu_view(gpu, self._resolver))
+                for row in changed:
+                    state.apply_node(node_view(row, gpus_by_node[row.name]))
+                applied += len(changed)
+            newest = max([newest, *(n.updated_at for n in nodes)])
+            for job in session.scalars(select(Job).where(Job.updated_at > since)):
+                newest = max(newest, job.updated_at)
+                if state.job_revision(job.job_id) != job.updated_at:
+                    state.apply_job(job_view(job))
+                    applied += 1
+            for baseline in session.scalars(select(Baseline).where(Baseline.updated_at > since)):
+                newest = max(newest, baseline.updated_at)
+                state.apply_baseline(baseline_view(baseline))
+        self._watermark = max(newest, since)
+        state.prune(now)
+        self.last_duration_s = time.perf_counter() - started
+        return applied
+
+
+def _chunks(items: list[str], size: int) -> list[list[str]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+class RefreshThread(threading.Thread):
+    """Runs :meth:`Refresher.refresh` every interval; a failed poll is logged and retried, never fatal."""
+
+    def __init__(self, refresher: Refresher, interval_s: float) -> None:
+        super().__init__(name="mfumon-refresh", daemon=True)
+        self._refresher = refresher
+        self._interval_s = interval_s
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self._interval_s):
+            try:
+                self._refresher.refresh()
+            except Exception:
+                self._refresher.errors += 1
+                logger.exception("state refresh from the database failed; retrying")
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(timeout=5)

@@ -1,0 +1,108 @@
+"""The per-process cluster view: nodes, jobs and baselines in memory, kept equal to the database.
+
+Writes made by this process are applied here right after they commit; writes made by other replicas arrive
+through :mod:`api.state.refresh`. Readers take a consistent snapshot under the lock and work outside it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from api.state.views import BaselineView, JobShare, JobView, NodeView
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What one scrape or summary sees: only visible (not expired, not ended) nodes and jobs."""
+
+    now: float
+    nodes: tuple[NodeView, ...]
+    jobs: tuple[JobView, ...]
+    baselines: dict[str, BaselineView]
+
+
+class ClusterState:
+    """Thread-safe holder of the latest views; O(1) per update, O(nodes + jobs) per snapshot."""
+
+    def __init__(self, *, node_ttl_s: float, job_ttl_s: float, pending_job_ttl_s: float) -> None:
+        self._lock = threading.Lock()
+        self._nodes: dict[str, NodeView] = {}
+        self._jobs: dict[str, JobView] = {}
+        self._baselines: dict[str, BaselineView] = {}
+        self.node_ttl_s = node_ttl_s
+        self.job_ttl_s = job_ttl_s
+        self.pending_job_ttl_s = pending_job_ttl_s
+
+    # --- updates -------------------------------------------------------------------------------------------
+    def apply_node(self, view: NodeView) -> None:
+        """Replace a node's view unless the one held is newer (a replica may read an older row late)."""
+        with self._lock:
+            held = self._nodes.get(view.name)
+            if held is None or view.revision >= held.revision:
+                self._nodes[view.name] = view
+
+    def apply_job(self, view: JobView) -> None:
+        with self._lock:
+            held = self._jobs.get(view.job_id)
+            if held is None or view.updated_at >= held.updated_at:
+                self._jobs[view.job_id] = view
+
+    def apply_baseline(self, view: BaselineView) -> None:
+        with self._lock:
+            self._baselines[view.signature] = view
+
+    def node_revision(self, name: str) -> tuple[float, float] | None:
+        with self._lock:
+            held = self._nodes.get(name)
+        return held.revision if held else None
+
+    def job_revision(self, job_id: str) -> float | None:
+        with self._lock:
+            held = self._jobs.get(job_id)
+        return held.updated_at if held else None
+
+    def prune(self, now: float) -> None:
+        """Forget what can no longer become visible, so memory tracks the live cluster, not its history."""
+        with self._lock:
+            for name in [n for n, v in self._nodes.items() if not self._node_visible(v, now)]:
+                del self._nodes[name]
+            for job_id in [j for j, v in self._jobs.items() if not self._job_visible(v, now)]:
+                del self._jobs[job_id]
+
+    # --- reads ---------------------------------------------------------------------------------------------
+    def _node_visible(self, node: NodeView, now: float) -> bool:
+        return now - node.last_seen_at <= self.node_ttl_s
+
+    def _job_visible(self, job: JobView, now: float) -> bool:
+        if job.status == "running":
+            return now - (job.last_report_at or job.updated_at) <= self.job_ttl_s
+        if job.status == "pending":
+            return now - job.updated_at <= self.pending_job_ttl_s
+        return False
+
+    def snapshot(self, now: float) -> Snapshot:
+        with self._lock:
+            nodes = tuple(v for v in self._nodes.values() if self._node_visible(v, now))
+            jobs = tuple(v for v in self._jobs.values() if self._job_visible(v, now))
+            baselines = dict(self._baselines)
+        return Snapshot(now=now, nodes=nodes, jobs=jobs, baselines=baselines)
+
+    def node(self, name: str) -> NodeView | None:
+        with self._lock:
+            return self._nodes.get(name)
+
+    def baseline(self, signature: str) -> BaselineView | None:
+        with self._lock:
+            return self._baselines.get(signature)
+
+    def job_shares(self, job_id: str, now: float) -> list[tuple[NodeView, JobShare]]:
+        """The GPUs exporters attribute to ``job_id``, per visible node."""
+        with self._lock:
+            nodes: Iterable[NodeView] = list(self._nodes.values())
+        return [
+            (node, node.shares[job_id])
+            for node in nodes
+            if job_id in node.shares and self._node_visible(node, now)
+        ]

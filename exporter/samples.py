@@ -1,0 +1,190 @@
+"""What one collection cycle produces: frozen per-GPU samples and the node batch that carries them.
+
+Field names are the wire names of ``POST /v1/nodes/{node}/samples`` (see the shared interface), so a sample turns into
+JSON without a mapping table. ``None`` means "this source does not support the counter": it is left out of the JSON,
+never sent as zero.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+__all__ = [
+    "COUNTER_FIELDS",
+    "THROTTLE_REASONS",
+    "GpuSample",
+    "NodeBatch",
+    "sanitize_id",
+]
+
+#: Counters a GPU sample may carry (all optional). Ratios are 0-1; other names carry their unit.
+COUNTER_FIELDS: tuple[str, ...] = (
+    "utilization",
+    "sm_active",
+    "sm_occupancy",
+    "tensor_active",
+    "dram_active",
+    "memory_used_bytes",
+    "memory_total_bytes",
+    "power_watts",
+    "temperature_celsius",
+    "sm_clock_hz",
+    "max_sm_clock_hz",
+    "nvlink_tx_bytes_per_second",
+    "nvlink_rx_bytes_per_second",
+    "pcie_tx_bytes_per_second",
+    "pcie_rx_bytes_per_second",
+    "xid_errors_total",
+    "ecc_uncorrected_total",
+    "ecc_corrected_total",
+)
+
+#: Clock-event (throttle) reason names the aggregator accepts, in NVML bit order (0x1 ... 0x100).
+THROTTLE_REASONS: tuple[str, ...] = (
+    "gpu_idle",
+    "applications_clocks_setting",
+    "sw_power_cap",
+    "hw_slowdown",
+    "sync_boost",
+    "sw_thermal",
+    "hw_thermal",
+    "hw_power_brake",
+    "display_clocks",
+)
+
+_RATIO_FIELDS = frozenset({"utilization", "sm_active", "sm_occupancy", "tensor_active", "dram_active"})
+_INT_FIELDS = frozenset({"xid_errors_total", "ecc_uncorrected_total", "ecc_corrected_total"})
+_ID_BAD_CHARS = re.compile(r"[^A-Za-z0-9._:@+\-]")
+
+
+def sanitize_id(raw: str | None) -> str | None:
+    """Make a scheduler job id or node name acceptable to the aggregator (``[A-Za-z0-9][A-Za-z0-9._:@+-]{0,127}``).
+
+    Characters outside the set become ``_`` (LSF array ids like ``123[4]`` become ``123_4_``); an empty result is
+    ``None``.
+    """
+    if raw is None:
+        return None
+    text = _ID_BAD_CHARS.sub("_", raw.strip())[:128]
+    text = text.lstrip("._:@+-_")
+    return text or None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    """One GPU (or MIG instance) in one collection cycle. ``up=False`` carries identity only."""
+
+    uuid: str
+    index: int
+    name: str
+    mig_profile: str | None = None
+    job_id: str | None = None
+    up: bool = True
+    utilization: float | None = None
+    sm_active: float | None = None
+    sm_occupancy: float | None = None
+    tensor_active: float | None = None
+    dram_active: float | None = None
+    memory_used_bytes: float | None = None
+    memory_total_bytes: float | None = None
+    power_watts: float | None = None
+    temperature_celsius: float | None = None
+    sm_clock_hz: float | None = None
+    max_sm_clock_hz: float | None = None
+    nvlink_tx_bytes_per_second: float | None = None
+    nvlink_rx_bytes_per_second: float | None = None
+    pcie_tx_bytes_per_second: float | None = None
+    pcie_rx_bytes_per_second: float | None = None
+    xid_errors_total: int | None = None
+    ecc_uncorrected_total: int | None = None
+    ecc_corrected_total: int | None = None
+    throttle_reasons: tuple[str, ...] | None = None
+
+    @classmethod
+    def build(cls, uuid: str, index: int, name: str, counters: Mapping[str, Any], **identity: Any) -> GpuSample:
+        """A sample from a counter dict: ratios clamped to 0-1, counts made ints, unknown keys rejected."""
+        clean: dict[str, Any] = {}
+        for key, value in counters.items():
+            if value is None:
+                continue
+            if key == "throttle_reasons":
+                clean[key] = tuple(sorted(set(value)))
+            elif key in _RATIO_FIELDS:
+                clean[key] = min(1.0, max(0.0, float(value)))
+            elif key in _INT_FIELDS:
+                clean[key] = max(0, int(value))
+            elif key in COUNTER_FIELDS:
+                clean[key] = max(0.0, float(value)) if key != "temperature_celsius" else float(value)
+            else:
+                raise ValueError(f"unknown GPU counter {key!r}")
+        return cls(uuid=uuid, index=index, name=name, **identity, **clean)
+
+    def counters(self) -> dict[str, Any]:
+        """The counters present in this sample (absent ones stay absent)."""
+        out: dict[str, Any] = {}
+        for name in COUNTER_FIELDS:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        if self.throttle_reasons is not None:
+            out["throttle_reasons"] = list(self.throttle_reasons)
+        return out
+
+    def lost(self) -> GpuSample:
+        """The same device reported as lost: identity kept, every counter dropped."""
+        empty = {f.name: None for f in fields(self) if f.name in COUNTER_FIELDS or f.name == "throttle_reasons"}
+        return replace(self, up=False, **empty)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object for this GPU in a node-sample body."""
+        out: dict[str, Any] = {"uuid": self.uuid, "index": self.index, "name": self.name, "up": self.up}
+        if self.mig_profile is not None:
+            out["mig_profile"] = self.mig_profile
+        if self.job_id is not None:
+            out["job_id"] = self.job_id
+        if self.up:
+            out.update(self.counters())
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class NodeBatch:
+    """One collection cycle of one node: what one ``POST /v1/nodes/{node}/samples`` carries."""
+
+    node: str
+    timestamp: float
+    gpus: tuple[GpuSample, ...]
+    pool: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def body(self) -> dict[str, Any]:
+        """The request body (interface: ``timestamp``, optional ``pool``, ``gpus``)."""
+        out: dict[str, Any] = {"timestamp": self.timestamp, "gpus": [g.to_json() for g in self.gpus]}
+        if self.pool is not None:
+            out["pool"] = self.pool
+        return out
+
+    def encode(self) -> bytes:
+        """Self-contained bytes for the spool: the node name travels with the body it belongs to."""
+        return json.dumps({"node": self.node, "body": self.body()}, separators=(",", ":")).encode()
+
+
+def decode_record(data: bytes) -> tuple[str, dict[str, Any]]:
+    """Read back what :meth:`NodeBatch.encode` wrote: ``(node, body)``."""
+    record = json.loads(data)
+    return str(record["node"]), dict(record["body"])
+
+
+def count_up(gpus: Iterable[GpuSample]) -> tuple[int, int]:
+    """How many devices are up and how many are lost."""
+    up = lost = 0
+    for gpu in gpus:
+        if gpu.up:
+            up += 1
+        else:
+            lost += 1
+    return up, lost

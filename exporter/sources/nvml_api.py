@@ -1,0 +1,363 @@
+"""The only module that imports pynvml (from the ``nvidia-ml-py`` package), lazily.
+
+Every call goes through :meth:`NvmlApi._call`, which translates ``NVMLError`` into :mod:`exporter.errors`
+(``GpuLost``, ``CounterUnsupported``, ``DeviceError``), and every result leaves this module as a plain number or a
+frozen dataclass with units in its field names, converted at the source: mW -> W, MHz -> Hz, % -> ratio,
+MiB/s -> B/s, KiB -> bytes. Handles stay opaque to the rest of the exporter.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, TypeVar
+
+from exporter.errors import CounterUnsupported, DeviceError, GpuLost, SourceUnavailable
+from exporter.samples import THROTTLE_REASONS
+
+__all__ = ["DeviceInfo", "GpmMetrics", "NvmlApi", "XidEvent"]
+
+T = TypeVar("T")
+
+_MIB = 1024 * 1024
+_XID_EVENT = 0x8  # nvmlEventTypeXidCriticalError
+_NVLINK_MAX_LINKS = 18  # NVML_NVLINK_MAX_LINKS (Hopper: 18 links)
+_FI_NVLINK_DATA_TX = 138  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, cumulative KiB
+_FI_NVLINK_DATA_RX = 139  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX
+_ALL_INSTANCES = 0xFFFFFFFF
+_MIG_NAME = re.compile(r"\bMIG\s+(\S+)\s*$")
+
+#: GPM metric id -> (field, scale). Ids from nvmlGpmMetricId_t (pynvml NVML_GPM_METRIC_*); utils are 0-100 %.
+_GPM_METRICS: dict[int, tuple[str, float]] = {
+    2: ("sm_active", 0.01),  # SM_UTIL
+    3: ("sm_occupancy", 0.01),  # SM_OCCUPANCY
+    5: ("tensor_active", 0.01),  # ANY_TENSOR_UTIL
+    10: ("dram_active", 0.01),  # DRAM_BW_UTIL
+    20: ("pcie_tx_bytes_per_second", _MIB),  # PCIE_TX_PER_SEC, MiB/s
+    21: ("pcie_rx_bytes_per_second", _MIB),  # PCIE_RX_PER_SEC
+    60: ("nvlink_rx_bytes_per_second", _MIB),  # NVLINK_TOTAL_RX_PER_SEC
+    61: ("nvlink_tx_bytes_per_second", _MIB),  # NVLINK_TOTAL_TX_PER_SEC
+}
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceInfo:
+    """A GPU, or a MIG instance of one, as enumerated this cycle."""
+
+    index: int
+    uuid: str
+    name: str
+    handle: Any = field(compare=False, repr=False)
+    parent_handle: Any = field(default=None, compare=False, repr=False)
+    mig_profile: str | None = None
+    gpu_instance_id: int | None = None
+    parent_uuid: str | None = None
+    gpm_supported: bool = False
+
+    @property
+    def physical_uuid(self) -> str:
+        """The UUID of the physical GPU (the parent's for a MIG instance): what XID events name."""
+        return self.parent_uuid or self.uuid
+
+    @property
+    def key(self) -> str:
+        """The mapping-file name of this device: ``"0"``, or ``"0.3"`` (GPU.GI) for a MIG instance."""
+        return str(self.index) if self.gpu_instance_id is None else f"{self.index}.{self.gpu_instance_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class GpmMetrics:
+    """GPM metrics over the interval between two samples; a metric NVML did not return is ``None``."""
+
+    sm_active: float | None = None
+    sm_occupancy: float | None = None
+    tensor_active: float | None = None
+    dram_active: float | None = None
+    pcie_tx_bytes_per_second: float | None = None
+    pcie_rx_bytes_per_second: float | None = None
+    nvlink_rx_bytes_per_second: float | None = None
+    nvlink_tx_bytes_per_second: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class XidEvent:
+    """One XID reported through the NVML event set."""
+
+    uuid: str
+    xid: int
+    gpu_instance_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class NvlinkTotals:
+    """Cumulative NVLink data bytes over all links, with the NVML timestamp (µs) of the reading."""
+
+    tx_bytes: int
+    rx_bytes: int
+    timestamp_us: int
+
+
+def _text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+class NvmlApi:
+    """Thin, typed wrapper over the pynvml functions the exporter uses."""
+
+    def __init__(self, module: ModuleType) -> None:
+        self._nvml = module
+        self._ok = module.NVML_SUCCESS
+        self._lost = {module.NVML_ERROR_GPU_IS_LOST}
+        self._unsupported = {
+            module.NVML_ERROR_NOT_SUPPORTED,
+            module.NVML_ERROR_NO_PERMISSION,
+            module.NVML_ERROR_FUNCTION_NOT_FOUND,
+        }
+        self._timeout = module.NVML_ERROR_TIMEOUT
+
+    @classmethod
+    def load(cls) -> NvmlApi:
+        """Import pynvml and initialise NVML; ``SourceUnavailable`` when either fails."""
+        try:
+            module = importlib.import_module("pynvml")
+        except ImportError as exc:
+            raise SourceUnavailable("pynvml is not installed (pip install 'mfu-monitor[nvml]')") from exc
+        try:
+            module.nvmlInit()
+        except module.NVMLError as exc:
+            raise SourceUnavailable(f"NVML could not be initialised: {exc}") from exc
+        return cls(module)
+
+    def shutdown(self) -> None:
+        """Release NVML (safe to call more than once)."""
+        try:
+            self._nvml.nvmlShutdown()
+        except self._nvml.NVMLError:
+            pass
+
+    def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Call one pynvml function, translating its errors at this single boundary."""
+        try:
+            return fn(*args)
+        except self._nvml.NVMLError as exc:
+            code = getattr(exc, "value", None)
+            name = getattr(fn, "__name__", "nvml")
+            if code in self._lost:
+                raise GpuLost(f"{name}: {exc}", code) from exc
+            if code in self._unsupported:
+                raise CounterUnsupported(f"{name}: {exc}", code) from exc
+            raise DeviceError(f"{name}: {exc}", code) from exc
+
+    # -- enumeration ---------------------------------------------------------------------------------------------
+
+    def device_count(self) -> int:
+        return int(self._call(self._nvml.nvmlDeviceGetCount))
+
+    def devices(self) -> list[DeviceInfo]:
+        """Every GPU; a GPU in MIG mode is replaced by its MIG instances (each with its profile and GI id).
+
+        A GPU that is lost during enumeration is still listed (with whatever identity was readable) so that it is
+        reported ``up: false`` instead of vanishing.
+        """
+        nvml = self._nvml
+        out: list[DeviceInfo] = []
+        for index in range(self.device_count()):
+            handle = self._call(nvml.nvmlDeviceGetHandleByIndex, index)
+            try:
+                uuid = _text(self._call(nvml.nvmlDeviceGetUUID, handle))
+                name = _text(self._call(nvml.nvmlDeviceGetName, handle))
+            except GpuLost:
+                out.append(DeviceInfo(index=index, uuid=f"lost-gpu-{index}", name="unknown", handle=handle))
+                continue
+            gpm = self._gpm_supported(handle)
+            migs = self._mig_devices(index, handle, uuid, name, gpm) if self._mig_enabled(handle) else []
+            if migs:
+                out.extend(migs)
+            else:
+                out.append(DeviceInfo(index=index, uuid=uuid, name=name, handle=handle, gpm_supported=gpm))
+        return out
+
+    def _mig_enabled(self, handle: Any) -> bool:
+        try:
+            current, _pending = self._call(self._nvml.nvmlDeviceGetMigMode, handle)
+        except DeviceError:
+            return False
+        return bool(current == getattr(self._nvml, "NVML_DEVICE_MIG_ENABLE", 1))
+
+    def _mig_devices(self, index: int, parent: Any, parent_uuid: str, parent_name: str, gpm: bool) -> list[DeviceInfo]:
+        nvml = self._nvml
+        out: list[DeviceInfo] = []
+        for slot in range(int(self._call(nvml.nvmlDeviceGetMaxMigDeviceCount, parent))):
+            try:
+                mig = self._call(nvml.nvmlDeviceGetMigDeviceHandleByIndex, parent, slot)
+            except DeviceError:
+                continue  # empty slot (NVML_ERROR_NOT_FOUND)
+            name = _text(self._call(nvml.nvmlDeviceGetName, mig))
+            match = _MIG_NAME.search(name)
+            out.append(
+                DeviceInfo(
+                    index=index,
+                    uuid=_text(self._call(nvml.nvmlDeviceGetUUID, mig)),
+                    name=parent_name,
+                    handle=mig,
+                    parent_handle=parent,
+                    mig_profile=match.group(1) if match else None,
+                    gpu_instance_id=int(self._call(nvml.nvmlDeviceGetGpuInstanceId, mig)),
+                    parent_uuid=parent_uuid,
+                    gpm_supported=gpm,
+                )
+            )
+        return out
+
+    def _gpm_supported(self, handle: Any) -> bool:
+        query = getattr(self._nvml, "nvmlGpmQueryDeviceSupport", None)
+        if query is None:
+            return False
+        try:
+            return bool(self._call(query, handle).isSupportedDevice)
+        except DeviceError:
+            return False
+
+    # -- plain counters ------------------------------------------------------------------------------------------
+
+    def utilization(self, handle: Any) -> float:
+        return self._call(self._nvml.nvmlDeviceGetUtilizationRates, handle).gpu / 100.0
+
+    def memory_bytes(self, handle: Any) -> tuple[int, int]:
+        """``(used, total)`` framebuffer bytes."""
+        info = self._call(self._nvml.nvmlDeviceGetMemoryInfo, handle)
+        return int(info.used), int(info.total)
+
+    def power_watts(self, handle: Any) -> float:
+        return self._call(self._nvml.nvmlDeviceGetPowerUsage, handle) / 1000.0
+
+    def temperature_celsius(self, handle: Any) -> float:
+        return float(self._call(self._nvml.nvmlDeviceGetTemperature, handle, self._nvml.NVML_TEMPERATURE_GPU))
+
+    def sm_clock_hz(self, handle: Any, *, maximum: bool = False) -> float:
+        fn = self._nvml.nvmlDeviceGetMaxClockInfo if maximum else self._nvml.nvmlDeviceGetClockInfo
+        return self._call(fn, handle, self._nvml.NVML_CLOCK_SM) * 1e6
+
+    def throttle_reasons(self, handle: Any) -> tuple[str, ...]:
+        """Active clock-event reasons, by the documented bits 0x1 (GpuIdle) ... 0x100 (DisplayClockSetting)."""
+        fn = getattr(self._nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+            self._nvml, "nvmlDeviceGetCurrentClocksThrottleReasons"
+        )
+        mask = int(self._call(fn, handle))
+        return tuple(name for bit, name in enumerate(THROTTLE_REASONS) if mask & (1 << bit))
+
+    def ecc_total(self, handle: Any, *, corrected: bool) -> int:
+        """Volatile (since driver load) ECC error count; a counter that resets when the driver reloads."""
+        nvml = self._nvml
+        kind = nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED if corrected else nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+        return int(self._call(nvml.nvmlDeviceGetTotalEccErrors, handle, kind, nvml.NVML_VOLATILE_ECC))
+
+    def nvlink_totals(self, handle: Any) -> NvlinkTotals:
+        """Cumulative NVLink data bytes summed over the links that answer (scopeId = link number)."""
+        ids = [(fid, link) for link in range(_NVLINK_MAX_LINKS) for fid in (_FI_NVLINK_DATA_TX, _FI_NVLINK_DATA_RX)]
+        values = self._call(self._nvml.nvmlDeviceGetFieldValues, handle, ids)
+        tx = rx = 0
+        answered = 0
+        stamp = 0
+        for value in values:
+            if value.nvmlReturn != self._ok:
+                continue
+            answered += 1
+            stamp = max(stamp, int(value.timestamp))
+            if value.fieldId == _FI_NVLINK_DATA_TX:
+                tx += int(value.value.ullVal)
+            else:
+                rx += int(value.value.ullVal)
+        if not answered:
+            raise CounterUnsupported("nvmlDeviceGetFieldValues: no NVLink throughput field answered")
+        return NvlinkTotals(tx_bytes=tx * 1024, rx_bytes=rx * 1024, timestamp_us=stamp)
+
+    def compute_processes(self, handle: Any) -> list[tuple[int, int | None]]:
+        """``(pid, used GPU memory bytes or None)`` of the compute processes on the device."""
+        procs = self._call(self._nvml.nvmlDeviceGetComputeRunningProcesses, handle)
+        return [(int(p.pid), None if p.usedGpuMemory is None else int(p.usedGpuMemory)) for p in procs]
+
+    # -- GPM (Hopper+) -------------------------------------------------------------------------------------------
+
+    def gpm_alloc(self) -> Any:
+        return self._call(self._nvml.nvmlGpmSampleAlloc)
+
+    def gpm_free(self, sample: Any) -> None:
+        try:
+            self._call(self._nvml.nvmlGpmSampleFree, sample)
+        except DeviceError:
+            pass
+
+    def gpm_sample(self, device: DeviceInfo, sample: Any) -> None:
+        """Fill ``sample`` for the device (``nvmlGpmMigSampleGet`` on the parent for a MIG instance)."""
+        if device.gpu_instance_id is not None:
+            self._call(self._nvml.nvmlGpmMigSampleGet, device.parent_handle, device.gpu_instance_id, sample)
+        else:
+            self._call(self._nvml.nvmlGpmSampleGet, device.handle, sample)
+
+    def gpm_metrics(self, first: Any, second: Any) -> tuple[GpmMetrics, list[int]]:
+        """The metrics between two samples, and the ids NVML refused (to be logged once by the caller)."""
+        nvml = self._nvml
+        ids = list(_GPM_METRICS)
+        request = nvml.c_nvmlGpmMetricsGet_t()
+        request.version = nvml.NVML_GPM_METRICS_GET_VERSION
+        request.numMetrics = len(ids)
+        request.sample1 = first
+        request.sample2 = second
+        for i, metric_id in enumerate(ids):
+            request.metrics[i].metricId = metric_id
+        self._call(nvml.nvmlGpmMetricsGet, request)
+        values: dict[str, float] = {}
+        refused: list[int] = []
+        for i, metric_id in enumerate(ids):
+            entry = request.metrics[i]
+            if entry.nvmlReturn != self._ok:
+                refused.append(metric_id)
+                continue
+            name, scale = _GPM_METRICS[metric_id]
+            values[name] = float(entry.value) * scale
+        return GpmMetrics(**values), refused
+
+    # -- XID events ----------------------------------------------------------------------------------------------
+
+    def xid_event_set(self, gpus: Sequence[tuple[str, Any]]) -> tuple[Any, set[str]]:
+        """An event set with XID events registered on each ``(uuid, handle)`` that supports them.
+
+        Returns the set and the UUIDs registered (XID totals are reported only for those).
+        """
+        nvml = self._nvml
+        event_set = self._call(nvml.nvmlEventSetCreate)
+        registered: set[str] = set()
+        for uuid, handle in gpus:
+            try:
+                if not int(self._call(nvml.nvmlDeviceGetSupportedEventTypes, handle)) & _XID_EVENT:
+                    continue
+                self._call(nvml.nvmlDeviceRegisterEvents, handle, _XID_EVENT, event_set)
+            except DeviceError:
+                continue
+            registered.add(uuid)
+        return event_set, registered
+
+    def wait_xid(self, event_set: Any, timeout_ms: int) -> XidEvent | None:
+        """The next XID event, or ``None`` after ``timeout_ms`` without one."""
+        nvml = self._nvml
+        try:
+            data = self._call(nvml.nvmlEventSetWait_v2, event_set, timeout_ms)
+        except DeviceError as exc:
+            if exc.code == self._timeout:
+                return None
+            raise
+        if not int(data.eventType) & _XID_EVENT:
+            return None
+        uuid = _text(self._call(nvml.nvmlDeviceGetUUID, data.device))
+        gi = int(data.gpuInstanceId)
+        return XidEvent(uuid=uuid, xid=int(data.eventData), gpu_instance_id=None if gi == _ALL_INSTANCES else gi)
+
+    def free_event_set(self, event_set: Any) -> None:
+        try:
+            self._call(self._nvml.nvmlEventSetFree, event_set)
+        except DeviceError:
+            pass
