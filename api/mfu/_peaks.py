@@ -133,7 +133,7 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
     ),
     DeviceSpec(
         key="a100-pcie-40gb",
-        patterns=(r"\bA100[- ]PCIE[- ]40GB\b", r"\bA100 40GB PCIe\b"),
+        patterns=(r"\bA100[- ]PCIE[- ]40GB\b",),
         names=("NVIDIA A100-PCIE-40GB",),
         peaks=_AMPERE_A100,
         memory_bandwidth_bytes_per_second=1.555e12,

@@ -1,0 +1,71 @@
+"""Request bodies for tests: realistic defaults, overridable per test."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+LLAMA_7B: dict[str, Any] = {"params": 6.74e9, "layers": 32, "heads": 32, "head_dim": 128, "seq_len": 4096}
+
+
+def report(**overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "tokens_per_second": 25_000.0,
+        "num_gpus": 8,
+        "gpu_model": "NVIDIA H100 80GB HBM3",
+        "model": dict(LLAMA_7B),
+    }
+    body.update(overrides)
+    return body
+
+
+def gpu(index: int, **overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "uuid": f"GPU-{index:08d}-aaaa-bbbb-cccc-000000000000",
+        "index": index,
+        "name": "NVIDIA H100 80GB HBM3",
+        "utilization": 0.95,
+        "sm_active": 0.8,
+        "tensor_active": 0.45,
+        "memory_used_bytes": 60e9,
+        "memory_total_bytes": 80e9,
+        "power_watts": 550.0,
+        "temperature_celsius": 61.0,
+    }
+    body.update(overrides)
+    return body
+
+
+def node_sample(n_gpus: int = 8, *, job_id: str | None = None, pool: str | None = "train", **gpu_overrides: Any) -> dict[str, Any]:
+    gpus = [gpu(i, **({"job_id": job_id} if job_id else {}), **gpu_overrides) for i in range(n_gpus)]
+    body: dict[str, Any] = {"timestamp": time.time(), "gpus": gpus}
+    if pool:
+        body["pool"] = pool
+    return body
+
+
+def metric_samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """Parse exposition text with prometheus_client's parser: (name, labels) -> value."""
+    out: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[(sample.name, frozenset(sample.labels.items()))] = sample.value
+    return out
+
+
+def metric_value(text: str, name: str, **labels: str) -> float | None:
+    """The value of the one series of ``name`` whose labels include ``labels``, or None."""
+    matches = [
+        v for (n, lbls), v in metric_samples(text).items() if n == name and set(labels.items()) <= set(lbls)
+    ]
+    assert len(matches) <= 1, f"{len(matches)} series of {name} match {labels}"
+    return matches[0] if matches else None
+
+
+def scrape(client: httpx.Client | Any) -> str:
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    return str(response.text)
