@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
-from fastapi.exception_handlers import request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 
@@ -90,7 +89,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         endpoint = endpoint_of(request.method, request.url.path)
         if endpoint is not None and hasattr(request.app.state, "ctx"):
             request.app.state.ctx.self_metrics.count_ingest(endpoint, "invalid")
-        return await request_validation_exception_handler(request, exc)
+        detail = [
+            {
+                "field": ".".join(str(part) for part in err["loc"][1:]) or str(err["loc"][0]),
+                "loc": list(err["loc"]),
+                "msg": err["msg"],
+                "type": err["type"],
+            }
+            for err in exc.errors()
+        ]
+        return JSONResponse(status_code=422, content={"detail": detail})
 
     @app.exception_handler(ValueError)
     async def _value_error(request: Request, exc: ValueError) -> Response:
@@ -98,8 +106,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         endpoint = endpoint_of(request.method, request.url.path)
         if endpoint is not None and hasattr(request.app.state, "ctx"):
             request.app.state.ctx.self_metrics.count_ingest(endpoint, "invalid")
-        loc = ["body", exc.field] if isinstance(exc, InputError) else ["body"]
-        return JSONResponse(status_code=422, content={"detail": [{"loc": loc, "msg": str(exc), "type": "value_error"}]})
+        field = exc.field if isinstance(exc, InputError) else "body"
+        detail = [{"field": field, "loc": ["body", field], "msg": str(exc), "type": "value_error"}]
+        return JSONResponse(status_code=422, content={"detail": detail})
 
     for module in (jobs, nodes, cluster, metrics, health):
         app.include_router(module.router)

@@ -120,23 +120,27 @@ def evaluate(
     hfu = None
     if executed_flops_per_token is not None:
         hfu = compute_mfu(tokens_per_second, executed_flops_per_token, num_gpus, peak.peak_flops_per_gpu)
-    reason = None
-    if mfu > 1:
-        reason = (
-            f"implausible MFU {mfu:.3g} > 1: the throughput, the FLOPs per token or the device peak is wrong"
-        )
-        mfu = hfu = None
-    elif hfu is not None and hfu > 1:
-        reason = f"implausible HFU {hfu:.3g} > 1: is activation recompute really on?"
-        hfu = None
-    return replace(
+    resolved = replace(
         unresolved,
         mfu=mfu,
         hfu=hfu,
-        reason=reason,
         peak_flops_per_second=job_peak_flops_per_second,
         peak_flops_per_gpu=peak.peak_flops_per_gpu,
     )
+    return _reject_implausible(resolved)
+
+
+def _reject_implausible(result: MfuResult) -> MfuResult:
+    """A ratio above 1 means a wrong throughput, FLOPs count or peak: say so instead of reporting it."""
+    if result.mfu is not None and result.mfu > 1:
+        reason = (
+            f"implausible MFU {result.mfu:.3g} > 1: the throughput, FLOPs per token or device peak is wrong"
+        )
+        return replace(result, mfu=None, hfu=None, reason=reason)
+    if result.hfu is not None and result.hfu > 1:
+        reason = f"implausible HFU {result.hfu:.3g} > 1: is activation recompute really on?"
+        return replace(result, hfu=None, reason=reason)
+    return result
 
 
 def _find_peak(

@@ -43,7 +43,7 @@ class DeviceSpec:
 
     key: str
     patterns: tuple[str, ...]
-    peaks: Mapping[Dtype, float | None]
+    peaks: Mapping[str, float | None]
     source: str
     notes: str = ""
     memory_bandwidth_bytes_per_second: float | None = None
@@ -81,10 +81,10 @@ def check_dtype(dtype: str) -> None:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
 
 
-def _normalise_peaks(peaks: Mapping[str, float | None]) -> dict[Dtype, float | None]:
+def _normalise_peaks(peaks: Mapping[str, float | None]) -> dict[str, float | None]:
     for dtype in peaks:
         check_dtype(dtype)
-    normalised: dict[Dtype, float | None] = {}
+    normalised: dict[str, float | None] = {}
     for dtype in DTYPES:
         value = peaks.get(dtype)
         if value is not None:
@@ -96,7 +96,7 @@ def _normalise_peaks(peaks: Mapping[str, float | None]) -> dict[Dtype, float | N
 
 def _check_positive(name: str, value: object) -> None:
     is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not (is_number and math.isfinite(value) and value > 0):  # type: ignore[arg-type]
+    if not is_number or not math.isfinite(value) or value <= 0:  # type: ignore[arg-type, operator]
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
 
 

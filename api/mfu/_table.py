@@ -106,11 +106,9 @@ class PeakTable:
         whole_gpu_peak_flops = spec.peak(dtype)
         if whole_gpu_peak_flops is None:
             return PeakLookup(spec.key, dtype, None, None, _no_dtype_reason(spec, dtype), profile)
-        fraction: float | None = 1.0
-        if profile is not None:
-            fraction, reason_or_none = mig_fraction(spec, profile)
-            if fraction is None:
-                return PeakLookup(spec.key, dtype, None, None, reason_or_none, profile)
+        fraction, mig_reason = (1.0, None) if profile is None else mig_fraction(spec, profile)
+        if fraction is None:
+            return PeakLookup(spec.key, dtype, None, None, mig_reason, profile)
         slice_peak_flops = whole_gpu_peak_flops * fraction
         unconfirmed = dtype in spec.unconfirmed or (profile is not None and "mig_slices" in spec.unconfirmed)
         return PeakLookup(spec.key, dtype, slice_peak_flops, fraction, None, profile, unconfirmed)

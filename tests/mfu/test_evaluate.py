@@ -6,12 +6,12 @@ import pytest
 
 from api.mfu import ModelShape, evaluate
 
-DENSE_7B = ModelShape(params=7e9)  # 6 × 7e9 = 42e9 training FLOPs per token, 14e9 for inference
+DENSE_7B = ModelShape(params=7e9)  # 6 * 7e9 = 42e9 training FLOPs per token, 14e9 for inference
 H100 = "NVIDIA H100 80GB HBM3"
 
 
 def test_training_job_on_h100() -> None:
-    # 3e4 tokens/s × 42e9 FLOPs = 1.26e15 FLOP/s; 8 × 989e12 = 7.912e15 FLOP/s of peak.
+    # 3e4 tokens/s * 42e9 FLOPs = 1.26e15 FLOP/s; 8 * 989e12 = 7.912e15 FLOP/s of peak.
     result = evaluate(kind="training", shape=DENSE_7B, tokens_per_second=3e4, num_gpus=8, device_name=H100)
     assert result.flops_per_token == 42e9
     assert result.model_flops_per_second == pytest.approx(1.26e15)
@@ -23,7 +23,7 @@ def test_training_job_on_h100() -> None:
 
 
 def test_inference_job_uses_the_forward_formula() -> None:
-    # 1e4 tokens/s × 14e9 FLOPs = 1.4e14 FLOP/s over 2 × 362e12 (L40S bf16).
+    # 1e4 tokens/s * 14e9 FLOPs = 1.4e14 FLOP/s over 2 * 362e12 (L40S bf16).
     result = evaluate(
         kind="inference", shape=DENSE_7B, tokens_per_second=1e4, num_gpus=2, device_name="NVIDIA L40S"
     )
@@ -33,7 +33,7 @@ def test_inference_job_uses_the_forward_formula() -> None:
 
 def test_moe_job_divides_active_flops() -> None:
     moe = ModelShape(params=46.7e9, active_params=12.9e9)
-    # 1e4 tokens/s × 6 × 12.9e9 = 7.74e14 FLOP/s over 8 × 312e12.
+    # 1e4 tokens/s * 6 * 12.9e9 = 7.74e14 FLOP/s over 8 * 312e12.
     result = evaluate(
         kind="training", shape=moe, tokens_per_second=1e4, num_gpus=8, device_name="NVIDIA A100-SXM4-80GB"
     )
@@ -41,7 +41,7 @@ def test_moe_job_divides_active_flops() -> None:
 
 
 def test_mig_slice_job() -> None:
-    # 200 tokens/s × 6e9 = 1.2e12 FLOP/s on one 1g slice of an A100 (312e12 / 7).
+    # 200 tokens/s * 6e9 = 1.2e12 FLOP/s on one 1g slice of an A100 (312e12 / 7).
     result = evaluate(
         kind="training",
         shape=ModelShape(params=1e9),
@@ -150,7 +150,7 @@ def test_fp8_on_h100_divides_by_the_fp8_peak() -> None:
 
 
 def test_mfu_above_one_is_rejected_with_the_value() -> None:
-    # 1e6 tokens/s × 42e9 = 4.2e16 FLOP/s on one 989e12 GPU: 42× the peak, so the inputs are wrong.
+    # 1e6 tokens/s * 42e9 = 4.2e16 FLOP/s on one 989e12 GPU: 42x the peak, so the inputs are wrong.
     result = evaluate(kind="training", shape=DENSE_7B, tokens_per_second=1e6, num_gpus=1, device_name=H100)
     assert result.mfu is None
     assert result.reason is not None

@@ -11,20 +11,20 @@ LLAMA_7B = ModelShape(params=6.74e9, layers=32, heads=32, head_dim=128, seq_len=
 
 
 def test_training_dense_is_6n_plus_12lhqt() -> None:
-    # 6 × 6.74e9 = 40.44e9; 12 × 536_870_912 = 6_442_450_944.
+    # 6 * 6.74e9 = 40.44e9; 12 * 536_870_912 = 6_442_450_944.
     assert flops_per_token(LLAMA_7B, "training") == pytest.approx(40.44e9 + 6_442_450_944, rel=1e-12)
 
 
 def test_inference_dense_is_2n_plus_4lhqt() -> None:
-    # 2 × 6.74e9 = 13.48e9; 4 × 536_870_912 = 2_147_483_648.
+    # 2 * 6.74e9 = 13.48e9; 4 * 536_870_912 = 2_147_483_648.
     assert flops_per_token(LLAMA_7B, "inference") == pytest.approx(13.48e9 + 2_147_483_648, rel=1e-12)
 
 
 def test_moe_counts_active_params_only() -> None:
-    # Mixtral-8x7B-like: 46.7B total, 12.9B active. 6 × 12.9e9 = 77.4e9; 12 × 32·32·128·4096 = 6_442_450_944.
+    # Mixtral-8x7B-like: 46.7B total, 12.9B active. 6 * 12.9e9 = 77.4e9; 12 * 32·32·128·4096 = 6_442_450_944.
     moe = ModelShape(params=46.7e9, active_params=12.9e9, layers=32, heads=32, head_dim=128, seq_len=4096)
     assert flops_per_token(moe, "training") == pytest.approx(77.4e9 + 6_442_450_944, rel=1e-12)
-    # Inference: 2 × 12.9e9 = 25.8e9; 4 × 536_870_912 = 2_147_483_648.
+    # Inference: 2 * 12.9e9 = 25.8e9; 4 * 536_870_912 = 2_147_483_648.
     assert flops_per_token(moe, "inference") == pytest.approx(25.8e9 + 2_147_483_648, rel=1e-12)
 
 

@@ -23,7 +23,7 @@ def test_every_entry_cites_a_source_and_a_real_name(spec: DeviceSpec) -> None:
 def test_lower_precision_is_never_slower(spec: DeviceSpec) -> None:
     # fp8 ≥ bf16/fp16 ≥ tf32 ≥ fp32 wherever both figures exist (a swapped or sparse figure breaks this).
     tiers = [("fp8",), ("bf16", "fp16"), ("tf32",), ("fp32",)]
-    present = [[spec.peak(dtype) for dtype in tier if spec.peak(dtype) is not None] for tier in tiers]
+    present = [[spec.peaks[dtype] for dtype in tier if spec.peaks[dtype] is not None] for tier in tiers]
     for higher_index, higher in enumerate(present):
         for lower in present[higher_index + 1 :]:
             for fast in higher:

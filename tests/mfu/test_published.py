@@ -35,10 +35,10 @@ def _nanogpt_estimate_mfu(
 
 
 def test_nanogpt_gpt2_124m_matches_estimate_mfu() -> None:
-    # GPT-2 124M: 124_439_808 params minus the 1024×768 position embedding = 123_653_376 (get_num_params).
+    # GPT-2 124M: 124_439_808 params minus the 1024x768 position embedding = 123_653_376 (get_num_params).
     n_params = 123_653_376
     gpt2 = ModelShape(params=n_params, layers=12, heads=12, head_dim=64, seq_len=1024)
-    # 6 × 123_653_376 = 741_920_256; 12 × 12·12·64·1024 = 113_246_208.
+    # 6 * 123_653_376 = 741_920_256; 12 * 12·12·64·1024 = 113_246_208.
     assert flops_per_token(gpt2) == 855_166_464
     batch_size, grad_accum, dt_seconds = 12, 40, 4.2
     expected = _nanogpt_estimate_mfu(n_params, 12, 12, 768, 1024, batch_size * grad_accum, dt_seconds)
@@ -96,7 +96,7 @@ def test_megatron_gpt3_175b_throughput_per_gpu_gives_the_same_mfu() -> None:
 
 
 def test_compute_mfu_is_achieved_over_job_peak() -> None:
-    # 1e5 tokens/s × 6e9 FLOPs/token = 6e14 FLOP/s over 4 × 989e12 = 3.956e15 FLOP/s.
+    # 1e5 tokens/s * 6e9 FLOPs/token = 6e14 FLOP/s over 4 * 989e12 = 3.956e15 FLOP/s.
     assert compute_mfu(1e5, 6e9, 4, 989e12) == pytest.approx(6e14 / 3.956e15, rel=1e-12)
 
 

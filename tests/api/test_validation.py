@@ -1,0 +1,103 @@
+"""Every bad input gets a clear 4xx naming the field, and changes nothing."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.utils.factories import gpu, node_sample, report, scrape
+
+BAD_REPORTS: list[tuple[str, dict[str, Any], str]] = [
+    ("string rate", report(tokens_per_second="fast"), "tokens_per_second"),
+    ("negative rate", report(tokens_per_second=-5), "tokens_per_second"),
+    ("zero rate", report(tokens_per_second=0), "tokens_per_second"),
+    ("infinite rate", report(tokens_per_second=math.inf), "tokens_per_second"),
+    ("nan rate", report(tokens_per_second=math.nan), "tokens_per_second"),
+    ("negative tokens", {**report(), "tokens_per_second": None, "tokens": -1, "interval_seconds": 5}, "tokens"),
+    ("zero interval", {**report(), "tokens_per_second": None, "tokens": 10, "interval_seconds": 0}, "interval_seconds"),
+    ("no throughput", {k: v for k, v in report().items() if k != "tokens_per_second"}, "tokens_per_second"),
+    ("both throughputs", {**report(), "tokens": 10, "interval_seconds": 1}, "tokens_per_second"),
+    ("unknown dtype", report(dtype="int4"), "dtype"),
+    ("unknown kind", report(kind="finetune"), "kind"),
+    ("zero gpus", report(num_gpus=0), "num_gpus"),
+    ("fractional gpus", report(num_gpus=1.5), "num_gpus"),
+    ("no params nor flops", report(model={"layers": 32}), "model"),
+    ("negative params", report(model={"params": -7e9}), "params"),
+    ("active above total", report(model={"params": 7e9, "active_params": 8e9}), "model"),
+    ("negative comm", report(comm_seconds=-1, step_seconds=1), "comm_seconds"),
+    ("negative peak", report(peak_flops_per_gpu=-1), "peak_flops_per_gpu"),
+    ("typo field", report(tokens_per_sec=5), "tokens_per_sec"),
+    ("long team", report(team="t" * 500), "team"),
+    ("model not object", report(model=7e9), "model"),
+]
+
+
+@pytest.mark.parametrize(("case", "body", "field"), BAD_REPORTS, ids=[c[0] for c in BAD_REPORTS])
+def test_bad_report_is_rejected_and_changes_nothing(client: TestClient, case: str, body: dict[str, Any], field: str) -> None:
+    body = {k: v for k, v in body.items() if v is not None}
+    before = client.get("/v1/jobs").json()
+    response = client.post("/v1/jobs/job-1/reports", json=body) if "nan" not in case and "infinite" not in case else client.post(
+        "/v1/jobs/job-1/reports", content=_json_with_non_finite(body), headers={"content-type": "application/json"}
+    )
+    assert 400 <= response.status_code < 500, response.text
+    assert field in response.text
+    assert client.get("/v1/jobs").json() == before
+    assert "job_id=\"job-1\"" not in scrape(client)
+
+
+def _json_with_non_finite(body: dict[str, Any]) -> str:
+    import json
+
+    return json.dumps(body, allow_nan=True)  # NaN / Infinity literals, as a careless client would send
+
+
+def test_report_without_any_model_is_rejected(client: TestClient) -> None:
+    body = report()
+    del body["model"]
+    response = client.post("/v1/jobs/nomodel/reports", json=body)
+    assert response.status_code == 422 and "model" in response.text
+    assert client.get("/v1/jobs/nomodel").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("job_id", "status"),
+    [("a" * 129, 422), ("bad%20id", 422), ("-leading-dash", 422), ("ok.job-1:2@x", 200)],
+)
+def test_job_id_is_bounded(client: TestClient, job_id: str, status: int) -> None:
+    assert client.post(f"/v1/jobs/{job_id}/reports", json=report()).status_code == status
+
+
+def test_invalid_json_and_oversized_bodies(make_client) -> None:  # type: ignore[no-untyped-def]
+    client = make_client(MAX_BODY_BYTES=4096)
+    response = client.post("/v1/jobs/j/reports", content="{not json", headers={"content-type": "application/json"})
+    assert response.status_code == 422
+    big_sample = node_sample(100)
+    response = client.post("/v1/nodes/n/samples", json=big_sample)
+    assert response.status_code == 413 and "4096" in response.text
+    assert client.get("/v1/nodes").json()["count"] == 0
+
+
+BAD_SAMPLES: list[tuple[str, dict[str, Any], str]] = [
+    ("ratio above one", node_sample(1, utilization=1.5), "utilization"),
+    ("negative power", node_sample(1, power_watts=-3), "power_watts"),
+    ("no timestamp", {"gpus": [gpu(0)]}, "timestamp"),
+    ("string index", {**node_sample(0), "gpus": [{**gpu(0), "index": "zero"}]}, "index"),
+    ("duplicate uuid", {**node_sample(0), "gpus": [gpu(0), gpu(0)]}, "duplicate"),
+    ("unknown throttle", node_sample(1, throttle_reasons=["cosmic_rays"]), "throttle_reasons"),
+    ("bad job id", node_sample(1, job_id="x y"), "job_id"),
+    ("missing name", {**node_sample(0), "gpus": [{"uuid": "GPU-1", "index": 0}]}, "name"),
+]
+
+
+@pytest.mark.parametrize(("case", "body", "field"), BAD_SAMPLES, ids=[c[0] for c in BAD_SAMPLES])
+def test_bad_sample_is_rejected_and_changes_nothing(client: TestClient, case: str, body: dict[str, Any], field: str) -> None:
+    response = client.post("/v1/nodes/node-1/samples", json=body)
+    assert response.status_code == 422, response.text
+    assert field in response.text
+    assert client.get("/v1/nodes").json()["count"] == 0
+    text = scrape(client)
+    assert 'node="node-1"' not in text
+    assert 'mfumon_ingest_requests_total{endpoint="node_samples",outcome="invalid"} 1' in text
