@@ -1,0 +1,166 @@
+"""Aggregator scale benchmark: scrape cost and ingest rate at 1,000 and 10,000 simulated GPUs (8 per node).
+
+Runs a real ``mfumon serve`` process on a loopback port (SQLite by default, or ``--database-url``), fills it with
+node samples over HTTP, then measures:
+- ``/metrics`` time and size, warm (nothing changed since the last scrape) and after every node pushed again;
+- the ingest rate in GPU-samples/s that the one server process sustains over real HTTP, from client threads.
+Figures are reported per size and as a ratio of 10,000 GPUs against 1,000 GPUs measured in the same run: a ratio
+near 1.0 for ingest means one push costs the same whatever the cluster size.
+
+    .venv/bin/python bench/aggregator_scale.py [--sizes 1000 10000] [--seconds 10] [--threads 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.conftest import free_port, stop_process  # noqa: E402
+
+GPUS_PER_NODE = 8
+
+
+def _sample(node: int, ts: float) -> dict[str, object]:
+    gpus = [
+        {
+            "uuid": f"GPU-{node:05d}-{i}",
+            "index": i,
+            "name": "NVIDIA H100 80GB HBM3",
+            "job_id": f"job-{node // 4}",
+            "utilization": 0.9,
+            "sm_active": 0.7,
+            "tensor_active": 0.4 + (node % 10) / 100,
+            "memory_used_bytes": 6.1e10,
+            "memory_total_bytes": 8.5e10,
+            "power_watts": 600.0 + i,
+            "temperature_celsius": 60.0,
+            "sm_clock_hz": 1.98e9,
+            "max_sm_clock_hz": 1.98e9,
+            "xid_errors_total": 0,
+        }
+        for i in range(GPUS_PER_NODE)
+    ]
+    return {"timestamp": ts, "pool": f"pool-{node % 2}", "gpus": gpus}
+
+
+def _start(database_url: str, workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MFUMON_")}
+    env.update(MFUMON_DATABASE_URL=database_url, MFUMON_LOG_LEVEL="WARNING")
+    cmd = [sys.executable, "-m", "exporter", "serve", "--port", str(port)]
+    proc = subprocess.Popen(cmd, env=env, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise RuntimeError("server did not start")
+
+
+def _push_all(url: str, nodes: int, threads: int) -> None:
+    def worker(part: range) -> None:
+        with httpx.Client(base_url=url, timeout=30) as http:
+            for node in part:
+                http.post(f"/v1/nodes/node-{node:05d}/samples", json=_sample(node, time.time())).raise_for_status()
+
+    parts = [range(i, nodes, threads) for i in range(threads)]
+    pool = [threading.Thread(target=worker, args=(p,)) for p in parts]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+
+
+def _scrape(http: httpx.Client, repeats: int) -> tuple[float, int]:
+    times, size = [], 0
+    for _ in range(repeats):
+        started = time.perf_counter()
+        body = http.get("/metrics").content
+        times.append(time.perf_counter() - started)
+        size = len(body)
+    return statistics.median(times), size
+
+
+def _ingest_rate(url: str, nodes: int, seconds: float, threads: int) -> float:
+    pushed = [0] * threads
+    stop = time.monotonic() + seconds
+
+    def worker(k: int) -> None:
+        node = k
+        with httpx.Client(base_url=url, timeout=30) as http:
+            while time.monotonic() < stop:
+                http.post(f"/v1/nodes/node-{node:05d}/samples", json=_sample(node, time.time())).raise_for_status()
+                pushed[k] += 1
+                node = (node + threads) % nodes
+
+    started = time.monotonic()
+    pool = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return sum(pushed) * GPUS_PER_NODE / (time.monotonic() - started)
+
+
+def measure(size: int, database_url: str | None, seconds: float, threads: int) -> dict[str, float]:
+    nodes = size // GPUS_PER_NODE
+    with tempfile.TemporaryDirectory() as tmp:
+        url_db = database_url or f"sqlite:///{Path(tmp) / 'bench.db'}"
+        proc, url = _start(url_db, Path(tmp))
+        try:
+            _push_all(url, nodes, threads)
+            with httpx.Client(base_url=url, timeout=60) as http:
+                for job in range(nodes // 4 + 1):
+                    http.post(
+                        f"/v1/jobs/job-{job}/reports",
+                        json={"tokens_per_second": 1e5, "num_gpus": 32, "gpu_model": "h100-sxm", "model": {"params": 7e9}},
+                    ).raise_for_status()
+                http.get("/metrics")  # render every chunk once
+                warm_s, size_bytes = _scrape(http, 10)
+                _push_all(url, nodes, threads)  # every node changed
+                started = time.perf_counter()
+                http.get("/metrics")
+                cold_s = time.perf_counter() - started
+            rate = _ingest_rate(url, nodes, seconds, threads)
+        finally:
+            stop_process(proc)
+    return {"gpus": size, "scrape_warm_s": warm_s, "scrape_all_changed_s": cold_s, "bytes": size_bytes, "ingest": rate}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--database-url", default=None, help="default: a fresh SQLite file per size")
+    args = parser.parse_args()
+    results = [measure(size, args.database_url, args.seconds, args.threads) for size in args.sizes]
+    print(f"{'GPUs':>7} {'scrape warm':>12} {'scrape all-changed':>19} {'size':>10} {'ingest GPU-samples/s':>21}")
+    for r in results:
+        print(
+            f"{r['gpus']:>7} {r['scrape_warm_s'] * 1e3:>9.1f} ms {r['scrape_all_changed_s'] * 1e3:>16.1f} ms "
+            f"{r['bytes'] / 1e6:>7.2f} MB {r['ingest']:>21,.0f}"
+        )
+    if len(results) >= 2:
+        base, big = results[0], results[-1]
+        print(
+            f"ratio {big['gpus']}/{base['gpus']} GPUs: ingest rate x{big['ingest'] / base['ingest']:.2f}, "
+            f"warm scrape x{big['scrape_warm_s'] / base['scrape_warm_s']:.1f}, size x{big['bytes'] / base['bytes']:.1f}"
+        )
+        print(f"at {big['gpus']} GPUs / 10 s push interval the cluster sends {big['gpus'] / 10:,.0f} GPU-samples/s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,241 @@
+"""Simulated GPUs: realistic-looking counters for demos, tests and the overhead benchmark.
+
+Every value is a pure function of ``(seed, GPU, time)``: smooth value noise (random knots, cosine interpolation) gives
+a random walk without state, so two runs with the same seed and timestamps give the same samples, whichever thread
+asks first. A workload's MFU wanders around its target; its GPUs' tensor-pipe activity follows that MFU (times a
+per-profile factor: the pipe is busier than the achieved fraction of peak), and the other counters follow the load:
+
+- ``training``: utilization ~100 %, SM active ~0.85, power near the limit, NVLink moderate, periodic checkpoint dips.
+- ``comm_bound``: utilization still high, but tensor activity low and NVLink near its peak.
+- ``inference``: bursty, "100 % utilized" by nvidia-smi's measure at a few percent MFU, DRAM-bound.
+- ``idle``: clocks down, idle power, the ``gpu_idle`` clock-event reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from exporter.errors import ConfigError
+from exporter.samples import GpuSample
+
+__all__ = ["GPU_MODELS", "PROFILES", "GpuModelSpec", "SimSource", "SimWorkload", "job_mfu_at", "smooth_noise"]
+
+_MIB = 1024 * 1024
+_MASK = (1 << 64) - 1
+PROFILES: tuple[str, ...] = ("training", "comm_bound", "inference", "idle")
+
+#: tensor-pipe activity per unit of MFU: the pipe runs below peak rate while active (clocks, occupancy, dtype mix).
+_TENSOR_PER_MFU = {"training": 1.15, "comm_bound": 1.2, "inference": 1.6, "idle": 0.0}
+#: relative amplitude of the smooth wander of a workload's MFU around its target.
+_WANDER = {"training": 0.05, "comm_bound": 0.12, "inference": 0.3, "idle": 0.0}
+
+
+@dataclass(frozen=True, slots=True)
+class GpuModelSpec:
+    """What the simulator needs to know about a GPU model (NVML name as printed by nvidia-smi)."""
+
+    name: str
+    memory_total_bytes: int
+    max_sm_clock_hz: float
+    idle_sm_clock_hz: float
+    power_limit_watts: float
+    idle_power_watts: float
+    nvlink_bytes_per_second: float  # per direction, all links
+
+
+#: Board figures from NVIDIA datasheets (H100 SXM 700 W, NVLink4 900 GB/s; A100 SXM 400 W, NVLink3 600 GB/s);
+#: memory totals and idle clocks as NVML/dcgm-exporter report them.
+GPU_MODELS: dict[str, GpuModelSpec] = {
+    spec.name: spec
+    for spec in (
+        GpuModelSpec("NVIDIA H100 80GB HBM3", 81559 * _MIB, 1980e6, 345e6, 700.0, 70.0, 450e9),
+        GpuModelSpec("NVIDIA H200", 143771 * _MIB, 1980e6, 345e6, 700.0, 75.0, 450e9),
+        GpuModelSpec("NVIDIA A100-SXM4-80GB", 81920 * _MIB, 1410e6, 210e6, 400.0, 55.0, 300e9),
+        GpuModelSpec("NVIDIA A100-SXM4-40GB", 40960 * _MIB, 1410e6, 210e6, 400.0, 50.0, 300e9),
+    )
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SimWorkload:
+    """What runs on a simulated GPU. GPUs sharing a ``job_id`` share the job's MFU curve."""
+
+    profile: str = "idle"
+    target_mfu: float = 0.0
+    job_id: str | None = None
+    step_seconds: float = 2.0
+    checkpoint_every_s: float | None = 900.0
+    checkpoint_seconds: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.profile not in PROFILES:
+            raise ConfigError(f"unknown workload profile {self.profile!r} (choose from {', '.join(PROFILES)})")
+        if not 0.0 <= self.target_mfu <= 1.0:
+            raise ConfigError(f"target_mfu must be within 0-1, got {self.target_mfu}")
+
+
+def _unit(seed: int, stream: int, knot: int) -> float:
+    """Deterministic uniform value in [-1, 1) for one knot of one stream (splitmix64)."""
+    x = (seed * 0x9E3779B97F4A7C15 + stream * 0xBF58476D1CE4E5B9 + knot * 0x94D049BB133111EB) & _MASK
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & _MASK
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & _MASK
+    x ^= x >> 31
+    return x / 2**63 - 1.0
+
+
+def smooth_noise(seed: int, stream: int, t: float, period_s: float) -> float:
+    """A smooth random walk in [-1, 1]: random knots every ``period_s`` seconds, cosine-interpolated."""
+    u = t / period_s
+    knot = math.floor(u)
+    w = (1.0 - math.cos(math.pi * (u - knot))) / 2.0
+    return _unit(seed, stream, knot) * (1.0 - w) + _unit(seed, stream, knot + 1) * w
+
+
+def _stream(label: str) -> int:
+    return int.from_bytes(hashlib.blake2b(label.encode(), digest_size=8).digest(), "big")
+
+
+def job_mfu_at(workload: SimWorkload, seed: int, t: float) -> float:
+    """The workload's MFU at time ``t``: target x smooth wander x step ripple x checkpoint dips."""
+    if workload.profile == "idle" or workload.target_mfu <= 0:
+        return 0.0
+    stream = _stream(workload.job_id or workload.profile)
+    wander = 0.7 * smooth_noise(seed, stream, t, 180.0) + 0.3 * smooth_noise(seed, stream + 1, t, 23.0)
+    level = workload.target_mfu * (1.0 + _WANDER[workload.profile] * wander)
+    # Step periodicity: a small ripple with the period of a logging/eval cycle (25 steps).
+    level *= 1.0 + 0.02 * math.sin(2 * math.pi * t / (25 * workload.step_seconds))
+    if workload.checkpoint_every_s and workload.profile != "inference":
+        phase = (t + (stream % 997)) % workload.checkpoint_every_s
+        if phase < workload.checkpoint_seconds:
+            level *= 0.15  # checkpoint write: the GPUs wait on storage
+    return min(0.95, max(0.0, level))
+
+
+class SimSource:
+    """``count`` simulated GPUs of one model on one node.
+
+    Args:
+        node: node name (part of the deterministic UUIDs).
+        model: NVML device name, a key of :data:`GPU_MODELS`.
+        workload: what every GPU runs until :meth:`assign` changes one.
+        clock: wall clock giving the sample time (injectable for deterministic tests).
+    """
+
+    name = "sim"
+
+    def __init__(
+        self,
+        *,
+        node: str,
+        model: str = "NVIDIA H100 80GB HBM3",
+        count: int = 8,
+        seed: int = 0,
+        workload: SimWorkload | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        spec = GPU_MODELS.get(model)
+        if spec is None:
+            raise ConfigError(f"unknown simulated GPU model {model!r} (known: {', '.join(GPU_MODELS)})")
+        if count < 1:
+            raise ConfigError("a simulated node needs at least one GPU")
+        self.spec = spec
+        self.error_count = 0
+        self._seed = seed
+        self._clock = clock
+        self._workloads = [workload or SimWorkload()] * count
+        self._lost = [False] * count
+        self._uuids = [self._uuid(node, i) for i in range(count)]
+        self._streams = [_stream(uuid) for uuid in self._uuids]
+
+    def _uuid(self, node: str, index: int) -> str:
+        h = hashlib.sha1(f"{self._seed}/{node}/{index}".encode()).hexdigest()
+        return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+    @property
+    def uuids(self) -> list[str]:
+        return list(self._uuids)
+
+    def assign(self, index: int, workload: SimWorkload) -> None:
+        """Run ``workload`` on GPU ``index`` from now on."""
+        self._workloads[index] = workload
+
+    def set_lost(self, index: int, lost: bool = True) -> None:
+        """Make GPU ``index`` fall off the bus (or come back)."""
+        self._lost[index] = lost
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def collect(self) -> list[GpuSample]:
+        return self.sample_at(self._clock())
+
+    def sample_at(self, t: float) -> list[GpuSample]:
+        """The samples of every GPU at time ``t`` (pure: no state changes)."""
+        return [self._gpu_at(i, t) for i in range(len(self._workloads))]
+
+    def _gpu_at(self, index: int, t: float) -> GpuSample:
+        spec, work, stream = self.spec, self._workloads[index], self._streams[index]
+        uuid, name = self._uuids[index], spec.name
+        if self._lost[index]:
+            return GpuSample(uuid=uuid, index=index, name=name, up=False, job_id=work.job_id)
+        jitter = smooth_noise(self._seed, stream, t, 7.0)
+        slow = smooth_noise(self._seed, stream + 1, t, 300.0)
+        x = job_mfu_at(work, self._seed, t) * _TENSOR_PER_MFU[work.profile] * (1.0 + 0.03 * jitter)
+        counters = _profile_counters(work.profile, x, jitter, spec)
+        load = counters.pop("_load")
+        power = spec.idle_power_watts + (spec.power_limit_watts - spec.idle_power_watts) * load
+        power *= 1.0 + 0.015 * jitter
+        capped = power >= 0.97 * spec.power_limit_watts
+        clock_hz = spec.idle_sm_clock_hz if work.profile == "idle" else spec.max_sm_clock_hz
+        if capped:
+            clock_hz *= 0.93 + 0.02 * jitter
+        throttle = ("gpu_idle",) if work.profile == "idle" else ("sw_power_cap",) if capped else ()
+        counters.update(
+            tensor_active=x,
+            power_watts=min(power, spec.power_limit_watts),
+            temperature_celsius=31.0 + 44.0 * load + 1.5 * slow,
+            sm_clock_hz=clock_hz,
+            max_sm_clock_hz=spec.max_sm_clock_hz,
+            memory_total_bytes=float(spec.memory_total_bytes),
+            memory_used_bytes=counters.pop("_memory_fraction") * spec.memory_total_bytes,
+            throttle_reasons=throttle,
+            xid_errors_total=0,
+            ecc_uncorrected_total=0,
+            ecc_corrected_total=0,
+        )
+        return GpuSample.build(uuid, index, name, counters, job_id=work.job_id)
+
+
+def _profile_counters(profile: str, x: float, jitter: float, spec: GpuModelSpec) -> dict[str, float]:
+    """Counters that follow tensor activity ``x`` for one profile (plus ``_load`` and ``_memory_fraction``)."""
+    nvlink = spec.nvlink_bytes_per_second
+    if profile == "training":
+        sm = min(0.98, 0.25 + 1.2 * x)
+        out = {"utilization": min(1.0, 0.3 + 1.6 * x), "sm_active": sm, "dram_active": 0.15 + 0.5 * x}
+        out |= {"nvlink": nvlink * (0.04 + 0.1 * x), "pcie": 2e9 * x, "_load": min(1.0, 0.35 + 1.05 * x)}
+        out["_memory_fraction"] = 0.88
+    elif profile == "comm_bound":
+        sm = min(0.98, 0.2 + 1.0 * x)
+        out = {"utilization": min(1.0, 0.55 + 1.5 * x), "sm_active": sm, "dram_active": 0.1 + 0.5 * x}
+        out |= {"nvlink": nvlink * (0.45 + 0.1 * jitter), "pcie": 1e9 * x, "_load": min(1.0, 0.25 + 0.8 * x)}
+        out["_memory_fraction"] = 0.8
+    elif profile == "inference":
+        sm = min(0.98, 0.15 + 1.5 * x)
+        out = {"utilization": min(1.0, 0.35 + 4.0 * x), "sm_active": sm, "dram_active": min(0.95, 0.35 + 2 * x)}
+        out |= {"nvlink": nvlink * 0.02, "pcie": 3e8 + 1e9 * x, "_load": min(1.0, 0.2 + 1.5 * x)}
+        out["_memory_fraction"] = 0.92
+    else:
+        sm = 0.0
+        out = {"utilization": 0.0, "sm_active": 0.0, "dram_active": 0.0, "nvlink": 0.0, "pcie": 1e5, "_load": 0.0}
+        out["_memory_fraction"] = 512 * _MIB / spec.memory_total_bytes
+    out["sm_occupancy"] = 0.45 * sm
+    link, bus = out.pop("nvlink"), out.pop("pcie")
+    out |= {"nvlink_tx_bytes_per_second": link, "nvlink_rx_bytes_per_second": link * (1.0 + 0.01 * jitter)}
+    out |= {"pcie_tx_bytes_per_second": bus, "pcie_rx_bytes_per_second": bus * 1.3}
+    return out
