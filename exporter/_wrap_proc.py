@@ -9,6 +9,7 @@ us) rather than twice; SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import subprocess
@@ -17,6 +18,8 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from time import monotonic
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 LineCallback = Callable[[str, float], None]
 
@@ -107,7 +110,10 @@ def run_child(
 
     def locked(line: str, now: float) -> None:
         with lock:  # the two pumps share one parser
-            on_line(line, now)
+            try:
+                on_line(line, now)
+            except Exception:  # a parsing bug must never stop the output from flowing
+                logger.exception("mfumon wrap: error while parsing a log line")
 
     proc = subprocess.Popen(
         list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env) if env else None, **group

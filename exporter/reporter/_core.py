@@ -176,6 +176,25 @@ class JobReporter:
         """
         self._window.add_rate(tokens_per_second, step_seconds, source, step)
 
+    def update(self, **fields: Any) -> None:
+        """Change static metadata (``kind``, ``model``, ``num_gpus``, ...) from the next report on.
+
+        ``None`` removes a field; ``model`` accepts what the constructor does. Sends ``PUT /v1/jobs/{id}``.
+        """
+        if self._delivery is None:
+            return
+        metadata = dict(self.metadata)
+        for key, value in fields.items():
+            if key == "model" and value is not None:
+                self.model = describe_model(value)
+                value = self.model.to_dict()
+            if value is None:
+                metadata.pop(key, None)
+            else:
+                metadata[key] = value
+        self.metadata = metadata  # one reference swap: the reporting thread sees the old or the new dict
+        self._delivery.enqueue("PUT", self._job_path, dict(metadata))
+
     # -- lifecycle ------------------------------------------------------------------------------------------
 
     def start(self) -> None:
