@@ -1,7 +1,7 @@
 """Errors the aggregator raises on input that passed schema validation but cannot be used.
 
-    MfumonError
-    └── InputError (a 422 naming the field)
+MfumonError
+└── InputError (a 422 naming the field)
 """
 
 from __future__ import annotations

@@ -14,12 +14,12 @@ from api.context import AppContext
 from api.core.config import Settings
 from api.core.security import TokenVerifier
 from api.db.migrate import upgrade_to_head
-from api.errors import InputError
 from api.db.session import make_engine, make_sessionmaker
+from api.errors import InputError
 from api.metrics.render import MetricsRenderer
 from api.metrics.self_metrics import SelfMetrics
-from api.middleware import BodySizeLimit, endpoint_of
 from api.mfu import PeakTable
+from api.middleware import BodySizeLimit, endpoint_of
 from api.routes import cluster, health, jobs, metrics, nodes
 from api.state.devices import DeviceResolver
 from api.state.refresh import Refresher, RefreshThread
@@ -68,7 +68,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         ctx = build_context(settings)
         app.state.ctx = ctx
-        thread = RefreshThread(ctx.refresher, settings.REFRESH_INTERVAL_SECONDS)
+        thread = RefreshThread(
+            ctx.refresher, settings.REFRESH_INTERVAL_SECONDS, settings.HISTORY_RETENTION_DAYS * 86400
+        )
         thread.start()
         try:
             yield

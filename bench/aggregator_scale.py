@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.conftest import free_port, stop_process  # noqa: E402
+from tests.conftest import free_port, stop_process
 
 GPUS_PER_NODE = 8
 
@@ -73,7 +73,9 @@ def _push_all(url: str, nodes: int, threads: int) -> None:
     def worker(part: range) -> None:
         with httpx.Client(base_url=url, timeout=30) as http:
             for node in part:
-                http.post(f"/v1/nodes/node-{node:05d}/samples", json=_sample(node, time.time())).raise_for_status()
+                http.post(
+                    f"/v1/nodes/node-{node:05d}/samples", json=_sample(node, time.time())
+                ).raise_for_status()
 
     parts = [range(i, nodes, threads) for i in range(threads)]
     pool = [threading.Thread(target=worker, args=(p,)) for p in parts]
@@ -101,7 +103,9 @@ def _ingest_rate(url: str, nodes: int, seconds: float, threads: int) -> float:
         node = k
         with httpx.Client(base_url=url, timeout=30) as http:
             while time.monotonic() < stop:
-                http.post(f"/v1/nodes/node-{node:05d}/samples", json=_sample(node, time.time())).raise_for_status()
+                http.post(
+                    f"/v1/nodes/node-{node:05d}/samples", json=_sample(node, time.time())
+                ).raise_for_status()
                 pushed[k] += 1
                 node = (node + threads) % nodes
 
@@ -125,7 +129,12 @@ def measure(size: int, database_url: str | None, seconds: float, threads: int) -
                 for job in range(nodes // 4 + 1):
                     http.post(
                         f"/v1/jobs/job-{job}/reports",
-                        json={"tokens_per_second": 1e5, "num_gpus": 32, "gpu_model": "h100-sxm", "model": {"params": 7e9}},
+                        json={
+                            "tokens_per_second": 1e5,
+                            "num_gpus": 32,
+                            "gpu_model": "h100-sxm",
+                            "model": {"params": 7e9},
+                        },
                     ).raise_for_status()
                 http.get("/metrics")  # render every chunk once
                 warm_s, size_bytes = _scrape(http, 10)
@@ -136,18 +145,28 @@ def measure(size: int, database_url: str | None, seconds: float, threads: int) -
             rate = _ingest_rate(url, nodes, seconds, threads)
         finally:
             stop_process(proc)
-    return {"gpus": size, "scrape_warm_s": warm_s, "scrape_all_changed_s": cold_s, "bytes": size_bytes, "ingest": rate}
+    return {
+        "gpus": size,
+        "scrape_warm_s": warm_s,
+        "scrape_all_changed_s": cold_s,
+        "bytes": size_bytes,
+        "ingest": rate,
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--database-url", default=None, help="default: a fresh SQLite file per size")
     args = parser.parse_args()
     results = [measure(size, args.database_url, args.seconds, args.threads) for size in args.sizes]
-    print(f"{'GPUs':>7} {'scrape warm':>12} {'scrape all-changed':>19} {'size':>10} {'ingest GPU-samples/s':>21}")
+    print(
+        f"{'GPUs':>7} {'scrape warm':>12} {'scrape all-changed':>19} {'size':>10} {'ingest GPU-samples/s':>21}"
+    )
     for r in results:
         print(
             f"{r['gpus']:>7} {r['scrape_warm_s'] * 1e3:>9.1f} ms {r['scrape_all_changed_s'] * 1e3:>16.1f} ms "
@@ -159,7 +178,9 @@ def main() -> None:
             f"ratio {big['gpus']}/{base['gpus']} GPUs: ingest rate x{big['ingest'] / base['ingest']:.2f}, "
             f"warm scrape x{big['scrape_warm_s'] / base['scrape_warm_s']:.1f}, size x{big['bytes'] / base['bytes']:.1f}"
         )
-        print(f"at {big['gpus']} GPUs / 10 s push interval the cluster sends {big['gpus'] / 10:,.0f} GPU-samples/s")
+        print(
+            f"at {big['gpus']} GPUs / 10 s push interval the cluster sends {big['gpus'] / 10:,.0f} GPU-samples/s"
+        )
 
 
 if __name__ == "__main__":

@@ -53,9 +53,7 @@ def main() -> None:
     rows = {
         "empty function call": _time_ns(_empty, args.calls, args.repeats),
         "list.append": _time_ns(sink.append, args.calls, args.repeats),
-        "JobReporter.step (rank 0, thread flushing every 10 ms)": _time_ns(
-            active.step, args.calls, args.repeats
-        ),
+        "JobReporter.step (rank 0, thread flushing every 10 ms)": _time_ns(active.step, args.calls, args.repeats),
         "JobReporter.step (rank != 0, no-op)": _time_ns(inactive.step, args.calls, args.repeats),
     }
     active.close(timeout_seconds=0.2)

@@ -44,7 +44,7 @@ def to_number(text: str) -> float:
     return float(text.strip("'\" ").replace(",", ""))
 
 
-# --- Megatron-LM (megatron/training/training.py, training_log) ------------------------------------------------
+# --- Megatron-LM (megatron/training/training.py, training_log) ---------------------------------------------
 #  [2025-04-13 23:41:12] iteration       10/    1000 | consumed samples:          160 | elapsed time per
 #  iteration (ms): 1147.6 | throughput per GPU (TFLOP/s/GPU): 123.4 | learning rate: 0.000000E+00 |
 #  global batch size:    16 | loss scale: 8388608.0 | number of skipped iterations:  10 | ...
@@ -66,13 +66,15 @@ def _megatron(match: re.Match[str], line: str, ctx: ParseContext) -> Observation
     return Observation("megatron", tokens_per_second, flops, step_seconds, int(match["step"]))
 
 
-# --- Hugging Face Trainer (transformers ProgressCallback.on_log; floats printed with 4 significant digits) -----
-# {'loss': '2.345', 'grad_norm': '1.23', 'learning_rate': '5e-05', 'epoch': '0.5', 'num_input_tokens_seen': 4096,
-#  'train_runtime': '1.234', 'train_tokens_per_second': '3319'}
+# --- Hugging Face Trainer (transformers ProgressCallback.on_log; floats printed with 4 significant digits) ---
+# {'loss': '2.345', 'grad_norm': '1.23', 'learning_rate': '5e-05', 'epoch': '0.5',
+#  'num_input_tokens_seen': 4096, 'train_runtime': '1.234', 'train_tokens_per_second': '3319'}
 # {'train_runtime': '10.5', 'train_samples_per_second': '9.52', 'train_steps_per_second': '1.19', ...}
 # (transformers < 4.47 printed the floats unquoted: {'train_runtime': 10.5, 'train_samples_per_second': 9.52})
 _HF = re.compile(r"'train_(?:tokens|samples)_per_second':\s*'?" + _NUMBER)
-_HF_FIELD = re.compile(r"'(?P<key>num_input_tokens_seen|train_tokens_per_second|train_samples_per_second)':\s*'?(?P<v>" + _NUMBER + ")")
+_HF_FIELD = re.compile(
+    r"'(?P<key>num_input_tokens_seen|train_tokens_per_second|train_samples_per_second)':\s*'?(?P<v>" + _NUMBER + ")"
+)
 
 
 def _hf_trainer(match: re.Match[str], line: str, ctx: ParseContext) -> Observation | None:
@@ -122,9 +124,10 @@ def _nanogpt(match: re.Match[str], line: str, ctx: ParseContext) -> Observation 
     return Observation("nanogpt", tokens / step_seconds, step_seconds=step_seconds, step=int(match["step"]))
 
 
-# --- vLLM (vllm/v1/metrics/loggers.py LoggingStatLogger; older: vllm/engine/metrics.py) ----------------------
+# --- vLLM (vllm/v1/metrics/loggers.py LoggingStatLogger; older: vllm/engine/metrics.py) -------------------
 # INFO 05-01 12:00:00 [loggers.py:116] Engine 000: Avg prompt throughput: 1024.3 tokens/s, Avg generation
-#  throughput: 512.7 tokens/s, Running: 8 reqs, Waiting: 0 reqs, GPU KV cache usage: 4.2%, Prefix cache hit rate: 0.0%
+#  throughput: 512.7 tokens/s, Running: 8 reqs, Waiting: 0 reqs, GPU KV cache usage: 4.2%,
+#  Prefix cache hit rate: 0.0%
 _VLLM = re.compile(
     r"(?:Engine (?P<engine>\d+): )?Avg prompt throughput:\s*(?P<prompt>[\d.]+) tokens/s, "
     r"Avg generation throughput:\s*(?P<gen>[\d.]+) tokens/s"
@@ -150,7 +153,7 @@ BUILTIN_PATTERNS: tuple[tuple[str, re.Pattern[str], Handler], ...] = (
 
 
 def compile_user_pattern(regex: str) -> re.Pattern[str]:
-    """Check a ``--pattern``: it needs ``tokens_per_second``, ``tokens_per_second_per_gpu`` or ``tokens``+``seconds``."""
+    """Compile a ``--pattern``; it needs a group tokens_per_second, tokens_per_second_per_gpu or tokens+seconds."""
     pattern = re.compile(regex)
     groups = set(pattern.groupindex)
     if not ({"tokens_per_second", "tokens_per_second_per_gpu"} & groups or {"tokens", "seconds"} <= groups):

@@ -50,7 +50,7 @@ def _write_all(fd: int, data: bytes) -> bool:
 
 
 def _pump(source: int, sink: int, on_line: LineCallback) -> None:
-    """Copy ``source`` to ``sink`` chunk by chunk and feed complete lines (``\\n`` or ``\\r``) to ``on_line``."""
+    """Copy ``source`` to ``sink`` chunk by chunk; feed complete lines (``\\n`` or ``\\r``) to ``on_line``."""
     pending = b""
     sink_open = True
     while True:

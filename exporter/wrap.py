@@ -13,7 +13,6 @@ import logging
 import os
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from exporter._wrap_patterns import LogParser, Observation, ParseContext, compile_user_pattern
 from exporter._wrap_proc import run_child
@@ -42,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mfumon wrap",
         description="Run a command, pass its output through, and report the throughput its logs show.",
-        epilog="example: mfumon wrap --num-gpus 8 --model config.json -- torchrun --nproc-per-node 8 train.py",
+        epilog="example: mfumon wrap --num-gpus 8 --model config.json -- torchrun --nproc-per-node 8 t.py",
     )
     conn = parser.add_argument_group("aggregator")
     conn.add_argument("--url", help="aggregator URL (env MFUMON_URL, default http://127.0.0.1:8000)")
@@ -74,12 +73,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="regex with a named group tokens_per_second, tokens_per_second_per_gpu, or tokens and seconds",
     )
     logs.add_argument("--no-builtin-patterns", action="store_true", help="use only --pattern")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log each report attempt to stderr")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the command to run, after --")
     return parser
 
 
 def seq_len_from_command(command: Sequence[str]) -> int | None:
-    """The sequence length the command line gives its trainer (``--seq-length 4096``, ``--block_size=1024``)."""
+    """The sequence length in the command line (``--seq-length 4096``, ``--block_size=1024``)."""
     for index, arg in enumerate(command):
         flag, _, value = arg.partition("=")
         if flag in _SEQ_LEN_FLAGS:
@@ -158,7 +158,7 @@ class _Relay:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``mfumon wrap``; returns the command's exit status (128 + N if killed by signal N)."""
+    """``mfumon wrap``: returns the command's exit status (128 + N if killed by signal N)."""
     argv = list(argv or [])
     options, command = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
     parser = build_parser()
@@ -166,7 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = command or list(args.command)
     if not command:
         parser.error("no command given; usage: mfumon wrap [options] -- CMD ARGS...")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s mfumon wrap %(levelname)s: %(message)s")
+    level = logging.INFO if args.verbose else logging.WARNING
+    logging.basicConfig(level=level, format="%(asctime)s mfumon wrap %(levelname)s: %(message)s")
     try:
         patterns = tuple(compile_user_pattern(p) for p in args.pattern)
         model = _model_spec(args)
@@ -203,7 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             relay.observe(observation)
 
     env = {**os.environ, "MFUMON_JOB_ID": reporter.job_id}
-    env.setdefault("PYTHONUNBUFFERED", "1")  # a Python child writing to a pipe would otherwise buffer its logs
+    # A Python child writing to a pipe would otherwise buffer its logs in 8 KiB blocks.
+    env.setdefault("PYTHONUNBUFFERED", "1")
     if reporter.active:
         logger.info("reporting job %s to %s every %gs", reporter.job_id, reporter.url, args.interval)
     try:
@@ -213,7 +215,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = 126 if isinstance(exc, PermissionError) else 127
     reporter.close(exit_code=status)
     return status
-
-
-def _unused(*_: Any) -> None:  # pragma: no cover - keeps type checkers quiet about re-exports
-    return None

@@ -11,7 +11,12 @@ from sqlalchemy.orm import Session
 
 
 def upsert_rows(
-    session: Session, table: Table, rows: Sequence[dict[str, Any]], *, key: Sequence[str], update: Sequence[str]
+    session: Session,
+    table: Table,
+    rows: Sequence[dict[str, Any]],
+    *,
+    key: Sequence[str],
+    update: Sequence[str],
 ) -> None:
     """Insert ``rows``; where ``key`` exists, replace the ``update`` columns (or keep the row when none)."""
     if not rows:
@@ -20,7 +25,9 @@ def upsert_rows(
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     stmt = insert(table)
     if update:
-        stmt = stmt.on_conflict_do_update(index_elements=list(key), set_={c: stmt.excluded[c] for c in update})
+        stmt = stmt.on_conflict_do_update(
+            index_elements=list(key), set_={c: stmt.excluded[c] for c in update}
+        )
     else:
         stmt = stmt.on_conflict_do_nothing(index_elements=list(key))
     session.execute(stmt, list(rows))

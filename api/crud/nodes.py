@@ -10,7 +10,9 @@ from api.db.models import Gpu, Node
 from api.schemas.nodes import NodeSampleCreate
 
 
-def record_node_sample(*, session: Session, node: str, sample: NodeSampleCreate, now: float) -> tuple[Node, bool]:
+def record_node_sample(
+    *, session: Session, node: str, sample: NodeSampleCreate, now: float
+) -> tuple[Node, bool]:
     """Store a node sample; returns the node row and whether the sample was applied.
 
     A sample older than the newest one applied (a spool replay after an outage) counts as received and keeps

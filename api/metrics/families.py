@@ -29,14 +29,23 @@ JOB_FAMILIES: dict[str, Family] = {
     for f in (
         _g("job_info", "Job metadata; value 1."),
         _g("job_mfu_ratio", "Model FLOPs utilization of the job (0-1) over its last report interval."),
-        _g("job_hfu_ratio", "Hardware FLOPs utilization (counts activation recompute) when the job reports it."),
+        _g(
+            "job_hfu_ratio",
+            "Hardware FLOPs utilization (counts activation recompute) when the job reports it.",
+        ),
         _g("job_model_flops_per_second", "Model FLOP/s achieved by the whole job."),
-        _g("job_peak_flops_per_second", "Dense peak FLOP/s of the job's GPUs at its dtype (the MFU denominator)."),
+        _g(
+            "job_peak_flops_per_second",
+            "Dense peak FLOP/s of the job's GPUs at its dtype (the MFU denominator).",
+        ),
         _g("job_tokens_per_second", "Whole-job throughput in tokens per second."),
         _g("job_comm_ratio", "Exposed (not overlapped) communication time / step time."),
         _g("job_data_wait_ratio", "Exposed data-loading wait time / step time."),
         _g("job_step_seconds", "Mean step time over the last report interval."),
-        _g("job_baseline_mfu_ratio", "MFU stored as this workload signature's baseline (model, GPU, count, dtype)."),
+        _g(
+            "job_baseline_mfu_ratio",
+            "MFU stored as this workload signature's baseline (model, GPU, count, dtype).",
+        ),
         _g("job_gpus_allocated", "GPUs the job holds (exporter attribution, else its reported num_gpus)."),
         _g("job_gpus_requested", "GPUs the job asked for."),
         _g("job_start_timestamp_seconds", "Unix time of the job's first report."),
@@ -107,7 +116,10 @@ THROTTLE_GROUPS: dict[str, frozenset[str]] = {
 SUMMARY_FAMILIES: dict[str, Family] = {
     f.name: f
     for f in (
-        _g("cluster_mfu_ratio", "Sum of jobs' model FLOP/s / dense peak of every known GPU (idle GPUs count)."),
+        _g(
+            "cluster_mfu_ratio",
+            "Sum of jobs' model FLOP/s / dense peak of every known GPU (idle GPUs count).",
+        ),
         _g("cluster_allocated_mfu_ratio", "Sum of jobs' model FLOP/s / dense peak of the GPUs jobs hold."),
         _g("cluster_model_flops_per_second", "Model FLOP/s achieved by all jobs."),
         _g("cluster_peak_flops_per_second", "Dense peak FLOP/s of jobs' GPUs plus idle known GPUs (bf16)."),
@@ -124,9 +136,15 @@ SUMMARY_FAMILIES: dict[str, Family] = {
         _g("team_gpus_allocated", "GPUs held by the team's running jobs."),
         _c("ingest_requests_total", "Ingest requests by endpoint and outcome."),
         _c("ingest_gpu_samples_total", "GPU samples received in node pushes."),
-        _c("unknown_device_reports_total", "Job reports whose GPU model has no peak in the table (MFU unknown)."),
+        _c(
+            "unknown_device_reports_total",
+            "Job reports whose GPU model has no peak in the table (MFU unknown).",
+        ),
         _g("scrape_duration_seconds", "Time the previous /metrics render took."),
-        _g("state_refresh_duration_seconds", "Time the last poll of the database for other replicas' writes took."),
+        _g(
+            "state_refresh_duration_seconds",
+            "Time the last poll of the database for other replicas' writes took.",
+        ),
         _c("state_refresh_errors_total", "Failed polls of the database."),
         _g("build_info", "Build information; value 1."),
     )

@@ -45,7 +45,7 @@ def render_node(node: NodeView) -> Chunk:
     for gpu in node.gpus:
         ident = [("node", node.name), ("gpu", str(gpu.index)), ("uuid", gpu.uuid)]
         labels = labels_text(ident)
-        info = ident + [("model", gpu.name), ("job_id", gpu.job_id or ""), ("mig_profile", gpu.mig_profile or "")]
+        info = [*ident, ("model", gpu.name), ("job_id", gpu.job_id or ""), ("mig_profile", gpu.mig_profile or "")]
         add("mfumon_gpu_info", labels_text(info), 1)
         add("mfumon_gpu_up", labels, 1 if gpu.up else 0)
         for field, value in gpu.counters.items():
@@ -56,7 +56,11 @@ def render_node(node: NodeView) -> Chunk:
         if reasons is not None:
             active = set(reasons)
             for group, members in THROTTLE_GROUPS.items():
-                add("mfumon_gpu_throttled", labels_text([*ident, ("reason", group)]), 1 if active & members else 0)
+                add(
+                    "mfumon_gpu_throttled",
+                    labels_text([*ident, ("reason", group)]),
+                    1 if active & members else 0,
+                )
     return {name: "".join(chunk) for name, chunk in lines.items()}
 
 
@@ -108,7 +112,10 @@ class MetricsRenderer:
         self._lock = threading.Lock()
         self._nodes: dict[str, tuple[object, Chunk]] = {}
         self._jobs: dict[str, tuple[object, Chunk]] = {}
-        self.renders = {"node": 0, "job": 0}  # how many chunks were (re)rendered: lets tests see the cache work
+        self.renders = {
+            "node": 0,
+            "job": 0,
+        }  # how many chunks were (re)rendered: lets tests see the cache work
 
     def render(self, snapshot: Snapshot, summary: Summary) -> bytes:
         started = time.perf_counter()
@@ -176,11 +183,16 @@ class MetricsRenderer:
         }
         emit("mfumon_cluster_gpus", [([("state", s)], n) for s, n in gpu_states.items()])
         emit("mfumon_cluster_nodes", [([], summary.nodes)])
-        jobs = [([("status", "running")], cluster.jobs_running), ([("status", "pending")], cluster.jobs_pending)]
+        jobs = [
+            ([("status", "running")], cluster.jobs_running),
+            ([("status", "pending")], cluster.jobs_pending),
+        ]
         emit("mfumon_cluster_jobs", jobs)
         pools = sorted(summary.pools.items())
         emit("mfumon_pool_mfu_ratio", _per("pool", pools, lambda g: g.mfu))
-        emit("mfumon_pool_resource_satisfaction_ratio", _per("pool", pools, lambda g: g.resource_satisfaction))
+        emit(
+            "mfumon_pool_resource_satisfaction_ratio", _per("pool", pools, lambda g: g.resource_satisfaction)
+        )
         emit("mfumon_pool_gpus_allocated", _per("pool", pools, lambda g: g.gpus_allocated))
         emit("mfumon_pool_gpus_requested", _per("pool", pools, lambda g: g.gpus_requested))
         emit("mfumon_pool_gpus_idle", _per("pool", pools, lambda g: g.gpus_idle))
@@ -190,9 +202,15 @@ class MetricsRenderer:
         emit("mfumon_team_gpus_allocated", _per("team", teams, lambda g: g.gpus_allocated))
 
         ingest, unknown, gpu_samples = self._self_metrics.copy()
-        emit("mfumon_ingest_requests_total", [([("endpoint", e), ("outcome", o)], n) for (e, o), n in sorted(ingest.items())])
+        emit(
+            "mfumon_ingest_requests_total",
+            [([("endpoint", e), ("outcome", o)], n) for (e, o), n in sorted(ingest.items())],
+        )
         emit("mfumon_ingest_gpu_samples_total", [([], gpu_samples)])
-        emit("mfumon_unknown_device_reports_total", [([("gpu_model", m)], n) for m, n in sorted(unknown.items())])
+        emit(
+            "mfumon_unknown_device_reports_total",
+            [([("gpu_model", m)], n) for m, n in sorted(unknown.items())],
+        )
         emit("mfumon_scrape_duration_seconds", [([], self._self_metrics.last_scrape_duration_s)])
         refresh_s, refresh_errors = self._refresh_stats()
         emit("mfumon_state_refresh_duration_seconds", [([], refresh_s)])

@@ -10,14 +10,24 @@ from api.crud import jobs as crud
 from api.crud.nodes import read_gpus_of_job
 from api.db.models import Job
 from api.deps import ContextDep, IngestAuth, JobIdPath
-from api.schemas.jobs import JobEnd, JobPublic, JobReportCreate, JobReportPublic, JobsPublic, JobUpdate, ReportResult
+from api.schemas.jobs import (
+    JobEnd,
+    JobPublic,
+    JobReportCreate,
+    JobReportPublic,
+    JobsPublic,
+    JobUpdate,
+    ReportResult,
+)
 from api.services import reports
 from api.state.aggregate import summarize
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 
-def _public(ctx: ContextDep, job: Job, *, allocated: int, history: list[JobReportPublic], gpus: list[dict[str, Any]]) -> JobPublic:
+def _public(
+    ctx: ContextDep, job: Job, *, allocated: int, history: list[JobReportPublic], gpus: list[dict[str, Any]]
+) -> JobPublic:
     latest = job.latest or {}
     signature = latest.get("signature")
     baseline = ctx.state.baseline(signature) if signature else None
@@ -54,7 +64,9 @@ def update_job(job_id: JobIdPath, body: JobUpdate, ctx: ContextDep) -> JobPublic
     """Register a job (pending until it reports) or update its metadata."""
     job = reports.update_job(ctx, job_id, body)
     ctx.self_metrics.count_ingest("job_update", "accepted")
-    return _public(ctx, job, allocated=0 if job.status != "running" else job.num_gpus or 0, history=[], gpus=[])
+    return _public(
+        ctx, job, allocated=0 if job.status != "running" else job.num_gpus or 0, history=[], gpus=[]
+    )
 
 
 @router.post("/{job_id}/reports", response_model=ReportResult, dependencies=[IngestAuth])

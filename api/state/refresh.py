@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from api.crud.jobs import prune_history
 from api.db.models import Baseline, Gpu, Job, Node
 from api.state.devices import DeviceResolver
 from api.state.store import ClusterState
@@ -144,23 +145,39 @@ class Refresher:
         return applied
 
 
+    def prune_history(self, retention_s: float) -> int:
+        """Delete job reports older than the retention; any replica may do it, the result is the same."""
+        with self._sessions.begin() as session:
+            return prune_history(session=session, older_than=self._clock() - retention_s)
+
+
 def _chunks(items: list[str], size: int) -> list[list[str]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 class RefreshThread(threading.Thread):
-    """Runs :meth:`Refresher.refresh` every interval; a failed poll is logged and retried, never fatal."""
+    """Runs :meth:`Refresher.refresh` every interval and prunes old report history hourly.
 
-    def __init__(self, refresher: Refresher, interval_s: float) -> None:
+    A failed poll is logged and retried, never fatal: the replica keeps serving what it has.
+    """
+
+    PRUNE_EVERY_S = 3600.0
+
+    def __init__(self, refresher: Refresher, interval_s: float, history_retention_s: float) -> None:
         super().__init__(name="mfumon-refresh", daemon=True)
         self._refresher = refresher
         self._interval_s = interval_s
+        self._retention_s = history_retention_s
         self._stop_event = threading.Event()
+        self._next_prune = 0.0
 
     def run(self) -> None:
         while not self._stop_event.wait(self._interval_s):
             try:
                 self._refresher.refresh()
+                if time.monotonic() >= self._next_prune:
+                    self._next_prune = time.monotonic() + self.PRUNE_EVERY_S
+                    self._refresher.prune_history(self._retention_s)
             except Exception:
                 self._refresher.errors += 1
                 logger.exception("state refresh from the database failed; retrying")

@@ -77,7 +77,7 @@ def dtype_of_module(module: Any) -> str | None:
 
 
 def _fp32_or_tf32() -> str:
-    """fp32 matmuls run as TF32 unless the matmul precision is "highest" (Lightning uses the TF32 peak then)."""
+    """fp32 matmuls run as TF32 unless the matmul precision is "highest" (Lightning's rule too)."""
     import torch
 
     return "fp32" if torch.get_float32_matmul_precision() == "highest" else "tf32"

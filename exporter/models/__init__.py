@@ -1,8 +1,7 @@
 """Model descriptors for job reports: size and shape from a HF config, a PyTorch module or plain numbers.
 
-    >>> from exporter.models import from_hf_config
-    >>> from_hf_config("Llama-2-7b-hf/config.json", seq_len=4096).to_dict()
-    {'params': 6738415616, 'layers': 32, 'heads': 32, 'head_dim': 128, 'seq_len': 4096, ...}
+Example: ``from_hf_config("Llama-2-7b-hf/config.json", seq_len=4096).to_dict()`` gives
+``{'params': 6738415616, 'layers': 32, 'heads': 32, 'head_dim': 128, 'seq_len': 4096, ...}``.
 """
 
 from __future__ import annotations

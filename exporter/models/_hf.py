@@ -36,7 +36,7 @@ _FOUR_NORMS = {"gemma2", "gemma3_text"}
 
 
 def load_hf_config(config: Mapping[str, Any] | str | os.PathLike[str] | Any) -> dict[str, Any]:
-    """Return a config as a plain dict: a mapping, a ``PretrainedConfig``, a config.json path or its folder."""
+    """A config as a dict, from a mapping, a ``PretrainedConfig``, a config.json path or its folder."""
     if isinstance(config, Mapping):
         cfg = dict(config)
     elif isinstance(config, (str, os.PathLike)):

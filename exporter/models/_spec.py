@@ -51,7 +51,7 @@ class ModelSpec:
         return dataclasses.replace(self, **changes)
 
     def flops_per_token_for(self, kind: str = "training") -> float | None:
-        """FLOPs per token by the interface formula (6N + 12LHQT; inference 2N + 4LHQT), or None if unknown."""
+        """FLOPs per token (6N + 12LHQT; inference 2N + 4LHQT); None if unknown."""
         if self.flops_per_token is not None:
             return float(self.flops_per_token)
         matmul_params = self.active_params if self.active_params is not None else self.params

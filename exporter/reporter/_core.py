@@ -57,7 +57,7 @@ class JobReporter:
         url: aggregator URL; defaults to ``MFUMON_URL``, else ``http://127.0.0.1:8000``.
         token: ingest token; defaults to the first line of ``token_file``, else ``MFUMON_TOKEN``.
         kind: ``"training"`` or ``"inference"``.
-        model: a `ModelSpec`, a dict of its fields, a HF config (dict, path, ``PretrainedConfig``) or a module.
+        model: a `ModelSpec`, a dict of its fields, a HF config (dict, path, PretrainedConfig) or a module.
         seq_len: sequence length for the attention term of the FLOPs formula.
         num_gpus: devices of the whole job; defaults to ``WORLD_SIZE``.
         gpu_model: ``"auto"`` reads ``torch.cuda.get_device_name()`` if torch is loaded and sees a GPU.
@@ -136,9 +136,7 @@ class JobReporter:
             gpus_requested=gpus_requested,
         )
         secret = token or _env.read_token(token_file)
-        self._delivery = Delivery(
-            self.url, secret, timeout_seconds=timeout_seconds, max_pending=max_pending_reports
-        )
+        self._delivery = Delivery(self.url, secret, timeout_seconds=timeout_seconds, max_pending=max_pending_reports)
         self._job_path = f"/v1/jobs/{quote(self.job_id, safe='')}"
         self._delivery.enqueue("PUT", self._job_path, dict(self.metadata))
         atexit.register(self.close)

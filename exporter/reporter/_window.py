@@ -4,8 +4,8 @@ Interval boundaries are the times of ``step()`` calls, not of the background flu
 attributed to the wall time in which it was produced: a report covers the steps that *completed* after the
 previous report's last step, over the time from that step to its own last step. Steps longer than the flush
 period therefore never show up as an alternating 0 / 2x rate, and idle time before the training loop is not
-counted. The first ``step()`` call without ``step_seconds`` only starts the clock (a warm-up step, as nanoGPT and
-torchtitan skip theirs); passing ``step_seconds`` on it counts it too.
+counted. The first ``step()`` call without ``step_seconds`` only starts the clock (a warm-up step, as
+nanoGPT and torchtitan skip theirs); passing ``step_seconds`` on it counts it too.
 """
 
 from __future__ import annotations

@@ -16,7 +16,9 @@ def _expected_mfu(tokens_per_second: float, num_gpus: int, device: str, dtype: s
 
 
 def test_report_returns_mfu_and_exports_it(client: TestClient) -> None:
-    response = client.post("/v1/jobs/train-1/reports", json=report(comm_seconds=0.3, step_seconds=1.2, data_wait_seconds=0.06))
+    response = client.post(
+        "/v1/jobs/train-1/reports", json=report(comm_seconds=0.3, step_seconds=1.2, data_wait_seconds=0.06)
+    )
     assert response.status_code == 200, response.text
     body = response.json()
     expected = _expected_mfu(25_000, 8, "NVIDIA H100 80GB HBM3")
@@ -27,7 +29,9 @@ def test_report_returns_mfu_and_exports_it(client: TestClient) -> None:
     assert body["data_wait_ratio"] == pytest.approx(0.05)
 
     text = scrape(client)
-    assert metric_value(text, "mfumon_job_mfu_ratio", job_id="train-1", kind="training") == pytest.approx(expected)
+    assert metric_value(text, "mfumon_job_mfu_ratio", job_id="train-1", kind="training") == pytest.approx(
+        expected
+    )
     assert metric_value(text, "mfumon_job_comm_ratio", job_id="train-1") == pytest.approx(0.25)
     assert metric_value(text, "mfumon_job_tokens_per_second", job_id="train-1") == 25_000
     assert metric_value(text, "mfumon_job_gpus_allocated", job_id="train-1") == 8
@@ -43,9 +47,13 @@ def test_tokens_and_interval_equal_rate(client: TestClient) -> None:
 
 def test_inference_moe_and_explicit_flops(client: TestClient) -> None:
     moe = {"params": 46.7e9, "active_params": 12.9e9}
-    inference = client.post("/v1/jobs/inf/reports", json=report(kind="inference", model=moe, tokens_per_second=1e4)).json()
+    inference = client.post(
+        "/v1/jobs/inf/reports", json=report(kind="inference", model=moe, tokens_per_second=1e4)
+    ).json()
     assert inference["flops_per_token"] == pytest.approx(2 * 12.9e9)
-    explicit = client.post("/v1/jobs/x/reports", json=report(model={"flops_per_token": 1e11}, tokens_per_second=1e4)).json()
+    explicit = client.post(
+        "/v1/jobs/x/reports", json=report(model={"flops_per_token": 1e11}, tokens_per_second=1e4)
+    ).json()
     assert explicit["mfu"] == pytest.approx(1e11 * 1e4 / (8 * 989e12))
 
 
@@ -66,12 +74,16 @@ def test_unknown_device_gives_null_mfu_with_reason_and_a_counter(client: TestCli
     assert metric_value(text, "mfumon_unknown_device_reports_total", gpu_model="Fancy Accelerator 9000") == 1
     assert metric_value(text, "mfumon_job_tokens_per_second", job_id="u") == 25_000
     # An explicit peak makes it computable.
-    fixed = client.post("/v1/jobs/u/reports", json=report(gpu_model="Fancy Accelerator 9000", peak_flops_per_gpu=500e12)).json()
+    fixed = client.post(
+        "/v1/jobs/u/reports", json=report(gpu_model="Fancy Accelerator 9000", peak_flops_per_gpu=500e12)
+    ).json()
     assert fixed["mfu"] == pytest.approx(_expected_mfu(25_000, 8, "h100-sxm") * 989 / 500)
 
 
 def test_dtype_without_a_peak_is_explained(client: TestClient) -> None:
-    body = client.post("/v1/jobs/f/reports", json=report(gpu_model="NVIDIA A100-SXM4-80GB", dtype="fp8")).json()
+    body = client.post(
+        "/v1/jobs/f/reports", json=report(gpu_model="NVIDIA A100-SXM4-80GB", dtype="fp8")
+    ).json()
     assert body["mfu"] is None and "fp8" in body["reason"]
 
 
@@ -98,9 +110,16 @@ def test_missing_gpu_information_gives_reason(client: TestClient) -> None:
 
 def test_pending_job_counts_as_requested_and_lowers_satisfaction(client: TestClient) -> None:
     client.post("/v1/jobs/run/reports", json=report(pool="train", gpus_requested=8))
-    assert client.put("/v1/jobs/wait", json={"pool": "train", "gpus_requested": 24, "kind": "training"}).status_code == 200
+    assert (
+        client.put(
+            "/v1/jobs/wait", json={"pool": "train", "gpus_requested": 24, "kind": "training"}
+        ).status_code
+        == 200
+    )
     text = scrape(client)
-    assert metric_value(text, "mfumon_pool_resource_satisfaction_ratio", pool="train") == pytest.approx(8 / 32)
+    assert metric_value(text, "mfumon_pool_resource_satisfaction_ratio", pool="train") == pytest.approx(
+        8 / 32
+    )
     assert metric_value(text, "mfumon_job_gpus_allocated", job_id="wait") == 0
     assert metric_value(text, "mfumon_job_gpus_requested", job_id="wait") == 24
     assert metric_value(text, "mfumon_pool_jobs_pending", pool="train") == 1
@@ -114,7 +133,7 @@ def test_ended_job_series_vanish_and_job_stays_readable(client: TestClient) -> N
     ended = client.post("/v1/jobs/done/end", json={"exit_code": 0})
     assert ended.status_code == 200 and ended.json()["status"] == "ended"
     text = scrape(client)
-    assert "job_id=\"done\"" not in text
+    assert 'job_id="done"' not in text
     assert client.get("/v1/jobs/done").json()["exit_code"] == 0
     assert client.post("/v1/jobs/nope/end").status_code == 404
 
@@ -125,7 +144,7 @@ def test_silent_job_series_vanish_after_ttl(make_client) -> None:  # type: ignor
     ctx = client.app.state.ctx  # type: ignore[attr-defined]
     real_clock = ctx.clock
     ctx.clock = lambda: real_clock() + 61
-    assert "job_id=\"quiet\"" not in scrape(client)
+    assert 'job_id="quiet"' not in scrape(client)
 
 
 def test_baseline_captured_from_first_stable_window_and_shared_by_signature(make_client) -> None:  # type: ignore[no-untyped-def]
@@ -167,3 +186,13 @@ def test_job_detail_has_history_and_gpus(client: TestClient) -> None:
     listing = client.get("/v1/jobs").json()
     assert listing["count"] == 1 and listing["data"][0]["job_id"] == "h"
     assert client.get("/v1/jobs/missing").status_code == 404
+
+
+def test_history_older_than_retention_is_pruned(client: TestClient) -> None:
+    client.post("/v1/jobs/old/reports", json=report())
+    ctx = client.app.state.ctx  # type: ignore[attr-defined]
+    assert ctx.refresher.prune_history(retention_s=3600) == 0
+    real_clock = ctx.refresher._clock
+    ctx.refresher._clock = lambda: real_clock() + 7200
+    assert ctx.refresher.prune_history(retention_s=3600) == 1
+    assert client.get("/v1/jobs/old").json()["history"] == []

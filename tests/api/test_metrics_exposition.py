@@ -27,7 +27,9 @@ def test_promtool_accepts_the_exposition(client: TestClient) -> None:
         pytest.skip("promtool not installed")
     _populate(client)
     text = scrape(client)
-    result = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -46,6 +48,7 @@ def test_unchanged_nodes_and_jobs_are_not_rerendered(client: TestClient) -> None
     renderer = client.app.state.ctx.renderer  # type: ignore[attr-defined]
     first = scrape(client)
     before = dict(renderer.renders)
+
     def per_item(text: str) -> list[str]:
         return [line for line in text.splitlines() if "node=" in line or "job_id=" in line]
 

@@ -20,7 +20,9 @@ def test_sample_becomes_gpu_series_and_node_view(client: TestClient) -> None:
     assert metric_value(text, "mfumon_gpu_memory_used_bytes", **labels) == 60e9
     assert metric_value(text, "mfumon_gpu_throttled", reason="thermal", **labels) == 1
     assert metric_value(text, "mfumon_gpu_throttled", reason="power", **labels) == 0
-    info = metric_value(text, "mfumon_gpu_info", model="NVIDIA H100 80GB HBM3", job_id="j1", mig_profile="", **labels)
+    info = metric_value(
+        text, "mfumon_gpu_info", model="NVIDIA H100 80GB HBM3", job_id="j1", mig_profile="", **labels
+    )
     assert info == 1
     assert metric_value(text, "mfumon_node_last_seen_timestamp_seconds", node="gpu-node-1") is not None
     node = client.get("/v1/nodes/gpu-node-1").json()
@@ -62,7 +64,12 @@ def test_gpus_that_leave_a_node_disappear(client: TestClient) -> None:
 
 def test_lost_gpu_is_down_without_counters(client: TestClient) -> None:
     body = node_sample(2)
-    body["gpus"][1] = {"uuid": body["gpus"][1]["uuid"], "index": 1, "name": "NVIDIA H100 80GB HBM3", "up": False}
+    body["gpus"][1] = {
+        "uuid": body["gpus"][1]["uuid"],
+        "index": 1,
+        "name": "NVIDIA H100 80GB HBM3",
+        "up": False,
+    }
     client.post("/v1/nodes/n/samples", json=body)
     text = scrape(client)
     assert metric_value(text, "mfumon_gpu_up", node="n", gpu="1") == 0

@@ -34,11 +34,32 @@ def test_token_file(make_client, tmp_path: Path) -> None:  # type: ignore[no-unt
     path = tmp_path / "tokens"
     path.write_text(f"# exporters\n{SECRET}\n\n")
     client: TestClient = make_client(INGEST_TOKENS_FILE=path)
-    assert client.post("/v1/jobs/j/reports", json=report(), headers={"Authorization": f"Bearer {SECRET}"}).status_code == 200
-    assert client.post("/v1/jobs/j/reports", json=report(), headers={"Authorization": "Bearer # exporters"}).status_code == 401
+    assert (
+        client.post(
+            "/v1/jobs/j/reports", json=report(), headers={"Authorization": f"Bearer {SECRET}"}
+        ).status_code
+        == 200
+    )
+    assert (
+        client.post(
+            "/v1/jobs/j/reports", json=report(), headers={"Authorization": "Bearer # exporters"}
+        ).status_code
+        == 401
+    )
 
 
-@pytest.mark.parametrize(("host", "loopback"), [("127.0.0.1", True), ("127.3.4.5", True), ("::1", True), ("localhost", True), ("0.0.0.0", False), ("10.0.0.5", False), ("::", False)])
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.3.4.5", True),
+        ("::1", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("10.0.0.5", False),
+        ("::", False),
+    ],
+)
 def test_loopback_detection(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
 
@@ -60,7 +81,11 @@ def test_verifier_compares_every_token() -> None:
 def test_serve_refuses_network_address_without_tokens(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "exporter", "serve", "--host", "0.0.0.0", "--port", "1"],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path, env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin"},
     )
     assert result.returncode == 1
     assert "refusing to listen" in result.stderr and "MFUMON_INGEST_TOKENS" in result.stderr
@@ -68,8 +93,12 @@ def test_serve_refuses_network_address_without_tokens(tmp_path: Path) -> None:
 
 def test_live_server_never_logs_the_token(tmp_path: Path) -> None:
     with start_server(tmp_path, env={"MFUMON_INGEST_TOKENS": SECRET, "MFUMON_LOG_LEVEL": "DEBUG"}) as server:
-        bad = httpx.post(f"{server.url}/v1/jobs/j/reports", json=report(), headers={"Authorization": "Bearer wrong"})
-        good = httpx.post(f"{server.url}/v1/jobs/j/reports", json=report(), headers={"Authorization": f"Bearer {SECRET}"})
+        bad = httpx.post(
+            f"{server.url}/v1/jobs/j/reports", json=report(), headers={"Authorization": "Bearer wrong"}
+        )
+        good = httpx.post(
+            f"{server.url}/v1/jobs/j/reports", json=report(), headers={"Authorization": f"Bearer {SECRET}"}
+        )
         assert (bad.status_code, good.status_code) == (401, 200)
         log = server.log()
     assert "1 token(s)" in log and SECRET not in log

@@ -16,8 +16,16 @@ BAD_REPORTS: list[tuple[str, dict[str, Any], str]] = [
     ("zero rate", report(tokens_per_second=0), "tokens_per_second"),
     ("infinite rate", report(tokens_per_second=math.inf), "tokens_per_second"),
     ("nan rate", report(tokens_per_second=math.nan), "tokens_per_second"),
-    ("negative tokens", {**report(), "tokens_per_second": None, "tokens": -1, "interval_seconds": 5}, "tokens"),
-    ("zero interval", {**report(), "tokens_per_second": None, "tokens": 10, "interval_seconds": 0}, "interval_seconds"),
+    (
+        "negative tokens",
+        {**report(), "tokens_per_second": None, "tokens": -1, "interval_seconds": 5},
+        "tokens",
+    ),
+    (
+        "zero interval",
+        {**report(), "tokens_per_second": None, "tokens": 10, "interval_seconds": 0},
+        "interval_seconds",
+    ),
     ("no throughput", {k: v for k, v in report().items() if k != "tokens_per_second"}, "tokens_per_second"),
     ("both throughputs", {**report(), "tokens": 10, "interval_seconds": 1}, "tokens_per_second"),
     ("unknown dtype", report(dtype="int4"), "dtype"),
@@ -36,16 +44,24 @@ BAD_REPORTS: list[tuple[str, dict[str, Any], str]] = [
 
 
 @pytest.mark.parametrize(("case", "body", "field"), BAD_REPORTS, ids=[c[0] for c in BAD_REPORTS])
-def test_bad_report_is_rejected_and_changes_nothing(client: TestClient, case: str, body: dict[str, Any], field: str) -> None:
+def test_bad_report_is_rejected_and_changes_nothing(
+    client: TestClient, case: str, body: dict[str, Any], field: str
+) -> None:
     body = {k: v for k, v in body.items() if v is not None}
     before = client.get("/v1/jobs").json()
-    response = client.post("/v1/jobs/job-1/reports", json=body) if "nan" not in case and "infinite" not in case else client.post(
-        "/v1/jobs/job-1/reports", content=_json_with_non_finite(body), headers={"content-type": "application/json"}
+    response = (
+        client.post("/v1/jobs/job-1/reports", json=body)
+        if "nan" not in case and "infinite" not in case
+        else client.post(
+            "/v1/jobs/job-1/reports",
+            content=_json_with_non_finite(body),
+            headers={"content-type": "application/json"},
+        )
     )
     assert 400 <= response.status_code < 500, response.text
     assert field in response.text
     assert client.get("/v1/jobs").json() == before
-    assert "job_id=\"job-1\"" not in scrape(client)
+    assert 'job_id="job-1"' not in scrape(client)
 
 
 def _json_with_non_finite(body: dict[str, Any]) -> str:
@@ -72,7 +88,9 @@ def test_job_id_is_bounded(client: TestClient, job_id: str, status: int) -> None
 
 def test_invalid_json_and_oversized_bodies(make_client) -> None:  # type: ignore[no-untyped-def]
     client = make_client(MAX_BODY_BYTES=4096)
-    response = client.post("/v1/jobs/j/reports", content="{not json", headers={"content-type": "application/json"})
+    response = client.post(
+        "/v1/jobs/j/reports", content="{not json", headers={"content-type": "application/json"}
+    )
     assert response.status_code == 422
     big_sample = node_sample(100)
     response = client.post("/v1/nodes/n/samples", json=big_sample)
@@ -93,7 +111,9 @@ BAD_SAMPLES: list[tuple[str, dict[str, Any], str]] = [
 
 
 @pytest.mark.parametrize(("case", "body", "field"), BAD_SAMPLES, ids=[c[0] for c in BAD_SAMPLES])
-def test_bad_sample_is_rejected_and_changes_nothing(client: TestClient, case: str, body: dict[str, Any], field: str) -> None:
+def test_bad_sample_is_rejected_and_changes_nothing(
+    client: TestClient, case: str, body: dict[str, Any], field: str
+) -> None:
     response = client.post("/v1/nodes/node-1/samples", json=body)
     assert response.status_code == 422, response.text
     assert field in response.text

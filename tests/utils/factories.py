@@ -39,7 +39,9 @@ def gpu(index: int, **overrides: Any) -> dict[str, Any]:
     return body
 
 
-def node_sample(n_gpus: int = 8, *, job_id: str | None = None, pool: str | None = "train", **gpu_overrides: Any) -> dict[str, Any]:
+def node_sample(
+    n_gpus: int = 8, *, job_id: str | None = None, pool: str | None = "train", **gpu_overrides: Any
+) -> dict[str, Any]:
     gpus = [gpu(i, **({"job_id": job_id} if job_id else {}), **gpu_overrides) for i in range(n_gpus)]
     body: dict[str, Any] = {"timestamp": time.time(), "gpus": gpus}
     if pool:
