@@ -81,9 +81,10 @@ def _hf_trainer(match: re.Match[str], line: str, ctx: ParseContext) -> Observati
     values = {m["key"]: to_number(m["v"]) for m in _HF_FIELD.finditer(line)}
     seen = values.get("num_input_tokens_seen")
     if seen is not None:  # the interval rate from the token counter, timed by when the lines arrive
+        # (the end-of-training summary repeats the last counter value: no new tokens, not a zero rate)
         previous = ctx.memory.get("hf_seen")
         ctx.memory["hf_seen"] = (seen, ctx.now)
-        if previous is not None and ctx.now > previous[1] and seen >= previous[0]:
+        if previous is not None and ctx.now > previous[1] and seen > previous[0]:
             return Observation("hf_trainer", (seen - previous[0]) / (ctx.now - previous[1]))
     if "train_tokens_per_second" in values:
         return Observation("hf_trainer", values["train_tokens_per_second"])

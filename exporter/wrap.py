@@ -60,7 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
         job.add_argument(f"--{label}")
     model = parser.add_argument_group("model")
     model.add_argument("--model", help="HF config.json (or its folder), or a JSON object of model fields")
-    for label in ("params", "active-params", "layers", "heads", "head-dim"):
+    for label in ("params", "active-params"):
+        model.add_argument(f"--{label}", type=_count, help="e.g. 8030261248 or 8.03e9")
+    for label in ("layers", "heads", "head-dim"):
         model.add_argument(f"--{label}", type=int)
     model.add_argument("--flops-per-token", type=float)
     model.add_argument("--seq-len", type=int, help="default: the command's --seq-length/--max_seq_length/...")
@@ -73,9 +75,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="regex with a named group tokens_per_second, tokens_per_second_per_gpu, or tokens and seconds",
     )
     logs.add_argument("--no-builtin-patterns", action="store_true", help="use only --pattern")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log each report attempt to stderr")
+    parser.add_argument("-v", "--verbose", action="store_true", help="also log what is reported, to stderr")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no messages of our own on stderr")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the command to run, after --")
     return parser
+
+
+def _count(text: str) -> int:
+    """A parameter count written either way: ``8030261248`` or ``8.03e9``."""
+    return int(float(text))
 
 
 def seq_len_from_command(command: Sequence[str]) -> int | None:
@@ -166,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = command or list(args.command)
     if not command:
         parser.error("no command given; usage: mfumon wrap [options] -- CMD ARGS...")
-    level = logging.INFO if args.verbose else logging.WARNING
+    level = logging.CRITICAL + 1 if args.quiet else logging.INFO if args.verbose else logging.WARNING
     logging.basicConfig(level=level, format="%(asctime)s mfumon wrap %(levelname)s: %(message)s")
     try:
         patterns = tuple(compile_user_pattern(p) for p in args.pattern)
@@ -177,6 +185,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if model is not None and seq_len and model.seq_len is None:
         model = model.replace(seq_len=seq_len)
     num_gpus = _num_gpus(args)
+    if model is None:
+        logger.warning(
+            "no model described (--model, --params or --flops-per-token): the aggregator refuses reports "
+            "without one, unless the log states FLOP/s too (Megatron-LM --log-throughput)"
+        )
     reporter = JobReporter(
         args.job_id,
         url=args.url,

@@ -16,6 +16,10 @@ TAGS = ["mfu-monitor"]
 Panel = dict[str, Any]
 
 
+JOB_UID = "mfumon-job-drilldown"
+JOB_LINK = f"/d/{JOB_UID}?var-job=${{__value.raw}}&${{__url_time_range}}"  # data link from a job_id cell
+
+
 def target(
     expr: str, legend: str = "", *, instant: bool = False, table: bool = False, ref: str = "A"
 ) -> dict[str, Any]:

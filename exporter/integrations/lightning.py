@@ -15,7 +15,7 @@ from typing import Any
 try:
     from lightning.pytorch import Callback
 except ImportError:  # the standalone package name used before Lightning 2.0
-    from pytorch_lightning import Callback
+    from pytorch_lightning import Callback  # type: ignore[assignment]
 
 from exporter.integrations._common import dtype_from_precision, find_token_tensor, seq_len_of, tokens_in
 from exporter.reporter import JobReporter, describe_model

@@ -84,7 +84,8 @@ def _config_dict(config: Any) -> dict[str, Any] | None:
         return dict(config.to_dict())
     if dataclasses.is_dataclass(config) and not isinstance(config, type):
         return dataclasses.asdict(config)
-    return dict(vars(config)) if hasattr(config, "__dict__") else None
+    public = {name: getattr(config, name, None) for name in dir(config) if not name.startswith("_")}
+    return {k: v for k, v in public.items() if isinstance(v, (int, float, str, bool))} or None
 
 
 def _first(cfg: Mapping[str, Any], keys: tuple[str, ...]) -> int | None:

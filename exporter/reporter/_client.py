@@ -86,11 +86,14 @@ class Delivery:
                 if not self._queue:
                     break
                 request = self._queue[0]
-            if stop_at is not None and monotonic() >= stop_at:
-                error = "no time left"
-                break
+            timeout = self._timeout
+            if stop_at is not None:
+                timeout = min(timeout, stop_at - monotonic())
+                if timeout <= 0:
+                    error = "no time left"
+                    break
             try:
-                response = self._send(request)
+                response = self._send(request, timeout)
             except _Retryable as exc:
                 with self._lock:
                     self._failed += 1
@@ -133,13 +136,13 @@ class Delivery:
             logger.info("mfumon aggregator %s reachable again (%d dropped while it was not)", self._url, stats.dropped)
             self._failing = False
 
-    def _send(self, request: _Request) -> dict[str, Any] | None:
+    def _send(self, request: _Request, timeout: float) -> dict[str, Any] | None:
         data = None if request.body is None else json.dumps(request.body).encode()
         http_request = urllib.request.Request(
             self._url + request.path, data=data, method=request.method, headers=self._headers
         )
         try:
-            with self._opener.open(http_request, timeout=self._timeout) as reply:
+            with self._opener.open(http_request, timeout=timeout) as reply:
                 payload = reply.read()
         except urllib.error.HTTPError as exc:
             detail = exc.read()[:500].decode(errors="replace")

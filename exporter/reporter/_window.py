@@ -11,6 +11,7 @@ nanoGPT and torchtitan skip theirs); passing ``step_seconds`` on it counts it to
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from time import perf_counter
 from typing import Any
 
@@ -20,6 +21,7 @@ class StepWindow:
 
     __slots__ = (
         "_boundary",
+        "_clock",
         "_comm_n",
         "_comm_sum",
         "_last",
@@ -39,14 +41,15 @@ class StepWindow:
         "last_mean_step_seconds",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = perf_counter) -> None:
+        self._clock = clock
         self._lock = threading.Lock()
         self._boundary: float | None = None
         self._last = 0.0
         self._total_steps = 0
         self._reported_step: int | None = None
         self._rates: dict[str, list[float]] = {}
-        self._rates_since = perf_counter()
+        self._rates_since = clock()
         self.last_mean_step_seconds: float | None = None
         self._reset()
 
@@ -64,7 +67,7 @@ class StepWindow:
         data_wait_seconds: float | None = None,
     ) -> None:
         """Record one finished step (the hot path: a clock read and a few additions under the lock)."""
-        now = perf_counter()
+        now = self._clock()
         with self._lock:
             self._total_steps += 1
             if self._boundary is None:
@@ -74,7 +77,8 @@ class StepWindow:
                 self._boundary = now - step_seconds
             self._tokens += tokens
             self._steps += 1
-            self._last = now
+            if now > self._last:  # two threads may read the clock in one order and lock in the other
+                self._last = now
             if step_seconds is not None:
                 self._step_sum += step_seconds
                 self._step_n += 1
@@ -112,7 +116,7 @@ class StepWindow:
         With no step since the last report for more than ``stall_after_seconds``, returns a zero-token report
         over the time since the last step (a hung job shows MFU 0) without moving the boundary.
         """
-        now = perf_counter()
+        now = self._clock()
         with self._lock:
             if self._rates:
                 return self._take_rates(now)

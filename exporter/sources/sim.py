@@ -31,7 +31,7 @@ PROFILES: tuple[str, ...] = ("training", "comm_bound", "inference", "idle")
 #: tensor-pipe activity per unit of MFU: the pipe runs below peak rate while active (clocks, occupancy, dtype mix).
 _TENSOR_PER_MFU = {"training": 1.15, "comm_bound": 1.2, "inference": 1.6, "idle": 0.0}
 #: relative amplitude of the smooth wander of a workload's MFU around its target.
-_WANDER = {"training": 0.05, "comm_bound": 0.12, "inference": 0.3, "idle": 0.0}
+_WANDER = {"training": 0.05, "comm_bound": 0.12, "inference": 0.15, "idle": 0.0}
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,135 @@
+"""Run a short bf16 matmul load on GPU 0 (torch, if available) while sampling with the exporter's NVML source.
+
+Prints, per sample, what NVML/GPM showed (utilization, SM active, SM occupancy, tensor active, DRAM active, power,
+temperature, SM clock, clock-event reasons, job attribution), then the load's achieved TFLOP/s, the MFU that implies
+against the dense bf16 peak, and the tensor-active / MFU ratio (the simulator assumes about 1.15 for training).
+
+    python bench/gpu_check.py [--seconds 10] [--interval 1] [--size 8192] [--json out.json]
+
+Start it as ``MFUMON_JOB_ID=gpu-check python bench/gpu_check.py`` to see the job attribution (NVML lists this
+process on GPU 0; the exporter reads the variable from /proc/<pid>/environ, which holds the environment at exec).
+Without torch or CUDA it only samples the idle GPUs. Exit status 1 when NVML does not initialise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from exporter.attribution import JobResolver  # noqa: E402
+from exporter.errors import SourceUnavailable  # noqa: E402
+from exporter.samples import GpuSample  # noqa: E402
+from exporter.sources.nvml import NvmlSource  # noqa: E402
+from exporter.sources.nvml_api import NvmlApi  # noqa: E402
+
+#: Dense bf16 peaks (no sparsity) for the MFU line; same figures as the aggregator's table.
+PEAKS = {"H100": 989e12, "H200": 989e12, "H800": 989e12, "A100": 312e12, "A800": 312e12, "L40S": 362e12}
+
+
+class MatmulLoad(threading.Thread):
+    """bf16 ``size x size`` matmuls on cuda:0 until stopped; counts FLOPs and time."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(daemon=True)
+        self.size = size
+        self.stop = threading.Event()
+        self.flops = 0.0
+        self.seconds = 0.0
+        self.error: str | None = None
+        self.ready = threading.Event()
+
+    def run(self) -> None:
+        try:
+            import torch
+
+            a = torch.randn(self.size, self.size, device="cuda", dtype=torch.bfloat16)
+            b = torch.randn(self.size, self.size, device="cuda", dtype=torch.bfloat16)
+            for _ in range(3):
+                a @ b
+            torch.cuda.synchronize()
+            self.ready.set()
+            started = time.perf_counter()
+            while not self.stop.is_set():
+                for _ in range(10):
+                    a @ b
+                torch.cuda.synchronize()
+                self.flops += 10 * 2 * self.size**3
+            self.seconds = time.perf_counter() - started
+        except Exception as exc:  # report, do not crash the sampler
+            self.error = f"{type(exc).__name__}: {exc}"
+            self.ready.set()
+
+
+def _row(t: float, s: GpuSample) -> str:
+    def pct(v: float | None) -> str:
+        return "  n/a" if v is None else f"{100 * v:5.1f}"
+
+    clock = "n/a" if s.sm_clock_hz is None else f"{s.sm_clock_hz / 1e6:.0f}"
+    power = "n/a" if s.power_watts is None else f"{s.power_watts:.0f}"
+    reasons = ",".join(s.throttle_reasons or ()) or "-"
+    return (
+        f"{t:5.1f}s gpu{s.index} util {pct(s.utilization)} sm {pct(s.sm_active)} occ {pct(s.sm_occupancy)} "
+        f"tensor {pct(s.tensor_active)} dram {pct(s.dram_active)} power {power}W temp {s.temperature_celsius}C "
+        f"clock {clock}MHz reasons {reasons} job {s.job_id}"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--interval", type=float, default=1.0)
+    parser.add_argument("--size", type=int, default=8192)
+    parser.add_argument("--json", help="also write every sample to this file")
+    args = parser.parse_args()
+    try:
+        source = NvmlSource(NvmlApi.load(), JobResolver("/proc"))
+    except SourceUnavailable as exc:
+        print(f"gpu_check: {exc}", file=sys.stderr)
+        return 1
+    devices = source.devices
+    print(f"NVML devices: {[(d.index, d.name, d.mig_profile, 'GPM' if d.gpm_supported else 'no GPM') for d in devices]}")
+    load = MatmulLoad(args.size)
+    load.start()
+    load.ready.wait(timeout=120)
+    if load.error:
+        print(f"no load ({load.error}); sampling idle GPUs")
+    records: list[dict[str, object]] = []
+    busy_tensor: list[float] = []
+    started = time.monotonic()
+    try:
+        while time.monotonic() - started < args.seconds:
+            time.sleep(args.interval)
+            t = time.monotonic() - started
+            for sample in source.collect():
+                print(_row(t, sample))
+                records.append({"t": round(t, 3), **sample.to_json()})
+                if sample.index == 0 and sample.tensor_active is not None and not load.error:
+                    busy_tensor.append(sample.tensor_active)
+    finally:
+        load.stop.set()
+        load.join(timeout=60)
+        source.close()
+    if load.seconds > 0:
+        achieved = load.flops / load.seconds
+        name = devices[0].name if devices else ""
+        peak = next((v for k, v in PEAKS.items() if k in name), None)
+        print(f"\nload: {achieved / 1e12:.1f} TFLOP/s bf16 on {name}")
+        if peak and busy_tensor:
+            mfu = achieved / peak
+            tensor = statistics.mean(busy_tensor[1:] or busy_tensor)
+            print(f"implied MFU {100 * mfu:.1f}% of {peak / 1e12:.0f} TFLOP/s; mean tensor_active {100 * tensor:.1f}%")
+            print(f"tensor_active / MFU = {tensor / mfu:.2f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(records, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,264 @@
+"""The workload dashboards: the cluster overview and the drill-down into one job."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from _panels import (
+    JOB_LINK,
+    JOB_UID,
+    dashboard,
+    query_variable,
+    row,
+    stat,
+    table,
+    target,
+    targets,
+    timeseries,
+)
+
+MFU_STEPS = [(None, "red"), (0.2, "orange"), (0.35, "green")]
+
+POOL_VAR = query_variable("pool", "Pool", "label_values(mfumon_job_info, pool)")
+TEAM_VAR = query_variable("team", "Team", 'label_values(mfumon_job_info{pool=~"$pool"}, team)')
+JOB_INFO = 'job_id:mfumon_job_info:topk1{pool=~"$pool", team=~"$team"}'
+
+
+def _with_info(expr: str) -> str:
+    """Join a per-job series with its name, team and pool, filtered by the pool and team variables."""
+    return f"{expr} * on (job_id) group_left (name, team, pool) {JOB_INFO}"
+
+
+def cluster_overview() -> dict[str, Any]:
+    """Cluster MFU, achieved against peak FLOP/s, idle and wasted GPUs, worst jobs."""
+    panels = [
+        row("Now"),
+        stat(
+            "Cluster MFU (5m)",
+            target("cluster:mfumon_mfu_ratio:avg5m"),
+            unit="percentunit",
+            thresholds=MFU_STEPS,
+            description="Model FLOP/s of all jobs / dense peak of every GPU known, idle ones included.",
+        ),
+        stat("Cluster MFU (24h)", target("cluster:mfumon_mfu_ratio:avg1d"), unit="percentunit", thresholds=MFU_STEPS),
+        stat(
+            "MFU of allocated GPUs (5m)",
+            target("cluster:mfumon_allocated_mfu_ratio:avg5m"),
+            unit="percentunit",
+            thresholds=MFU_STEPS,
+            description="As cluster MFU, counting only GPUs that jobs hold.",
+        ),
+        stat("Idle GPUs", target("cluster:mfumon_gpus_idle:max"), decimals=0),
+        stat(
+            "Idle GPU-hours (24h)",
+            target("cluster:mfumon_idle_gpu_seconds:sum1d / 3600"),
+            decimals=0,
+            description="GPUs no job held, integrated over the last 24 hours.",
+        ),
+        stat(
+            "Wasted GPU-hours (24h)",
+            target("cluster:mfumon_wasted_gpu_seconds:sum1d / 3600"),
+            decimals=0,
+            description="Allocated GPUs x (1 - MFU), integrated over the last 24 hours.",
+        ),
+        row("Utilization"),
+        timeseries(
+            "Cluster MFU",
+            targets(
+                ("cluster:mfumon_mfu_ratio:avg5m", "all GPUs (5m)"),
+                ("cluster:mfumon_mfu_ratio:avg1h", "all GPUs (1h)"),
+                ("cluster:mfumon_allocated_mfu_ratio:avg5m", "allocated GPUs (5m)"),
+            ),
+            unit="percentunit",
+        ),
+        timeseries(
+            "Achieved vs peak FLOP/s",
+            targets(
+                ("max(mfumon_cluster_model_flops_per_second)", "achieved (model FLOP/s)"),
+                ("cluster:mfumon_peak_flops_per_second:max", "dense peak of all GPUs"),
+            ),
+            unit="flops",
+        ),
+        timeseries(
+            "GPUs by state",
+            targets(("max by (state) (mfumon_cluster_gpus)", "{{state}}")),
+            stack=True,
+            width=8,
+        ),
+        timeseries(
+            "Wasted GPUs by team",
+            targets(('team:mfumon_wasted_gpus:sum{team=~"$team"}', "{{team}}")),
+            stack=True,
+            width=8,
+            description="GPU-equivalents held but not turned into model FLOPs: allocated x (1 - MFU).",
+        ),
+        timeseries(
+            "Wasted GPUs by pool",
+            targets(('pool:mfumon_wasted_gpus:sum{pool=~"$pool"}', "{{pool}}")),
+            stack=True,
+            width=8,
+        ),
+        timeseries(
+            "Pool MFU (1h)",
+            targets(('pool:mfumon_mfu_ratio:avg1h{pool=~"$pool"}', "{{pool}}")),
+            unit="percentunit",
+        ),
+        timeseries(
+            "Team MFU (1h)",
+            targets(('team:mfumon_mfu_ratio:avg1h{team=~"$team"}', "{{team}}")),
+            unit="percentunit",
+        ),
+        row("Jobs"),
+        table(
+            "Worst jobs by MFU",
+            [target(_with_info("bottomk(15, job_id:mfumon_job_mfu_ratio:max)"), instant=True, table=True)],
+            renames={"Value": "MFU"},
+            units={"MFU": "percentunit"},
+            links={"job_id": ("Job drill-down", JOB_LINK)},
+            sort_by="MFU",
+            width=12,
+        ),
+        table(
+            "Most wasted GPUs by job",
+            [target(_with_info("topk(15, job_id:mfumon_wasted_gpus:max)"), instant=True, table=True)],
+            renames={"Value": "wasted GPUs"},
+            links={"job_id": ("Job drill-down", JOB_LINK)},
+            width=12,
+        ),
+    ]
+    return dashboard(
+        uid="mfumon-cluster-overview",
+        title="mfu-monitor / Cluster overview",
+        description="How much of the cluster's GPU capacity turns into model FLOPs, and where it is lost.",
+        variables=[POOL_VAR, TEAM_VAR],
+        panels=panels,
+    )
+
+
+def _job_gpu_series(metric: str) -> str:
+    """A GPU metric for each GPU the selected job holds (through mfumon_gpu_info's job_id)."""
+    gpus = 'max by (node, gpu, uuid) (mfumon_gpu_info{job_id="$job"})'
+    return f"max by (node, gpu) ({metric} * on (node, gpu, uuid) group_left () {gpus})"
+
+
+def job_drilldown() -> dict[str, Any]:
+    """One job: MFU against baseline, throughput, step breakdown and its GPUs' activity."""
+    job = 'job_id="$job"'
+    step = f"max(mfumon_job_step_seconds{{{job}}})"
+    comm = f"max(mfumon_job_comm_ratio{{{job}}})"
+    wait = f"max(mfumon_job_data_wait_ratio{{{job}}})"
+    panels = [
+        row("Job"),
+        stat("MFU", target(f"job_id:mfumon_job_mfu_ratio:max{{{job}}}"), unit="percentunit", thresholds=MFU_STEPS),
+        stat("Baseline MFU", target(f"job_id:mfumon_job_baseline_mfu_ratio:max{{{job}}}"), unit="percentunit"),
+        stat(
+            "HFU",
+            target(f"max(mfumon_job_hfu_ratio{{{job}}})"),
+            unit="percentunit",
+            description="Hardware FLOPs utilization: counts activation recomputation, so HFU >= MFU.",
+        ),
+        stat("Tokens/s", target(f"max(mfumon_job_tokens_per_second{{{job}}})"), unit="short"),
+        stat("GPUs allocated", target(f"max(mfumon_job_gpus_allocated{{{job}}})"), decimals=0),
+        stat("Wasted GPUs", target(f"job_id:mfumon_wasted_gpus:max{{{job}}}"), decimals=1),
+        table(
+            "Job",
+            [
+                target(
+                    f"max by (job_id, kind, name, team, pool, model, gpu_model, dtype) (mfumon_job_info{{{job}}})",
+                    instant=True,
+                    table=True,
+                )
+            ],
+            hidden=("Time", "Value"),
+            height=3,
+        ),
+        row("Efficiency"),
+        timeseries(
+            "MFU against baseline and alert threshold",
+            targets(
+                (f"job_id:mfumon_job_mfu_ratio:max{{{job}}}", "MFU"),
+                (f"max(mfumon_job_hfu_ratio{{{job}}})", "HFU"),
+                (f"job_id:mfumon_job_baseline_mfu_ratio:max{{{job}}}", "baseline"),
+                (f"job_id:mfumon_job_mfu_threshold_ratio:effective{{{job}}}", "alert threshold"),
+            ),
+            unit="percentunit",
+        ),
+        timeseries(
+            "Model FLOP/s vs peak",
+            targets(
+                (f"max(mfumon_job_model_flops_per_second{{{job}}})", "achieved"),
+                (f"max(mfumon_job_peak_flops_per_second{{{job}}})", "dense peak of the job's GPUs"),
+            ),
+            unit="flops",
+        ),
+        timeseries(
+            "Throughput",
+            targets((f"max(mfumon_job_tokens_per_second{{{job}}})", "tokens/s")),
+            unit="short",
+            width=8,
+        ),
+        timeseries(
+            "Step time breakdown",
+            targets(
+                (f"{step} * (1 - ({comm} or vector(0)) - ({wait} or vector(0)))", "compute and other"),
+                (f"{step} * {comm}", "exposed communication"),
+                (f"{step} * {wait}", "data wait"),
+            ),
+            unit="s",
+            stack=True,
+            width=8,
+            description="Mean step time split by the job's reported exposed communication and data-wait ratios.",
+        ),
+        timeseries(
+            "Communication and data-wait share of step",
+            targets((comm, "exposed communication"), (wait, "data wait")),
+            unit="percentunit",
+            max_value=1,
+            width=8,
+        ),
+        row("The job's GPUs"),
+        timeseries(
+            "Tensor-core activity per GPU",
+            targets(
+                (_job_gpu_series("mfumon_gpu_tensor_active_ratio"), "{{node}}/{{gpu}}"),
+                (f"job_id:mfumon_gpu_tensor_active_ratio:avg{{{job}}}", "job average"),
+            ),
+            unit="percentunit",
+            max_value=1,
+        ),
+        timeseries(
+            "SM activity per GPU",
+            targets(
+                (_job_gpu_series("mfumon_gpu_sm_active_ratio"), "{{node}}/{{gpu}}"),
+                (f"job_id:mfumon_gpu_sm_active_ratio:avg{{{job}}}", "job average"),
+            ),
+            unit="percentunit",
+            max_value=1,
+        ),
+        timeseries(
+            "Utilization (nvidia-smi) per GPU",
+            targets((_job_gpu_series("mfumon_gpu_utilization_ratio"), "{{node}}/{{gpu}}")),
+            unit="percentunit",
+            max_value=1,
+            description="Share of time any kernel ran: high with low MFU means slow kernels, not idle GPUs.",
+        ),
+        timeseries(
+            "Power per GPU",
+            targets((_job_gpu_series("mfumon_gpu_power_watts"), "{{node}}/{{gpu}}")),
+            unit="watt",
+        ),
+    ]
+    job_var = query_variable(
+        "job",
+        "Job",
+        'label_values(mfumon_job_info{pool=~"$pool", team=~"$team"}, job_id)',
+        multi=False,
+        include_all=False,
+    )
+    return dashboard(
+        uid=JOB_UID,
+        title="mfu-monitor / Job drill-down",
+        description="One job's MFU against its baseline, where its step time goes, and what its GPUs do.",
+        variables=[POOL_VAR, TEAM_VAR, job_var],
+        panels=panels,
+    )

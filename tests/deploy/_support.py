@@ -1,0 +1,163 @@
+"""What the deployment tests share: repository paths, the rule files, dashboard queries, and PromQL name parsing."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from api.metrics import families
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+PROMETHEUS_DIR = DEPLOY / "prometheus"
+RULES_DIR = PROMETHEUS_DIR / "rules"
+RULE_TESTS_DIR = PROMETHEUS_DIR / "tests"
+KUBERNETES_DIR = DEPLOY / "kubernetes"
+RUNBOOKS_DIR = DEPLOY / "runbooks"
+GRAFANA_DIR = REPO / "grafana"
+DASHBOARDS_DIR = GRAFANA_DIR / "dashboards"
+
+RUNBOOK_BASE_URL = "https://github.com/mfu-monitor/mfu-monitor/blob/main/deploy/runbooks/"
+AGGREGATOR_JOB = "mfumon-aggregator"
+
+#: Recording-rule names that operators define in their own rule files (threshold overrides): referenced, never
+#: recorded by the shipped rules.
+OVERRIDE_SERIES = frozenset(
+    {"job_id:mfumon_job_mfu_threshold_ratio:override", "kind:mfumon_job_mfu_threshold_ratio:override"}
+)
+
+_KEYWORDS = frozenset(
+    {"and", "or", "unless", "bool", "offset", "by", "without", "on", "ignoring", "group_left", "group_right"}
+)
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACES = re.compile(r"\{[^}]*\}")
+_RANGE = re.compile(r"\[[^\]]*\]")
+_LABEL_LIST = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
+_NUMBER = re.compile(r"(?<![\w:])\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
+_IDENTIFIER = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
+_LABEL_VALUES = re.compile(r"^label_values\(\s*(?:([A-Za-z_:][A-Za-z0-9_:]*)\s*(\{[^}]*\})?\s*,)?\s*(\w+)\s*\)$")
+
+
+def require_tool(name: str) -> str:
+    """Path of the executable `name`; skip without it, except in CI (env CI set), where a missing tool fails."""
+    path = shutil.which(name)
+    if path is None:
+        message = f"{name} not found on PATH (Debian/Ubuntu: apt-get install prometheus)"
+        if os.environ.get("CI"):
+            pytest.fail(f"{message}: CI must install it", pytrace=False)
+        pytest.skip(message)
+    return path
+
+
+def exposed_metric_names() -> set[str]:
+    """Every metric family the aggregator renders on /metrics (api.metrics.families)."""
+    names: set[str] = set()
+    for value in vars(families).values():
+        if isinstance(value, dict):
+            names |= {f.name for f in value.values() if isinstance(f, families.Family)}
+    return names
+
+
+def load_rule_groups() -> list[dict[str, Any]]:
+    """The groups of every shipped rules file, in file-name order."""
+    groups: list[dict[str, Any]] = []
+    for path in sorted(RULES_DIR.glob("*.yml")):
+        groups.extend(yaml.safe_load(path.read_text())["groups"])
+    return groups
+
+
+def all_rules() -> list[dict[str, Any]]:
+    return [rule for group in load_rule_groups() for rule in group["rules"]]
+
+
+def recorded_names() -> set[str]:
+    return {rule["record"] for rule in all_rules() if "record" in rule}
+
+
+def alert_rules() -> list[dict[str, Any]]:
+    return [rule for rule in all_rules() if "alert" in rule]
+
+
+def metric_names(expr: str) -> set[str]:
+    """The metric names a PromQL expression selects (functions, keywords, labels and numbers left out)."""
+    text = _STRING.sub(" ", expr)
+    text = _BRACES.sub(" ", text)
+    text = _RANGE.sub(" ", text)
+    text = _LABEL_LIST.sub(" ", text)
+    text = _NUMBER.sub(" ", text)
+    names = set()
+    for match in _IDENTIFIER.finditer(text):
+        following = text[match.end() :].lstrip()
+        if following.startswith("(") or match.group() in _KEYWORDS:
+            continue
+        names.add(match.group())
+    return names
+
+
+@dataclass(frozen=True)
+class LabelValuesQuery:
+    metric: str | None
+    matchers: str
+    label: str
+
+
+def parse_label_values(query: str) -> LabelValuesQuery:
+    """Split a Grafana `label_values(metric{...}, label)` variable query."""
+    match = _LABEL_VALUES.match(query.strip())
+    if match is None:
+        raise ValueError(f"not a label_values() query: {query!r}")
+    return LabelValuesQuery(match.group(1), match.group(2) or "", match.group(3))
+
+
+def load_dashboards() -> dict[str, dict[str, Any]]:
+    """File name -> dashboard JSON model."""
+    return {path.name: json.loads(path.read_text()) for path in sorted(DASHBOARDS_DIR.glob("*.json"))}
+
+
+def iter_panels(dashboard: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every panel that queries data (row headers skipped, panels nested in rows included)."""
+    for panel in dashboard["panels"]:
+        if panel["type"] == "row":
+            yield from panel.get("panels", [])
+        else:
+            yield panel
+
+
+def iter_queries(dashboard: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """(panel title, PromQL expression) of every query of every panel."""
+    for panel in iter_panels(dashboard):
+        for target in panel.get("targets", []):
+            yield panel["title"], target["expr"]
+
+
+def variables(dashboard: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    return {v["name"]: v for v in dashboard["templating"]["list"]}
+
+
+def compose_mounts(service: Mapping[str, Any]) -> dict[str, str]:
+    """A compose service's volumes as container path -> host path (or volume name)."""
+    mounts = {}
+    for volume in service.get("volumes", []):
+        host, container = volume.split(":")[:2]
+        mounts[container] = host
+    return mounts
+
+
+def fill_variables(expr: str, values: Mapping[str, str], rate_interval: str = "1m") -> str:
+    """Substitute dashboard variables (`$name`, `${name}`) and Grafana's interval macros."""
+    for macro in ("$__rate_interval", "${__rate_interval}", "$__interval", "${__interval}"):
+        expr = expr.replace(macro, rate_interval)
+    for name in sorted(values, key=len, reverse=True):  # $team before $tea...
+        expr = expr.replace("${" + name + "}", values[name]).replace("$" + name, values[name])
+    if "$" in expr:
+        raise ValueError(f"unfilled variable in {expr!r}")
+    return expr

@@ -1,0 +1,158 @@
+"""The Grafana dashboards and provisioning: generated, consistent, and querying only metrics that exist."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.deploy._support import (
+    DASHBOARDS_DIR,
+    DEPLOY,
+    GRAFANA_DIR,
+    compose_mounts,
+    exposed_metric_names,
+    fill_variables,
+    iter_panels,
+    iter_queries,
+    load_dashboards,
+    metric_names,
+    parse_label_values,
+    recorded_names,
+    variables,
+)
+
+EXPECTED = {
+    "mfumon-cluster-overview.json": ("mfumon-cluster-overview", {"pool", "team"}),
+    "mfumon-job-drilldown.json": ("mfumon-job-drilldown", {"pool", "team", "job"}),
+    "mfumon-nodes-gpus.json": ("mfumon-nodes-gpus", {"node"}),
+    "mfumon-pools.json": ("mfumon-pools", {"pool"}),
+}
+SAMPLE_VALUES = {"pool": ".*", "team": ".*", "node": ".*", "job": "some-job"}
+
+
+def test_committed_json_matches_the_generator() -> None:
+    result = subprocess.run(
+        [sys.executable, str(GRAFANA_DIR / "generate_dashboards.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_dashboards_have_stable_unique_uids_and_a_classic_schema() -> None:
+    dashboards = load_dashboards()
+    assert set(dashboards) == set(EXPECTED)
+    uids = [d["uid"] for d in dashboards.values()]
+    assert len(uids) == len(set(uids))
+    for name, dashboard in dashboards.items():
+        uid, _ = EXPECTED[name]
+        assert dashboard["uid"] == uid
+        assert 39 <= dashboard["schemaVersion"] <= 42
+        assert "mfu-monitor" in dashboard["tags"]
+        ids = [p["id"] for p in dashboard["panels"]]
+        assert len(ids) == len(set(ids)), name
+
+
+def test_panels_use_the_datasource_variable_and_do_not_overlap() -> None:
+    for name, dashboard in load_dashboards().items():
+        assert variables(dashboard)["datasource"]["type"] == "datasource"
+        assert variables(dashboard)["datasource"]["query"] == "prometheus"
+        cells: set[tuple[int, int]] = set()
+        for panel in dashboard["panels"]:
+            pos = panel["gridPos"]
+            assert pos["x"] + pos["w"] <= 24, (name, panel["title"])
+            area = {(x, y) for x in range(pos["x"], pos["x"] + pos["w"]) for y in range(pos["y"], pos["y"] + pos["h"])}
+            assert not cells & area, (name, panel["title"], "overlaps another panel")
+            cells |= area
+        for panel in iter_panels(dashboard):
+            assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, panel["title"]
+            assert panel["targets"], panel["title"]
+            for target in panel["targets"]:
+                assert target["datasource"]["uid"] == "${datasource}", panel["title"]
+
+
+def test_template_variables_come_from_label_values() -> None:
+    exposed = exposed_metric_names()
+    for name, dashboard in load_dashboards().items():
+        _, expected_vars = EXPECTED[name]
+        query_vars = {n: v for n, v in variables(dashboard).items() if v["type"] == "query"}
+        assert set(query_vars) == expected_vars, name
+        for var_name, var in query_vars.items():
+            query = parse_label_values(var["query"])
+            assert query.label == ("job_id" if var_name == "job" else var_name)
+            assert query.metric in exposed, (name, var_name)
+            assert var["datasource"]["uid"] == "${datasource}"
+            if var["includeAll"]:
+                assert var["allValue"] == ".*", "All must also match series without the label"
+
+
+def test_required_panels_exist() -> None:
+    titles = {name: {p["title"] for p in iter_panels(d)} for name, d in load_dashboards().items()}
+    assert {"Cluster MFU", "Achieved vs peak FLOP/s", "Idle GPUs", "Wasted GPU-hours (24h)", "Worst jobs by MFU"} <= (
+        titles["mfumon-cluster-overview.json"]
+    )
+    assert {
+        "MFU against baseline and alert threshold",
+        "Throughput",
+        "Step time breakdown",
+        "Tensor-core activity per GPU",
+        "SM activity per GPU",
+    } <= titles["mfumon-job-drilldown.json"]
+    assert {
+        "SM active",
+        "Power",
+        "Temperature",
+        "Memory used",
+        "NVLink throughput",
+        "XID and uncorrectable ECC errors",
+    } <= (titles["mfumon-nodes-gpus.json"])
+    assert {"Resource satisfaction", "GPUs requested vs allocated", "Pending jobs"} <= titles["mfumon-pools.json"]
+
+
+def test_job_gpu_panels_join_through_gpu_info() -> None:
+    dashboard = load_dashboards()["mfumon-job-drilldown.json"]
+    for title in ("Tensor-core activity per GPU", "SM activity per GPU"):
+        (per_gpu, *_) = [expr for t, expr in iter_queries(dashboard) if t == title]
+        assert 'mfumon_gpu_info{job_id="$job"}' in per_gpu
+        assert "on (node, gpu, uuid)" in per_gpu
+
+
+def test_queries_use_only_exposed_metrics_and_recording_rules() -> None:
+    known = exposed_metric_names() | recorded_names()
+    for name, dashboard in load_dashboards().items():
+        for title, expr in iter_queries(dashboard):
+            names = metric_names(fill_variables(expr, SAMPLE_VALUES))
+            assert names, (name, title, "selects no metric")
+            assert names <= known, (name, title, names - known)
+
+
+@pytest.mark.prometheus
+def test_queries_parse_as_promql(promtool: str, tmp_path: Path) -> None:
+    """promtool parses every query (variables filled in) as a recording rule expression."""
+    rules = [
+        {"record": f"dashboard:query_{i}:test", "expr": fill_variables(expr, SAMPLE_VALUES)}
+        for i, (_, expr) in enumerate(q for d in load_dashboards().values() for q in iter_queries(d))
+    ]
+    path = tmp_path / "dashboard-queries.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": rules}]}))
+    result = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_provisioning_points_at_the_dashboards_and_prometheus() -> None:
+    datasources = yaml.safe_load((GRAFANA_DIR / "provisioning" / "datasources" / "mfumon-prometheus.yaml").read_text())
+    (source,) = datasources["datasources"]
+    assert source["type"] == "prometheus" and source["uid"] == "mfumon-prometheus"
+    assert source["url"] == "http://prometheus:9090"
+    providers = yaml.safe_load((GRAFANA_DIR / "provisioning" / "dashboards" / "mfumon.yaml").read_text())
+    (provider,) = providers["providers"]
+    assert provider["type"] == "file"
+    compose = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
+    mounts = compose_mounts(compose["services"]["grafana"])
+    assert (DEPLOY / mounts[provider["options"]["path"]]).resolve() == DASHBOARDS_DIR
+    assert (DEPLOY / mounts["/etc/grafana/provisioning"]).resolve() == GRAFANA_DIR / "provisioning"

@@ -1,0 +1,244 @@
+"""The shipped Prometheus config, rules and dashboards against a real Prometheus scraping a real aggregator.
+
+One module-wide setup: `mfumon serve` on a free loopback port, fed by the simulated cluster of `mfumon demo`
+(4 nodes, a healthy training job, a communication-bound one at ~20% MFU, an inference job, a pending job), and a
+real `prometheus` whose configuration is deploy/prometheus/prometheus.yml with the aggregator's address filled in,
+a 1-second scrape and evaluation interval, every alert's `for:` cut to 2 s and the warm-up to 2 s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlparse
+
+import httpx
+import pytest
+import yaml
+
+from exporter.demo import run_simulation
+from exporter.simcluster import ClusterSpec, SimJob, default_cluster
+from tests.conftest import LiveServer, free_port, start_server, stop_process
+from tests.deploy._support import (
+    AGGREGATOR_JOB,
+    PROMETHEUS_DIR,
+    RULES_DIR,
+    fill_variables,
+    iter_queries,
+    load_dashboards,
+    parse_label_values,
+    recorded_names,
+    require_tool,
+    variables,
+)
+
+pytestmark = pytest.mark.prometheus
+
+LOW_MFU_JOB = "finetune-13b-commbound"  # target MFU 0.20, below the 30% training threshold
+HEALTHY_JOB = "pretrain-llama3-8b"  # target MFU 0.45
+INFERENCE_JOB = "serve-llama3-70b"  # target MFU 0.07
+SHORT_FOR = "2s"
+SHORT_WARMUP_S = 2
+WAIT_S = 90.0
+
+T = TypeVar("T")
+
+
+class _RecomputingJob(SimJob):
+    """A simulated job that also reports activation recomputation, so the aggregator exposes its HFU."""
+
+    __slots__ = ()
+
+    def report(self, mfu: float, interval_s: float, step: int) -> dict[str, Any]:
+        return {**super().report(mfu, interval_s, step), "recompute_activations": True}
+
+
+def _cluster() -> ClusterSpec:
+    cluster = default_cluster(checkpoints=False)  # no checkpoint dips: MFU stays on target
+    jobs = tuple(
+        _RecomputingJob(**{f.name: getattr(job, f.name) for f in dataclasses.fields(job)})
+        if job.job_id == HEALTHY_JOB
+        else job
+        for job in cluster.jobs
+    )
+    return dataclasses.replace(cluster, jobs=jobs)
+
+
+def _rewrite_rules(target_dir: Path) -> None:
+    """Copy the rule files with alerts' `for:` and the warm-up shortened, so that a test sees them fire."""
+    target_dir.mkdir()
+    warmups = 0
+    for path in sorted(RULES_DIR.glob("*.yml")):
+        data = yaml.safe_load(path.read_text())
+        for group in data["groups"]:
+            for rule in group["rules"]:
+                if "for" in rule:
+                    rule["for"] = SHORT_FOR
+                if rule.get("record") == "cluster:mfumon_job_warmup_seconds:default":
+                    rule["expr"] = f"vector({SHORT_WARMUP_S})"
+                    warmups += 1
+        (target_dir / path.name).write_text(yaml.safe_dump(data, sort_keys=False))
+    assert warmups == 1, "the warm-up rule was renamed: update this test"
+
+
+def _write_config(work: Path, aggregator: LiveServer) -> Path:
+    """deploy/prometheus/prometheus.yml with the test's aggregator address and 1-second intervals."""
+    config = yaml.safe_load((PROMETHEUS_DIR / "prometheus.yml").read_text())
+    config["global"].update(scrape_interval="1s", evaluation_interval="1s")
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    aggregator_job = jobs[AGGREGATOR_JOB]
+    aggregator_job.update(scrape_interval="1s", scrape_timeout="1s")
+    aggregator_job["static_configs"] = [{"targets": [urlparse(aggregator.url).netloc]}]
+    _rewrite_rules(work / "rules")  # found through the config's own rule_files glob, relative to it
+    path = work / "prometheus.yml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def _wait_for(what: str, check: Callable[[], T | None], timeout_s: float = WAIT_S) -> T:
+    """Poll `check` until it returns something truthy; fail after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}")
+        time.sleep(0.5)
+
+
+def _wait_until_none_left(what: str, remaining: Callable[[], list[Any]], timeout_s: float = WAIT_S) -> None:
+    """Poll `remaining` until it returns an empty list; fail with what is left after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = remaining()
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"after {timeout_s:.0f}s, {what}: {left}")
+        time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def aggregator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    require_tool("prometheus")
+    with start_server(tmp_path_factory.mktemp("aggregator")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def simulation(aggregator: LiveServer) -> Iterator[None]:
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=run_simulation,
+        args=(aggregator.url,),
+        kwargs={"duration_s": 300.0, "interval_s": 1.0, "stop_event": stop, "cluster": _cluster()},
+        daemon=True,
+    )
+    thread.start()
+    yield
+    stop.set()
+    thread.join(timeout=20.0)
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory, aggregator: LiveServer, simulation: None) -> Iterator[str]:
+    binary = require_tool("prometheus")
+    work = tmp_path_factory.mktemp("prometheus")
+    config = _write_config(work, aggregator)
+    port = free_port()
+    log_path = work / "prometheus.log"
+    cmd = [
+        binary,
+        f"--config.file={config}",
+        f"--storage.tsdb.path={work / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--storage.tsdb.retention.time=1h",
+    ]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=work)
+    url = f"http://127.0.0.1:{port}"
+    try:
+
+        def _ready() -> bool:
+            assert proc.poll() is None, f"prometheus exited:\n{log_path.read_text(errors='replace')[-3000:]}"
+            try:
+                return httpx.get(f"{url}/-/ready", timeout=1.0).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        _wait_for("prometheus to be ready", _ready, timeout_s=30.0)
+        yield url
+    finally:
+        stop_process(proc)
+
+
+def _query(prometheus: str, expr: str) -> list[dict[str, Any]]:
+    response = httpx.get(f"{prometheus}/api/v1/query", params={"query": expr}, timeout=10.0)
+    body = response.json()
+    assert body["status"] == "success", (expr, body)
+    return body["data"]["result"]
+
+
+def _firing(prometheus: str, alertname: str) -> list[dict[str, Any]]:
+    alerts = httpx.get(f"{prometheus}/api/v1/alerts", timeout=10.0).json()["data"]["alerts"]
+    return [a for a in alerts if a["labels"]["alertname"] == alertname and a["state"] == "firing"]
+
+
+def test_prometheus_scrapes_the_aggregator(prometheus: str) -> None:
+    up = _wait_for("the aggregator to be scraped", lambda: _query(prometheus, f'up{{job="{AGGREGATOR_JOB}"}} == 1'))
+    assert len(up) == 1
+
+
+def test_every_recording_rule_has_data(prometheus: str) -> None:
+    names = sorted(recorded_names())
+    _wait_until_none_left(
+        "recording rules without data", lambda: [name for name in names if not _query(prometheus, name)]
+    )
+    groups = httpx.get(f"{prometheus}/api/v1/rules", timeout=10.0).json()["data"]["groups"]
+    unhealthy = [(r["name"], r.get("lastError")) for g in groups for r in g["rules"] if r["health"] != "ok"]
+    assert not unhealthy
+
+
+def test_mfu_alerts_fire_for_the_low_mfu_jobs_only(prometheus: str) -> None:
+    firing = _wait_for("MfumonTrainingMFULow to fire", lambda: _firing(prometheus, "MfumonTrainingMFULow"))
+    labels = {alert["labels"]["job_id"]: alert["labels"] for alert in firing}
+    assert set(labels) == {LOW_MFU_JOB}
+    assert labels[LOW_MFU_JOB]["team"] == "research"
+    assert labels[LOW_MFU_JOB]["pool"] == "train-h100"
+    assert labels[LOW_MFU_JOB]["severity"] == "warning"
+    assert float(firing[0]["value"]) < 0.30
+    inference = _wait_for("MfumonInferenceMFULow to fire", lambda: _firing(prometheus, "MfumonInferenceMFULow"))
+    assert {alert["labels"]["job_id"] for alert in inference} == {INFERENCE_JOB}  # 7% MFU: under its own 10% bar
+    assert not _firing(prometheus, "MfumonAggregatorDown")
+    assert not _firing(prometheus, "MfumonExporterSilent")
+
+
+def test_dashboard_variables_resolve(prometheus: str) -> None:
+    _wait_for("job series", lambda: _query(prometheus, "job_id:mfumon_job_info:topk1"))
+    for name, dashboard in load_dashboards().items():
+        for var_name, var in variables(dashboard).items():
+            if var["type"] != "query":
+                continue
+            query = parse_label_values(fill_variables(var["query"], {"pool": ".*", "team": ".*"}))
+            params = {"match[]": f"{query.metric}{query.matchers}"}
+            response = httpx.get(f"{prometheus}/api/v1/label/{query.label}/values", params=params, timeout=10.0)
+            assert response.json()["data"], (name, var_name)
+
+
+def test_every_dashboard_query_returns_data(prometheus: str) -> None:
+    values = {"pool": ".*", "team": ".*", "node": ".*", "job": HEALTHY_JOB}
+    queries = [
+        (name, title, fill_variables(expr, values))
+        for name, dashboard in load_dashboards().items()
+        for title, expr in iter_queries(dashboard)
+    ]
+
+    _wait_until_none_left(
+        "dashboard queries without data", lambda: [q for q in queries if not _query(prometheus, q[2])]
+    )

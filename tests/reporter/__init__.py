@@ -1,0 +1,1 @@
+"""Tests of the job-side reporter, model descriptors, framework callbacks and ``mfumon wrap``."""
