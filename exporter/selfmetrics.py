@@ -70,7 +70,7 @@ class ExporterMetrics:
 
 
 def parse_listen_address(address: str) -> tuple[str, int]:
-    """``":9401"`` -> ``("", 9401)`` (all interfaces); ``"127.0.0.1:9401"``; ``"[::1]:9401"``."""
+    """``":9428"`` -> ``("", 9428)`` (all interfaces); ``"127.0.0.1:9428"``; ``"[::1]:9428"``."""
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit():
         raise ValueError(f"listen address must look like HOST:PORT or :PORT, got {address!r}")

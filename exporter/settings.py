@@ -52,7 +52,7 @@ class Settings(BaseSettings):
     SPOOL_MAX_BYTES: int = Field(64 * 1024**2, gt=0)
     JOB_MAPPING_DIR: Path | None = None
     PROC_ROOT: Path = Path("/proc")
-    LISTEN_ADDRESS: str = ":9401"
+    LISTEN_ADDRESS: str = ":9428"
     DCGM_URL: str = "http://127.0.0.1:9400/metrics"
     PUSH_TIMEOUT: float = Field(5.0, gt=0)
     BACKOFF_MAX: float = Field(30.0, gt=0)
@@ -141,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--spool-max-bytes", help="spool bound, e.g. 64MiB; oldest batches dropped beyond [default 64MiB]")
     add("--job-mapping-dir", help="HPC job mapping dir (dcgm-exporter format) [MFUMON_JOB_MAPPING_DIR]")
     add("--proc-root", help="where /proc is mounted (a container may mount the host's elsewhere)")
-    add("--web.listen-address", help="address for /metrics and /healthz, '' disables [default :9401]")
+    add("--web.listen-address", help="address for /metrics and /healthz, '' disables [default :9428]")
     add("--dcgm.url", help="dcgm-exporter metrics URL [default http://127.0.0.1:9400/metrics]")
     add("--push.timeout", type=float, help="seconds per push request [default 5]")
     add("--push.backoff-max", type=float, help="longest retry backoff in seconds [default 30]")

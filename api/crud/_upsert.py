@@ -1,7 +1,8 @@
-"""INSERT ... ON CONFLICT DO UPDATE for the two dialects we support."""
+"""INSERT ... ON CONFLICT for the two dialects we support, built once per (table, dialect, columns)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,24 +11,21 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 
+@functools.cache
+def _upsert_statement(table: Table, dialect: str, key: tuple[str, ...], update: tuple[str, ...]) -> Any:
+    """The statement object is reused, so SQLAlchemy's compiled cache hits and the hot path builds nothing."""
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    stmt = insert(table)
+    if update:
+        return stmt.on_conflict_do_update(index_elements=list(key), set_={c: stmt.excluded[c] for c in update})
+    return stmt.on_conflict_do_nothing(index_elements=list(key))
+
+
 def upsert_rows(
-    session: Session,
-    table: Table,
-    rows: Sequence[dict[str, Any]],
-    *,
-    key: Sequence[str],
-    update: Sequence[str],
+    session: Session, table: Table, rows: Sequence[dict[str, Any]], *, key: Sequence[str], update: Sequence[str]
 ) -> None:
     """Insert ``rows``; where ``key`` exists, replace the ``update`` columns (or keep the row when none)."""
     if not rows:
         return
     dialect = session.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    stmt = insert(table)
-    if update:
-        stmt = stmt.on_conflict_do_update(
-            index_elements=list(key), set_={c: stmt.excluded[c] for c in update}
-        )
-    else:
-        stmt = stmt.on_conflict_do_nothing(index_elements=list(key))
-    session.execute(stmt, list(rows))
+    session.execute(_upsert_statement(table, dialect, tuple(key), tuple(update)), list(rows))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import delete, select
+from dataclasses import dataclass
+
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.orm import Session
 
 from api.crud._upsert import upsert_rows
@@ -10,49 +12,82 @@ from api.db.models import Gpu, Node
 from api.schemas.nodes import NodeSampleCreate
 
 
+_GPU_COLUMNS = ("node", "index", "name", "mig_profile", "job_id", "up", "counters", "sample_timestamp")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    """The node row after a push."""
+
+    pool: str | None
+    last_sample_timestamp: float
+    samples_received: int
+
+
 def record_node_sample(
     *, session: Session, node: str, sample: NodeSampleCreate, now: float
-) -> tuple[Node, bool]:
-    """Store a node sample; returns the node row and whether the sample was applied.
+) -> tuple[NodeState, bool]:
+    """Store a node sample; returns the node's state and whether the sample was applied.
 
     A sample older than the newest one applied (a spool replay after an outage) counts as received and keeps
-    the node alive, but does not overwrite newer GPU state.
+    the node alive, but does not overwrite newer GPU state. Core statements, not ORM objects: this is the
+    hottest write path, and every statement touches only this node's rows.
     """
-    row = session.scalars(select(Node).where(Node.name == node).with_for_update()).one_or_none()
-    applied = row is None or sample.timestamp >= row.last_sample_timestamp
-    if row is None:
-        row = Node(name=node, samples_received=0, last_sample_timestamp=sample.timestamp)
-        session.add(row)
-    row.samples_received += 1
-    row.last_seen_at = now
-    row.updated_at = now
-    if applied:
-        row.pool = sample.pool
-        row.last_sample_timestamp = sample.timestamp
-        session.flush()
-        upsert_rows(
-            session,
-            Gpu.__table__,  # type: ignore[arg-type]
-            [
-                {
-                    "uuid": gpu.uuid,
-                    "node": node,
-                    "index": gpu.index,
-                    "name": gpu.name,
-                    "mig_profile": gpu.mig_profile,
-                    "job_id": gpu.job_id,
-                    "up": gpu.up,
-                    "counters": gpu.counters() if gpu.up else {},
-                    "sample_timestamp": sample.timestamp,
-                }
-                for gpu in sample.gpus
-            ],
-            key=["uuid"],
-            update=["node", "index", "name", "mig_profile", "job_id", "up", "counters", "sample_timestamp"],
+    nodes = Node.__table__
+    held = session.execute(
+        select(nodes.c.pool, nodes.c.last_sample_timestamp, nodes.c.samples_received)
+        .where(nodes.c.name == node)
+        .with_for_update()
+    ).one_or_none()
+    applied = held is None or sample.timestamp >= held.last_sample_timestamp
+    if held is None:
+        state = NodeState(sample.pool, sample.timestamp, 1)
+        session.execute(
+            insert(nodes).values(
+                name=node,
+                pool=sample.pool,
+                last_seen_at=now,
+                last_sample_timestamp=sample.timestamp,
+                samples_received=1,
+                updated_at=now,
+            )
         )
+    else:
+        state = NodeState(
+            sample.pool if applied else held.pool,
+            sample.timestamp if applied else held.last_sample_timestamp,
+            held.samples_received + 1,
+        )
+        session.execute(
+            update(nodes)
+            .where(nodes.c.name == node)
+            .values(
+                pool=state.pool,
+                last_seen_at=now,
+                last_sample_timestamp=state.last_sample_timestamp,
+                samples_received=nodes.c.samples_received + 1,
+                updated_at=now,
+            )
+        )
+    if applied:
+        rows = [
+            {
+                "uuid": gpu.uuid,
+                "node": node,
+                "index": gpu.index,
+                "name": gpu.name,
+                "mig_profile": gpu.mig_profile,
+                "job_id": gpu.job_id,
+                "up": gpu.up,
+                "counters": gpu.counters() if gpu.up else {},
+                "sample_timestamp": sample.timestamp,
+            }
+            for gpu in sample.gpus
+        ]
+        upsert_rows(session, Gpu.__table__, rows, key=["uuid"], update=_GPU_COLUMNS)  # type: ignore[arg-type]
         uuids = [gpu.uuid for gpu in sample.gpus]
         session.execute(delete(Gpu).where(Gpu.node == node, Gpu.uuid.not_in(uuids)))
-    return row, applied
+    return state, applied
 
 
 def read_node_gpus(*, session: Session, node: str) -> list[Gpu]:

@@ -14,7 +14,6 @@ def record_sample(ctx: AppContext, node: str, sample: NodeSampleCreate) -> bool:
     held = ctx.state.node(node)
     with ctx.sessions.begin() as session:
         row, applied = record_node_sample(session=session, node=node, sample=sample, now=now)
-        pool, last_sample, received = row.pool, row.last_sample_timestamp, row.samples_received
     if applied:
         gpus = tuple(
             GpuView(
@@ -37,10 +36,10 @@ def record_sample(ctx: AppContext, node: str, sample: NodeSampleCreate) -> bool:
     ctx.state.apply_node(
         build_node_view(
             name=node,
-            pool=pool,
+            pool=row.pool,
             last_seen_at=now,
-            last_sample_timestamp=last_sample,
-            samples_received=received,
+            last_sample_timestamp=row.last_sample_timestamp,
+            samples_received=row.samples_received,
             updated_at=now,
             gpus=gpus,
         )

@@ -27,7 +27,7 @@ def _settings(argv: list[str]) -> object:
 def test_flags_beat_environment_beats_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     defaults = _settings([])
     assert defaults.INTERVAL == 10.0 and defaults.SOURCE == "auto" and defaults.URL == "http://127.0.0.1:8000"
-    assert defaults.LISTEN_ADDRESS == ":9401" and defaults.SPOOL_DIR is None
+    assert defaults.LISTEN_ADDRESS == ":9428" and defaults.SPOOL_DIR is None
     monkeypatch.setenv("MFUMON_INTERVAL", "3")
     monkeypatch.setenv("MFUMON_URL", "http://agg.example:8000/")
     monkeypatch.setenv("MFUMON_SPOOL_MAX_BYTES", "8MiB")

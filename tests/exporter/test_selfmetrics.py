@@ -17,11 +17,11 @@ from exporter.spool import MemorySpool
 
 
 def test_parse_listen_address() -> None:
-    assert parse_listen_address(":9401") == ("", 9401)
+    assert parse_listen_address(":9428") == ("", 9428)
     assert parse_listen_address("127.0.0.1:8080") == ("127.0.0.1", 8080)
-    assert parse_listen_address("[::1]:9401") == ("::1", 9401)
+    assert parse_listen_address("[::1]:9428") == ("::1", 9428)
     with pytest.raises(ValueError, match="HOST:PORT"):
-        parse_listen_address("9401")
+        parse_listen_address("9428")
 
 
 def test_server_serves_metrics_and_health() -> None:
