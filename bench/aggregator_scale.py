@@ -3,7 +3,8 @@
 Runs a real ``mfumon serve`` process on a loopback port (SQLite by default, or ``--database-url``), fills it with
 node samples over HTTP, then measures:
 - ``/metrics`` time and size, warm (nothing changed since the last scrape) and after every node pushed again;
-- the ingest rate in GPU-samples/s that the one server process sustains over real HTTP, from client threads.
+- the ingest rate in GPU-samples/s that the one server process sustains over real HTTP, from client processes
+  (stdlib keep-alive connections, pre-encoded bodies) that share the machine with the server.
 Figures are reported per size and as a ratio of 10,000 GPUs against 1,000 GPUs measured in the same run: a ratio
 near 1.0 for ingest means one push costs the same whatever the cluster size.
 
@@ -13,6 +14,9 @@ near 1.0 for ingest means one push costs the same whatever the cluster size.
 from __future__ import annotations
 
 import argparse
+import http.client
+import json
+import multiprocessing
 import os
 import statistics
 import subprocess
@@ -73,9 +77,7 @@ def _push_all(url: str, nodes: int, threads: int) -> None:
     def worker(part: range) -> None:
         with httpx.Client(base_url=url, timeout=30) as http:
             for node in part:
-                http.post(
-                    f"/v1/nodes/node-{node:05d}/samples", json=_sample(node, time.time())
-                ).raise_for_status()
+                http.post(f"/v1/nodes/node-{node:05d}/samples", json=_sample(node, time.time())).raise_for_status()
 
     parts = [range(i, nodes, threads) for i in range(threads)]
     pool = [threading.Thread(target=worker, args=(p,)) for p in parts]
@@ -95,27 +97,36 @@ def _scrape(http: httpx.Client, repeats: int) -> tuple[float, int]:
     return statistics.median(times), size
 
 
-def _ingest_rate(url: str, nodes: int, seconds: float, threads: int) -> float:
-    pushed = [0] * threads
-    stop = time.monotonic() + seconds
+def _ingest_worker(args: tuple[str, int, int, int, float]) -> int:
+    """One load-generator process: keep-alive stdlib HTTP and pre-encoded bodies, so the client stays cheap."""
+    url, first, step, nodes, stop_at = args
+    host, port = url.removeprefix("http://").split(":")
+    templates = {}
+    for node in range(first, nodes, step):
+        body = json.dumps(_sample(node, 0.0)).replace('"timestamp": 0.0', '"timestamp": %r')
+        templates[node] = body
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    headers = {"content-type": "application/json"}
+    pushed = 0
+    node = first
+    while time.time() < stop_at:
+        conn.request("POST", f"/v1/nodes/node-{node:05d}/samples", (templates[node] % time.time()).encode(), headers)
+        response = conn.getresponse()
+        response.read()
+        if response.status != 200:
+            raise RuntimeError(f"push failed: {response.status}")
+        pushed += 1
+        node = node + step if node + step < nodes else first
+    conn.close()
+    return pushed
 
-    def worker(k: int) -> None:
-        node = k
-        with httpx.Client(base_url=url, timeout=30) as http:
-            while time.monotonic() < stop:
-                http.post(
-                    f"/v1/nodes/node-{node:05d}/samples", json=_sample(node, time.time())
-                ).raise_for_status()
-                pushed[k] += 1
-                node = (node + threads) % nodes
 
-    started = time.monotonic()
-    pool = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
-    return sum(pushed) * GPUS_PER_NODE / (time.monotonic() - started)
+def _ingest_rate(url: str, nodes: int, seconds: float, processes: int) -> float:
+    started = time.time()
+    stop_at = started + seconds
+    with multiprocessing.Pool(processes) as pool:
+        pushed = pool.map(_ingest_worker, [(url, k, processes, nodes, stop_at) for k in range(processes)])
+    return sum(pushed) * GPUS_PER_NODE / (time.time() - started)
 
 
 def measure(size: int, database_url: str | None, seconds: float, threads: int) -> dict[str, float]:
@@ -155,18 +166,14 @@ def measure(size: int, database_url: str | None, seconds: float, threads: int) -
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=2, help="client processes generating load (default 2)")
     parser.add_argument("--database-url", default=None, help="default: a fresh SQLite file per size")
     args = parser.parse_args()
     results = [measure(size, args.database_url, args.seconds, args.threads) for size in args.sizes]
-    print(
-        f"{'GPUs':>7} {'scrape warm':>12} {'scrape all-changed':>19} {'size':>10} {'ingest GPU-samples/s':>21}"
-    )
+    print(f"{'GPUs':>7} {'scrape warm':>12} {'scrape all-changed':>19} {'size':>10} {'ingest GPU-samples/s':>21}")
     for r in results:
         print(
             f"{r['gpus']:>7} {r['scrape_warm_s'] * 1e3:>9.1f} ms {r['scrape_all_changed_s'] * 1e3:>16.1f} ms "
@@ -178,9 +185,7 @@ def main() -> None:
             f"ratio {big['gpus']}/{base['gpus']} GPUs: ingest rate x{big['ingest'] / base['ingest']:.2f}, "
             f"warm scrape x{big['scrape_warm_s'] / base['scrape_warm_s']:.1f}, size x{big['bytes'] / base['bytes']:.1f}"
         )
-        print(
-            f"at {big['gpus']} GPUs / 10 s push interval the cluster sends {big['gpus'] / 10:,.0f} GPU-samples/s"
-        )
+        print(f"at {big['gpus']} GPUs / 10 s push interval the cluster sends {big['gpus'] / 10:,.0f} GPU-samples/s")
 
 
 if __name__ == "__main__":

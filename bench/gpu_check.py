@@ -23,11 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from exporter.attribution import JobResolver  # noqa: E402
-from exporter.errors import SourceUnavailable  # noqa: E402
-from exporter.samples import GpuSample  # noqa: E402
-from exporter.sources.nvml import NvmlSource  # noqa: E402
-from exporter.sources.nvml_api import NvmlApi  # noqa: E402
+from exporter.attribution import JobResolver
+from exporter.errors import SourceUnavailable
+from exporter.samples import GpuSample
+from exporter.sources.nvml import NvmlSource
+from exporter.sources.nvml_api import NvmlApi
 
 #: Dense bf16 peaks (no sparsity) for the MFU line; same figures as the aggregator's table.
 PEAKS = {"H100": 989e12, "H200": 989e12, "H800": 989e12, "A100": 312e12, "A800": 312e12, "L40S": 362e12}
@@ -94,7 +94,9 @@ def main() -> int:
         print(f"gpu_check: {exc}", file=sys.stderr)
         return 1
     devices = source.devices
-    print(f"NVML devices: {[(d.index, d.name, d.mig_profile, 'GPM' if d.gpm_supported else 'no GPM') for d in devices]}")
+    print(
+        f"NVML devices: {[(d.index, d.name, d.mig_profile, 'GPM' if d.gpm_supported else 'no GPM') for d in devices]}"
+    )
     load = MatmulLoad(args.size)
     load.start()
     load.ready.wait(timeout=120)

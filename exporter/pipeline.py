@@ -71,7 +71,7 @@ class Agent:
             gpus = self.source.collect()
         except Exception as exc:  # a collector thread must survive any source failure
             self.metrics.collector_errors.inc()
-            logger.warning("collection from %s failed: %s", self.source.name, exc, exc_info=logger.isEnabledFor(10))
+            logger.warning("collection from %s failed: %s", self.source.name, exc, exc_info=logger.isEnabledFor(logging.DEBUG))
             return None
         finally:
             new_errors = self.source.error_count - self._source_errors_seen

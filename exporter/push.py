@@ -122,11 +122,10 @@ class Sender:
             if item is _STOP:
                 self._finish()
                 return
-            if isinstance(item, bytes):
-                if len(self._spool) or time.monotonic() < self._next_attempt:
-                    self._to_spool(item)
-                elif self._push(item) == "error":
-                    self._to_spool(item)
+            # A new batch goes out directly only when nothing older waits; otherwise it queues behind the spool.
+            direct_ok = isinstance(item, bytes) and not len(self._spool) and time.monotonic() >= self._next_attempt
+            if isinstance(item, bytes) and (not direct_ok or self._push(item) == "error"):
+                self._to_spool(item)
             if len(self._spool) and time.monotonic() >= self._next_attempt:
                 self._replay()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 __all__ = [
@@ -18,6 +18,8 @@ __all__ = [
     "THROTTLE_REASONS",
     "GpuSample",
     "NodeBatch",
+    "count_up",
+    "decode_record",
     "sanitize_id",
 ]
 
@@ -59,6 +61,7 @@ THROTTLE_REASONS: tuple[str, ...] = (
 _RATIO_FIELDS = frozenset({"utilization", "sm_active", "sm_occupancy", "tensor_active", "dram_active"})
 _INT_FIELDS = frozenset({"xid_errors_total", "ecc_uncorrected_total", "ecc_corrected_total"})
 _ID_BAD_CHARS = re.compile(r"[^A-Za-z0-9._:@+\-]")
+_ID_LEADING = re.compile(r"^[^A-Za-z0-9]+")
 
 
 def sanitize_id(raw: str | None) -> str | None:
@@ -69,8 +72,7 @@ def sanitize_id(raw: str | None) -> str | None:
     """
     if raw is None:
         return None
-    text = _ID_BAD_CHARS.sub("_", raw.strip())[:128]
-    text = text.lstrip("._:@+-_")
+    text = _ID_LEADING.sub("", _ID_BAD_CHARS.sub("_", raw.strip()))[:128]
     return text or None
 
 
@@ -159,7 +161,6 @@ class NodeBatch:
     timestamp: float
     gpus: tuple[GpuSample, ...]
     pool: str | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def body(self) -> dict[str, Any]:
         """The request body (interface: ``timestamp``, optional ``pool``, ``gpus``)."""

@@ -86,7 +86,7 @@ class _ThreadingServer6(_ThreadingServer):
 
 
 class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base signature
+    def log_message(self, format: str, *args: Any) -> None:
         logger.debug("http: " + format, *args)
 
 

@@ -48,7 +48,9 @@ class Spool:
         with self._lock:
             if len(data) > self.max_bytes:
                 self.dropped_total += 1
-                logger.warning("batch of %d bytes exceeds the spool bound of %d bytes; dropped", len(data), self.max_bytes)
+                logger.warning(
+                    "batch of %d bytes exceeds the spool bound of %d bytes; dropped", len(data), self.max_bytes
+                )
                 return 1
             dropped = 0
             while self._sizes and self._bytes + len(data) > self.max_bytes:

@@ -11,7 +11,6 @@ from api.crud._upsert import upsert_rows
 from api.db.models import Gpu, Node
 from api.schemas.nodes import NodeSampleCreate
 
-
 _GPU_COLUMNS = ("node", "index", "name", "mig_profile", "job_id", "up", "counters", "sample_timestamp")
 
 

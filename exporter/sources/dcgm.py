@@ -77,9 +77,7 @@ def parse_dcgm_text(text: str) -> dict[DeviceKey, dict[str, Any]]:
     Each device maps to ``{"labels": {...}, "fields": {DCGM field: value}, "clock_events": {...}}``; NaN values and
     series without a ``gpu`` label (NVSwitch/NVLink entities) are skipped.
     """
-    devices: dict[DeviceKey, dict[str, Any]] = defaultdict(
-        lambda: {"labels": {}, "fields": {}, "clock_events": {}}
-    )
+    devices: dict[DeviceKey, dict[str, Any]] = defaultdict(lambda: {"labels": {}, "fields": {}, "clock_events": {}})
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             labels = sample.labels

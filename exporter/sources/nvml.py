@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from exporter.attribution import GpuProcess, JobResolver
@@ -182,7 +182,9 @@ class NvmlSource:
         out["ecc_uncorrected_total"] = self._read(
             device, state, "ecc_uncorrected", lambda: api.ecc_total(h, corrected=False)
         )
-        out["ecc_corrected_total"] = self._read(device, state, "ecc_corrected", lambda: api.ecc_total(h, corrected=True))
+        out["ecc_corrected_total"] = self._read(
+            device, state, "ecc_corrected", lambda: api.ecc_total(h, corrected=True)
+        )
         out.update(self._gpm(device, state))
         if "nvlink_tx_bytes_per_second" not in out:
             out.update(self._nvlink_rates(device, state))
@@ -230,7 +232,7 @@ class NvmlSource:
             name = f"gpm_metric_{metric_id}"
             if name not in state.unsupported:
                 self._unsupported(device, state, name, CounterUnsupported("NVML returned an error for it"))
-        return {k: getattr(metrics, k) for k in metrics.__slots__ if getattr(metrics, k) is not None}
+        return {name: value for name, value in asdict(metrics).items() if value is not None}
 
     def _nvlink_rates(self, device: DeviceInfo, state: _DeviceState) -> dict[str, float]:
         """Bytes/s from the cumulative NVLink field counters (Ampere and older, or GPM without NVLink)."""

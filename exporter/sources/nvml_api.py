@@ -8,6 +8,7 @@ MiB/s -> B/s, KiB -> bytes. Handles stay opaque to the rest of the exporter.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import re
 from collections.abc import Callable, Sequence
@@ -133,10 +134,8 @@ class NvmlApi:
 
     def shutdown(self) -> None:
         """Release NVML (safe to call more than once)."""
-        try:
+        with contextlib.suppress(self._nvml.NVMLError):
             self._nvml.nvmlShutdown()
-        except self._nvml.NVMLError:
-            pass
 
     def _call(self, fn: Callable[..., T], *args: Any) -> T:
         """Call one pynvml function, translating its errors at this single boundary."""
@@ -243,8 +242,10 @@ class NvmlApi:
 
     def throttle_reasons(self, handle: Any) -> tuple[str, ...]:
         """Active clock-event reasons, by the documented bits 0x1 (GpuIdle) ... 0x100 (DisplayClockSetting)."""
-        fn = getattr(self._nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
-            self._nvml, "nvmlDeviceGetCurrentClocksThrottleReasons"
+        nvml = self._nvml  # the ...ThrottleReasons name is the deprecated one of older bindings
+        fn = (
+            getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+            or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
         )
         mask = int(self._call(fn, handle))
         return tuple(name for bit, name in enumerate(THROTTLE_REASONS) if mask & (1 << bit))
@@ -286,10 +287,8 @@ class NvmlApi:
         return self._call(self._nvml.nvmlGpmSampleAlloc)
 
     def gpm_free(self, sample: Any) -> None:
-        try:
+        with contextlib.suppress(DeviceError):
             self._call(self._nvml.nvmlGpmSampleFree, sample)
-        except DeviceError:
-            pass
 
     def gpm_sample(self, device: DeviceInfo, sample: Any) -> None:
         """Fill ``sample`` for the device (``nvmlGpmMigSampleGet`` on the parent for a MIG instance)."""
@@ -357,7 +356,5 @@ class NvmlApi:
         return XidEvent(uuid=uuid, xid=int(data.eventData), gpu_instance_id=None if gi == _ALL_INSTANCES else gi)
 
     def free_event_set(self, event_set: Any) -> None:
-        try:
+        with contextlib.suppress(DeviceError):
             self._call(self._nvml.nvmlEventSetFree, event_set)
-        except DeviceError:
-            pass

@@ -23,7 +23,7 @@ def fake_nvml(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
 
 @pytest.fixture
 def proc_root(tmp_path: Path) -> Callable[..., Path]:
-    """Returns ``add(pid, env: dict, start=...)`` that writes ``<pid>/environ`` and ``<pid>/stat``; root is its parent."""
+    """``add(pid, env, start=...)`` writes ``<pid>/environ`` and ``<pid>/stat`` and returns the proc root."""
     root = tmp_path / "proc"
     root.mkdir()
 

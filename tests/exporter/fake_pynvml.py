@@ -101,8 +101,8 @@ _NVML_NVLINK_MAX_LINKS = 18
 
 # -- errors: the mechanics of nvidia-ml-py -------------------------------------------------------------------------
 class NVMLError(Exception):
-    _valClassMapping: dict[int, type[NVMLError]] = {}  # noqa: RUF012
-    _errcode_to_string = {  # noqa: RUF012
+    _valClassMapping: dict[int, type[NVMLError]] = {}
+    _errcode_to_string = {
         NVML_ERROR_UNINITIALIZED: "Uninitialized",
         NVML_ERROR_INVALID_ARGUMENT: "Invalid Argument",
         NVML_ERROR_NOT_SUPPORTED: "Not Supported",
@@ -171,7 +171,7 @@ def _nvmlCheckReturn(ret: int) -> int:
 
 # -- structures (fields as in nvidia-ml-py) -----------------------------------------------------------------------
 class _PrintableStructure(Structure):
-    _fmt_: dict[str, str] = {}  # noqa: RUF012
+    _fmt_: dict[str, str] = {}
 
     def __str__(self) -> str:
         parts = [f"{name}: {getattr(self, name)}" for name, *_ in self._fields_]
@@ -193,15 +193,15 @@ c_nvmlEventSet_t = POINTER(struct_c_nvmlEventSet_t)
 
 
 class c_nvmlMemory_t(_PrintableStructure):
-    _fields_ = [("total", c_ulonglong), ("free", c_ulonglong), ("used", c_ulonglong)]  # noqa: RUF012
+    _fields_ = [("total", c_ulonglong), ("free", c_ulonglong), ("used", c_ulonglong)]
 
 
 class c_nvmlUtilization_t(_PrintableStructure):
-    _fields_ = [("gpu", c_uint), ("memory", c_uint)]  # noqa: RUF012
+    _fields_ = [("gpu", c_uint), ("memory", c_uint)]
 
 
 class c_nvmlValue_t(Union):
-    _fields_ = [  # noqa: RUF012
+    _fields_ = [
         ("dVal", c_double),
         ("uiVal", c_uint),
         ("ulVal", c_ulong),
@@ -213,7 +213,7 @@ class c_nvmlValue_t(Union):
 
 
 class c_nvmlFieldValue_t(_PrintableStructure):
-    _fields_ = [  # noqa: RUF012
+    _fields_ = [
         ("fieldId", c_uint32),
         ("scopeId", c_uint32),
         ("timestamp", c_int64),
@@ -225,7 +225,7 @@ class c_nvmlFieldValue_t(_PrintableStructure):
 
 
 class c_nvmlProcessInfo_v2_t(_PrintableStructure):
-    _fields_ = [  # noqa: RUF012
+    _fields_ = [
         ("pid", c_uint),
         ("usedGpuMemory", c_ulonglong),
         ("gpuInstanceId", c_uint),
@@ -237,7 +237,7 @@ c_nvmlProcessInfo_v3_t = c_nvmlProcessInfo_v2_t
 
 
 class c_nvmlEventData_t(_PrintableStructure):
-    _fields_ = [  # noqa: RUF012
+    _fields_ = [
         ("device", c_nvmlDevice_t),
         ("eventType", c_ulonglong),
         ("eventData", c_ulonglong),
@@ -254,11 +254,11 @@ c_nvmlGpmSample_t = POINTER(struct_c_nvmlGpmSample_t)
 
 
 class c_metricInfo_t(Structure):
-    _fields_ = [("shortName", c_char_p), ("longName", c_char_p), ("unit", c_char_p)]  # noqa: RUF012
+    _fields_ = [("shortName", c_char_p), ("longName", c_char_p), ("unit", c_char_p)]
 
 
 class c_nvmlGpmMetric_t(_PrintableStructure):
-    _fields_ = [  # noqa: RUF012
+    _fields_ = [
         ("metricId", c_uint),
         ("nvmlReturn", c_uint),
         ("value", c_double),
@@ -267,7 +267,7 @@ class c_nvmlGpmMetric_t(_PrintableStructure):
 
 
 class c_nvmlGpmMetricsGet_t(_PrintableStructure):
-    _fields_ = [  # noqa: RUF012
+    _fields_ = [
         ("version", c_uint),
         ("numMetrics", c_uint),
         ("sample1", c_nvmlGpmSample_t),
@@ -277,7 +277,7 @@ class c_nvmlGpmMetricsGet_t(_PrintableStructure):
 
 
 class c_nvmlGpmSupport_t(_PrintableStructure):
-    _fields_ = [("version", c_uint), ("isSupportedDevice", c_uint)]  # noqa: RUF012
+    _fields_ = [("version", c_uint), ("isSupportedDevice", c_uint)]
 
 
 class nvmlFriendlyObject:
@@ -455,9 +455,13 @@ def nvmlDeviceGetUtilizationRates(handle: Any) -> c_nvmlUtilization_t:
 
 def nvmlDeviceGetMemoryInfo(handle: Any, version: int | None = None) -> c_nvmlMemory_t:
     gpu, mig, _ = _resolve(handle, "nvmlDeviceGetMemoryInfo")
-    total, used = (gpu.memory_total_bytes, gpu.memory_used_bytes) if mig is None else (
-        mig.memory_total_bytes,
-        mig.memory_used_bytes,
+    total, used = (
+        (gpu.memory_total_bytes, gpu.memory_used_bytes)
+        if mig is None
+        else (
+            mig.memory_total_bytes,
+            mig.memory_used_bytes,
+        )
     )
     return c_nvmlMemory_t(total=total, free=total - used, used=used)
 
@@ -476,12 +480,12 @@ def nvmlDeviceGetTemperature(handle: Any, sensor: int) -> int:
     return gpu.temperature_c
 
 
-def nvmlDeviceGetClockInfo(handle: Any, type: int) -> int:  # noqa: A002 - the real signature
+def nvmlDeviceGetClockInfo(handle: Any, type: int) -> int:
     gpu, _, _ = _resolve(handle, "nvmlDeviceGetClockInfo")
     return gpu.sm_clock_mhz if type == NVML_CLOCK_SM else 1593
 
 
-def nvmlDeviceGetMaxClockInfo(handle: Any, type: int) -> int:  # noqa: A002
+def nvmlDeviceGetMaxClockInfo(handle: Any, type: int) -> int:
     gpu, _, _ = _resolve(handle, "nvmlDeviceGetMaxClockInfo")
     return gpu.max_sm_clock_mhz if type == NVML_CLOCK_SM else 2619
 
@@ -668,4 +672,3 @@ def nvmlGpmMetricsGet(metricsGet: c_nvmlGpmMetricsGet_t) -> c_nvmlGpmMetricsGet_
         else:
             entry.nvmlReturn, entry.value = NVML_ERROR_NOT_SUPPORTED, 0.0
     return metricsGet
-

@@ -40,7 +40,12 @@ def test_flags_beat_environment_beats_defaults(monkeypatch: pytest.MonkeyPatch) 
         "train",
     )
     flags = _settings(["--interval", "7", "--web.listen-address", "127.0.0.1:0", "--spool-max-bytes", "512k"])
-    assert (flags.INTERVAL, flags.LISTEN_ADDRESS, flags.SPOOL_MAX_BYTES, flags.POOL) == (7.0, "127.0.0.1:0", 512 * 1024, "train")
+    assert (flags.INTERVAL, flags.LISTEN_ADDRESS, flags.SPOOL_MAX_BYTES, flags.POOL) == (
+        7.0,
+        "127.0.0.1:0",
+        512 * 1024,
+        "train",
+    )
 
 
 @pytest.mark.parametrize(
@@ -67,7 +72,13 @@ def test_token_file_wins_over_token_env(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_parse_size() -> None:
-    assert [parse_size(s) for s in ("100", "1k", "64MiB", "2G", "1.5M")] == [100, 1024, 64 * 1024**2, 2 * 1024**3, 1572864]
+    assert [parse_size(s) for s in ("100", "1k", "64MiB", "2G", "1.5M")] == [
+        100,
+        1024,
+        64 * 1024**2,
+        2 * 1024**3,
+        1572864,
+    ]
 
 
 def test_once_prints_one_batch(capsys: pytest.CaptureFixture[str]) -> None:

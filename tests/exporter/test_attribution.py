@@ -56,9 +56,7 @@ def test_mapping_dir_by_index_and_mig_instance(tmp_path: Path) -> None:
     assert JobResolver(tmp_path / "proc", None).resolve("0") is None
 
 
-def test_resolution_order_explicit_then_mapping_then_scheduler(
-    proc_root: Callable[..., Path], tmp_path: Path
-) -> None:
+def test_resolution_order_explicit_then_mapping_then_scheduler(proc_root: Callable[..., Path], tmp_path: Path) -> None:
     proc_root(1, {"SLURM_JOB_ID": "from-env"})
     root = proc_root(2, {"MFUMON_JOB_ID": "explicit"})
     mapping = tmp_path / "map"

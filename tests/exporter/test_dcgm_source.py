@@ -38,7 +38,13 @@ def test_full_gpu_with_pod_labels_maps_units() -> None:
     assert sample.job_id == "cuda-75454ffb9f-8ljq7"  # the pod label, as no hpc_job or mapping file names a job
     # Not in this output: left out, never zero.
     body = sample.to_json()
-    for absent in ("sm_active", "sm_occupancy", "max_sm_clock_hz", "nvlink_tx_bytes_per_second", "ecc_uncorrected_total"):
+    for absent in (
+        "sm_active",
+        "sm_occupancy",
+        "max_sm_clock_hz",
+        "nvlink_tx_bytes_per_second",
+        "ecc_uncorrected_total",
+    ):
         assert absent not in body
 
 

@@ -30,9 +30,9 @@ def _wait_for(condition: Callable[[], bool], timeout_s: float = 20.0, what: str 
 def _accepted(server: LiveServer) -> float:
     """``mfumon_ingest_requests_total{endpoint="node_samples",outcome="accepted"}`` on the aggregator."""
     for line in httpx.get(f"{server.url}/metrics", timeout=5).text.splitlines():
-        if line.startswith("mfumon_ingest_requests_total{") and 'endpoint="node_samples"' in line:
-            if 'outcome="accepted"' in line:
-                return float(line.rsplit(" ", 1)[1])
+        wanted = 'endpoint="node_samples"' in line and 'outcome="accepted"' in line
+        if line.startswith("mfumon_ingest_requests_total{") and wanted:
+            return float(line.rsplit(" ", 1)[1])
     return 0.0
 
 

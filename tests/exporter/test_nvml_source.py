@@ -60,7 +60,9 @@ def test_counters_are_read_in_base_units(fake_nvml: ModuleType) -> None:
 def test_unsupported_counter_is_left_out_never_retried_and_logged_once(
     fake_nvml: ModuleType, caplog: pytest.LogCaptureFixture
 ) -> None:
-    gpu = fake_nvml.FakeGpu(uuid="GPU-1", unsupported={"nvmlDeviceGetPowerUsage"}, no_permission={"nvmlDeviceGetTotalEccErrors"})
+    gpu = fake_nvml.FakeGpu(
+        uuid="GPU-1", unsupported={"nvmlDeviceGetPowerUsage"}, no_permission={"nvmlDeviceGetTotalEccErrors"}
+    )
     caplog.set_level(logging.INFO, logger="exporter.sources.nvml")
     source = _source(fake_nvml, [gpu])
     try:
@@ -162,8 +164,15 @@ def test_mig_instances_are_separate_devices_with_their_profile(
     fake_nvml: ModuleType, proc_root: Callable[..., Path]
 ) -> None:
     migs = [
-        fake_nvml.FakeMig("MIG-aaaa", "3g.40gb", 1, memory_total_bytes=40 * 1024**3, memory_used_bytes=5 * 1024**3,
-                          gpm_values={5: 40.0}, processes=[(501, 4 * 1024**3)]),
+        fake_nvml.FakeMig(
+            "MIG-aaaa",
+            "3g.40gb",
+            1,
+            memory_total_bytes=40 * 1024**3,
+            memory_used_bytes=5 * 1024**3,
+            gpm_values={5: 40.0},
+            processes=[(501, 4 * 1024**3)],
+        ),
         fake_nvml.FakeMig("MIG-bbbb", "1g.10gb", 9, memory_total_bytes=10 * 1024**3, gpm_values={5: 10.0}),
     ]
     gpu = fake_nvml.FakeGpu(uuid="GPU-P", mig=migs, gpm_values={5: 99.0})
