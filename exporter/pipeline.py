@@ -71,7 +71,8 @@ class Agent:
             gpus = self.source.collect()
         except Exception as exc:  # a collector thread must survive any source failure
             self.metrics.collector_errors.inc()
-            logger.warning("collection from %s failed: %s", self.source.name, exc, exc_info=logger.isEnabledFor(logging.DEBUG))
+            debug = logger.isEnabledFor(logging.DEBUG)
+            logger.warning("collection from %s failed: %s", self.source.name, exc, exc_info=debug)
             return None
         finally:
             new_errors = self.source.error_count - self._source_errors_seen

@@ -138,7 +138,7 @@ class GpuSample:
 
     def lost(self) -> GpuSample:
         """The same device reported as lost: identity kept, every counter dropped."""
-        empty = {f.name: None for f in fields(self) if f.name in COUNTER_FIELDS or f.name == "throttle_reasons"}
+        empty: dict[str, Any] = {f.name: None for f in fields(self) if f.name in (*COUNTER_FIELDS, "throttle_reasons")}
         return replace(self, up=False, **empty)
 
     def to_json(self) -> dict[str, Any]:

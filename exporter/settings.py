@@ -159,7 +159,7 @@ def load_settings(args: argparse.Namespace) -> Settings:
     """Settings from the environment with the given flags on top; ``ConfigError`` with a readable message."""
     given = {field: getattr(args, flag) for flag, field in _FLAGS.items() if getattr(args, flag, None) is not None}
     try:
-        return Settings(**given)  # type: ignore[arg-type]
+        return Settings(**given)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors())
         raise ConfigError(problems) from exc

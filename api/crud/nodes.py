@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import Table, delete, insert, select, update
 from sqlalchemy.orm import Session
 
 from api.crud._upsert import upsert_rows
@@ -32,7 +32,7 @@ def record_node_sample(
     the node alive, but does not overwrite newer GPU state. Core statements, not ORM objects: this is the
     hottest write path, and every statement touches only this node's rows.
     """
-    nodes = Node.__table__
+    nodes: Table = Node.__table__  # type: ignore[assignment]
     held = session.execute(
         select(nodes.c.pool, nodes.c.last_sample_timestamp, nodes.c.samples_received)
         .where(nodes.c.name == node)

@@ -145,7 +145,6 @@ class NvmlSource:
         return None
 
     def _sample(self, device: DeviceInfo, state: _DeviceState) -> GpuSample:
-        identity = {"mig_profile": device.mig_profile}
         try:
             counters = self._counters(device, state)
         except GpuLost as exc:
@@ -154,12 +153,14 @@ class NvmlSource:
             state.lost = True
             state.gpm_taken_at = None
             state.nvlink_prev = None
-            return GpuSample(uuid=device.uuid, index=device.index, name=device.name, up=False, **identity)
+            return GpuSample(device.uuid, device.index, device.name, mig_profile=device.mig_profile, up=False)
         if state.lost:
             logger.warning("GPU %s (%s) answers again", device.key, device.uuid)
             state.lost = False
         job_id = self._job_id(device, state)
-        return GpuSample.build(device.uuid, device.index, device.name, counters, job_id=job_id, **identity)
+        return GpuSample.build(
+            device.uuid, device.index, device.name, counters, job_id=job_id, mig_profile=device.mig_profile
+        )
 
     def _counters(self, device: DeviceInfo, state: _DeviceState) -> dict[str, Any]:
         api, h = self._api, device.handle

@@ -223,7 +223,7 @@ class NvmlApi:
     # -- plain counters ------------------------------------------------------------------------------------------
 
     def utilization(self, handle: Any) -> float:
-        return self._call(self._nvml.nvmlDeviceGetUtilizationRates, handle).gpu / 100.0
+        return float(self._call(self._nvml.nvmlDeviceGetUtilizationRates, handle).gpu) / 100.0
 
     def memory_bytes(self, handle: Any) -> tuple[int, int]:
         """``(used, total)`` framebuffer bytes."""
@@ -231,14 +231,14 @@ class NvmlApi:
         return int(info.used), int(info.total)
 
     def power_watts(self, handle: Any) -> float:
-        return self._call(self._nvml.nvmlDeviceGetPowerUsage, handle) / 1000.0
+        return float(self._call(self._nvml.nvmlDeviceGetPowerUsage, handle)) / 1000.0
 
     def temperature_celsius(self, handle: Any) -> float:
         return float(self._call(self._nvml.nvmlDeviceGetTemperature, handle, self._nvml.NVML_TEMPERATURE_GPU))
 
     def sm_clock_hz(self, handle: Any, *, maximum: bool = False) -> float:
         fn = self._nvml.nvmlDeviceGetMaxClockInfo if maximum else self._nvml.nvmlDeviceGetClockInfo
-        return self._call(fn, handle, self._nvml.NVML_CLOCK_SM) * 1e6
+        return float(self._call(fn, handle, self._nvml.NVML_CLOCK_SM)) * 1e6
 
     def throttle_reasons(self, handle: Any) -> tuple[str, ...]:
         """Active clock-event reasons, by the documented bits 0x1 (GpuIdle) ... 0x100 (DisplayClockSetting)."""

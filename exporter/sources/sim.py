@@ -18,6 +18,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from exporter.errors import ConfigError
 from exporter.samples import GpuSample
@@ -187,7 +188,7 @@ class SimSource:
         jitter = smooth_noise(self._seed, stream, t, 7.0)
         slow = smooth_noise(self._seed, stream + 1, t, 300.0)
         x = job_mfu_at(work, self._seed, t) * _TENSOR_PER_MFU[work.profile] * (1.0 + 0.03 * jitter)
-        counters = _profile_counters(work.profile, x, jitter, spec)
+        counters: dict[str, Any] = dict(_profile_counters(work.profile, x, jitter, spec))
         load = counters.pop("_load")
         power = spec.idle_power_watts + (spec.power_limit_watts - spec.idle_power_watts) * load
         power *= 1.0 + 0.015 * jitter
