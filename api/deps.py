@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Path, Request, status
 
 from api.context import AppContext
+from api.middleware import endpoint_of
 from api.schemas._common import ID_PATTERN
 
 
@@ -20,6 +21,9 @@ ContextDep = Annotated[AppContext, Depends(get_context)]
 def require_ingest_token(request: Request, ctx: ContextDep) -> None:
     """401 unless the request carries a configured bearer token (when tokens are configured)."""
     if not ctx.verifier.verify(request.headers.get("authorization")):
+        endpoint = endpoint_of(request.method, request.url.path)
+        if endpoint is not None:
+            ctx.self_metrics.count_ingest(endpoint, "unauthorized")
         raise HTTPException(
             status_code=status.HTTP_401_UNAUTHORIZED,
             detail="missing or invalid ingest token (Authorization: Bearer <token>)",

@@ -27,7 +27,9 @@ def test_tokens_guard_ingest_but_not_reads(make_client) -> None:  # type: ignore
     assert client.get("/v1/jobs").json()["count"] == 0
     ok = client.post("/v1/jobs/j/reports", json=report(), headers={"Authorization": f"Bearer {SECRET}"})
     assert ok.status_code == 200
-    assert client.get("/metrics").status_code == 200
+    metrics = client.get("/metrics").text
+    assert 'mfumon_ingest_requests_total{endpoint="job_reports",outcome="unauthorized"} 2' in metrics
+    assert 'mfumon_ingest_requests_total{endpoint="job_reports",outcome="accepted"} 1' in metrics
 
 
 def test_token_file(make_client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
