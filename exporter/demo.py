@@ -137,7 +137,10 @@ def run_simulation(
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mfumon demo", description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p = argparse.ArgumentParser(
+        prog="mfumon demo",
+        description="Run the aggregator (mfumon serve) with a simulated cluster of 4 nodes x 8 GPUs and its jobs.",
+    )
     p.add_argument("--host", default="127.0.0.1", help="aggregator listen host [127.0.0.1]")
     p.add_argument("--port", type=int, default=8000, help="aggregator port [8000]")
     p.add_argument("--data-dir", help="directory for the SQLite database and server log [a temporary one]")

@@ -14,7 +14,7 @@ import logging
 from typing import Protocol
 
 from exporter.attribution import JobResolver
-from exporter.errors import ConfigError, SourceUnavailable
+from exporter.errors import ConfigError, DeviceError, SourceUnavailable
 from exporter.samples import GpuSample
 
 __all__ = ["SOURCE_KINDS", "Source", "open_source"]
@@ -60,7 +60,12 @@ def open_source(
         from exporter.sources.nvml_api import NvmlApi
 
         try:
-            return NvmlSource(NvmlApi.load(), resolver)
+            api = NvmlApi.load()
+            try:
+                return NvmlSource(api, resolver)
+            except DeviceError as exc:  # NVML initialised but cannot even enumerate the GPUs
+                api.shutdown()
+                raise SourceUnavailable(f"NVML cannot enumerate the GPUs: {exc}") from exc
         except SourceUnavailable as exc:
             if kind == "nvml":
                 raise

@@ -345,6 +345,7 @@ class FakeState:
     gpus: list[FakeGpu] = field(default_factory=list)
     initialized: bool = False
     init_error: int | None = None
+    count_error: int | None = None
     calls: dict[str, int] = field(default_factory=dict)
     gpm_taken: dict[int, tuple[int, int, float]] = field(default_factory=dict)
     gpm_pairs: list[tuple[float, float]] = field(default_factory=list)
@@ -425,6 +426,8 @@ def nvmlSystemGetDriverVersion() -> str:
 def nvmlDeviceGetCount() -> int:
     if not STATE.initialized:
         raise NVMLError(NVML_ERROR_UNINITIALIZED)
+    if STATE.count_error is not None:
+        raise NVMLError(STATE.count_error)
     return len(STATE.gpus)
 
 

@@ -256,3 +256,11 @@ def test_missing_pynvml_package_is_unavailable(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setitem(__import__("sys").modules, "pynvml", None)
     with pytest.raises(SourceUnavailable, match="pynvml is not installed"):
         NvmlApi.load()
+
+
+def test_nvml_that_cannot_enumerate_is_unavailable(fake_nvml: ModuleType) -> None:
+    fake_nvml.reset([fake_nvml.FakeGpu(uuid="GPU-0")])
+    fake_nvml.STATE.count_error = fake_nvml.NVML_ERROR_UNKNOWN  # init works, enumeration does not
+    with pytest.raises(SourceUnavailable, match="cannot enumerate"):
+        open_source("nvml", node="n1")
+    assert fake_nvml.STATE.initialized is False
