@@ -47,9 +47,7 @@ def main(argv: Sequence[str]) -> int:
     except (ValidationError, InsecureConfigError, OSError) as exc:
         print(f"mfumon serve: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    logging.basicConfig(
-        level=settings.LOG_LEVEL.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logging.basicConfig(level=settings.LOG_LEVEL.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     import uvicorn
 

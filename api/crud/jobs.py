@@ -32,9 +32,7 @@ def read_job(*, session: Session, job_id: str, for_update: bool = False) -> Job 
     return session.scalars(stmt).one_or_none()
 
 
-def read_jobs(
-    *, session: Session, status: str | None = None, limit: int = 1000, offset: int = 0
-) -> list[Job]:
+def read_jobs(*, session: Session, status: str | None = None, limit: int = 1000, offset: int = 0) -> list[Job]:
     stmt = select(Job).order_by(Job.job_id).limit(limit).offset(offset)
     if status is not None:
         stmt = stmt.where(Job.status == status)

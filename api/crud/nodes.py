@@ -23,9 +23,7 @@ class NodeState:
     samples_received: int
 
 
-def record_node_sample(
-    *, session: Session, node: str, sample: NodeSampleCreate, now: float
-) -> tuple[NodeState, bool]:
+def record_node_sample(*, session: Session, node: str, sample: NodeSampleCreate, now: float) -> tuple[NodeState, bool]:
     """Store a node sample; returns the node's state and whether the sample was applied.
 
     A sample older than the newest one applied (a spool replay after an outage) counts as received and keeps

@@ -38,9 +38,7 @@ class Gpu(Base):
     __tablename__ = "gpus"
 
     uuid: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
-    node: Mapped[str] = mapped_column(
-        String(ID_LENGTH), ForeignKey("nodes.name", ondelete="CASCADE"), index=True
-    )
+    node: Mapped[str] = mapped_column(String(ID_LENGTH), ForeignKey("nodes.name", ondelete="CASCADE"), index=True)
     index: Mapped[int] = mapped_column(Integer)
     name: Mapped[str] = mapped_column(String(LABEL_LENGTH))
     mig_profile: Mapped[str | None] = mapped_column(String(64))

@@ -190,9 +190,7 @@ class MetricsRenderer:
         emit("mfumon_cluster_jobs", jobs)
         pools = sorted(summary.pools.items())
         emit("mfumon_pool_mfu_ratio", _per("pool", pools, lambda g: g.mfu))
-        emit(
-            "mfumon_pool_resource_satisfaction_ratio", _per("pool", pools, lambda g: g.resource_satisfaction)
-        )
+        emit("mfumon_pool_resource_satisfaction_ratio", _per("pool", pools, lambda g: g.resource_satisfaction))
         emit("mfumon_pool_gpus_allocated", _per("pool", pools, lambda g: g.gpus_allocated))
         emit("mfumon_pool_gpus_requested", _per("pool", pools, lambda g: g.gpus_requested))
         emit("mfumon_pool_gpus_idle", _per("pool", pools, lambda g: g.gpus_idle))

@@ -75,15 +75,12 @@ def mig_fraction(spec: DeviceSpec, profile_text: str) -> tuple[float | None, str
     if profile.gpu_slices not in valid_sizes or not 1 <= profile.compute_slices <= profile.gpu_slices:
         sizes = ", ".join(f"{size}g" for size in valid_sizes)
         return None, (
-            f"unknown MIG profile {profile_text!r} for {spec.key}: "
-            f"a {spec.mig_slices}-slice GPU offers {sizes}"
+            f"unknown MIG profile {profile_text!r} for {spec.key}: a {spec.mig_slices}-slice GPU offers {sizes}"
         )
     return profile.compute_slices / spec.mig_slices, None
 
 
-def match_device(
-    specs: Sequence[DeviceSpec], patterns: Sequence[tuple[re.Pattern[str], ...]], name: str
-) -> int | None:
+def match_device(specs: Sequence[DeviceSpec], patterns: Sequence[tuple[re.Pattern[str], ...]], name: str) -> int | None:
     """Index of the entry `name` (MIG suffix already removed) resolves to, or None.
 
     `patterns[i]` holds the compiled `specs[i].patterns`; an exact key match wins over any pattern.

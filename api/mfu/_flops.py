@@ -52,9 +52,7 @@ class ModelShape:
             if value is not None and not (value > 0 and math.isfinite(value)):
                 raise ValueError(f"model.{field.name} must be a finite number > 0, got {value!r}")
         if self.params is not None and self.active_params is not None and self.active_params > self.params:
-            raise ValueError(
-                f"model.active_params ({self.active_params:g}) exceeds model.params ({self.params:g})"
-            )
+            raise ValueError(f"model.active_params ({self.active_params:g}) exceeds model.params ({self.params:g})")
 
 
 def _check_kind(kind: str) -> None:

@@ -38,9 +38,7 @@ class MfuResult:
     peak_unconfirmed: bool = False
 
 
-def compute_mfu(
-    tokens_per_second: float, flops_per_token: float, num_gpus: int, peak_flops_per_gpu: float
-) -> float:
+def compute_mfu(tokens_per_second: float, flops_per_token: float, num_gpus: int, peak_flops_per_gpu: float) -> float:
     """tokens/s * FLOPs/token / (num_gpus * dense peak FLOP/s per GPU); raises ValueError on bad inputs."""
     _check_at_least("tokens_per_second", tokens_per_second, 0.0)
     _check_at_least("flops_per_token", flops_per_token, 0.0, strictly=True)
@@ -93,9 +91,7 @@ def evaluate(
     _check_num_gpus(num_gpus)
     model_flops_per_token = flops_per_token(shape, kind)
     executed_flops_per_token = (
-        None
-        if recompute_activations is None
-        else hardware_flops_per_token(shape, kind, recompute_activations)
+        None if recompute_activations is None else hardware_flops_per_token(shape, kind, recompute_activations)
     )
     model_flops_per_second = tokens_per_second * model_flops_per_token
     peak = _find_peak(table or default_peak_table(), device_name, dtype, mig_profile, peak_flops_per_gpu)
@@ -133,9 +129,7 @@ def evaluate(
 def _reject_implausible(result: MfuResult) -> MfuResult:
     """A ratio above 1 means a wrong throughput, FLOPs count or peak: say so instead of reporting it."""
     if result.mfu is not None and result.mfu > 1:
-        reason = (
-            f"implausible MFU {result.mfu:.3g} > 1: the throughput, FLOPs per token or device peak is wrong"
-        )
+        reason = f"implausible MFU {result.mfu:.3g} > 1: the throughput, FLOPs per token or device peak is wrong"
         return replace(result, mfu=None, hfu=None, reason=reason)
     if result.hfu is not None and result.hfu > 1:
         reason = f"implausible HFU {result.hfu:.3g} > 1: is activation recompute really on?"

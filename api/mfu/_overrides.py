@@ -88,9 +88,7 @@ def _parse_entry(entry: object, base_by_key: Mapping[str, DeviceSpec], where: st
         raise PeakTableError(f"{where}: an entry must be a mapping, got {type(entry).__name__}")
     unknown = sorted(str(name) for name in set(entry) - _FIELDS)
     if unknown:
-        raise PeakTableError(
-            f"{where}: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_FIELDS))}"
-        )
+        raise PeakTableError(f"{where}: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_FIELDS))}")
     key = entry.get("key")
     if not isinstance(key, str):
         raise PeakTableError(f"{where}: key: required, a string such as 'h100-sxm'")
@@ -121,9 +119,7 @@ def _fields_from_entry(entry: Mapping[str, Any], base: DeviceSpec | None, where:
         "names": _read_strings(entry, "names", where, base.names if base else ()),
         "notes": entry.get("notes", base.notes if base else ""),
         "memory_bandwidth_bytes_per_second": _read_number(
-            entry.get(
-                "memory_bandwidth_bytes_per_second", base.memory_bandwidth_bytes_per_second if base else None
-            ),
+            entry.get("memory_bandwidth_bytes_per_second", base.memory_bandwidth_bytes_per_second if base else None),
             "memory_bandwidth_bytes_per_second",
             where,
         ),
@@ -166,9 +162,7 @@ def _raise_number(value: object, name: str, where: str) -> float:
     raise PeakTableError(f"{where}: {name}: expected a number such as 989e12, got {value!r}")
 
 
-def _read_strings(
-    entry: Mapping[str, Any], name: str, where: str, default: tuple[str, ...]
-) -> tuple[str, ...]:
+def _read_strings(entry: Mapping[str, Any], name: str, where: str, default: tuple[str, ...]) -> tuple[str, ...]:
     if name not in entry:
         return default
     value = entry[name]

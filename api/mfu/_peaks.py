@@ -218,8 +218,7 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         peaks={"bf16": 148e12, "fp16": 148e12, "fp8": 296e12},
         memory_bandwidth_bytes_per_second=4.0e12,
         mig_slices=7,
-        source=f"{_TT} (148e12, citing Tom's Hardware); {_VR}; "
-        "citsjtu2020/LLM-Prof hardware_spec.md (4022 GB/s)",
+        source=f"{_TT} (148e12, citing Tom's Hardware); {_VR}; citsjtu2020/LLM-Prof hardware_spec.md (4022 GB/s)",
         notes="No NVIDIA first-hand spec. fp8 296 matches LLM-Prof's INT8 296. FP32/TF32 unknown.",
         unconfirmed=frozenset({"bf16", "fp16", "fp8", "memory_bandwidth", "mig_slices"}),
     ),

@@ -81,9 +81,7 @@ class PeakTable:
         index = match_device(self._specs, self._patterns, parent_name)
         return None if index is None else self._specs[index]
 
-    def lookup(
-        self, device_name: str | None, dtype: Dtype = "bf16", mig_profile: str | None = None
-    ) -> PeakLookup:
+    def lookup(self, device_name: str | None, dtype: Dtype = "bf16", mig_profile: str | None = None) -> PeakLookup:
         """Dense peak FLOP/s of one device for `dtype`, scaled to a MIG slice when there is one.
 
         The MIG profile comes from `mig_profile` when given, else from a `... MIG 1g.10gb` device name.
@@ -91,9 +89,7 @@ class PeakTable:
         """
         check_dtype(dtype)
         if device_name is None or not device_name.strip():
-            return PeakLookup(
-                None, dtype, None, None, "no device model given: send gpu_model or peak_flops_per_gpu"
-            )
+            return PeakLookup(None, dtype, None, None, "no device model given: send gpu_model or peak_flops_per_gpu")
         parent_name, name_profile = split_mig_suffix(device_name)
         profile = normalise_name(mig_profile) if mig_profile and mig_profile.strip() else name_profile
         spec = self.resolve(parent_name)

@@ -64,9 +64,7 @@ def update_job(job_id: JobIdPath, body: JobUpdate, ctx: ContextDep) -> JobPublic
     """Register a job (pending until it reports) or update its metadata."""
     job = reports.update_job(ctx, job_id, body)
     ctx.self_metrics.count_ingest("job_update", "accepted")
-    return _public(
-        ctx, job, allocated=0 if job.status != "running" else job.num_gpus or 0, history=[], gpus=[]
-    )
+    return _public(ctx, job, allocated=0 if job.status != "running" else job.num_gpus or 0, history=[], gpus=[])
 
 
 @router.post("/{job_id}/reports", response_model=ReportResult, dependencies=[IngestAuth])
@@ -104,9 +102,7 @@ def read_jobs(
 
 
 @router.get("/{job_id}", response_model=JobPublic)
-def read_job(
-    job_id: JobIdPath, ctx: ContextDep, history: Annotated[int, Query(ge=0, le=10_000)] = 60
-) -> JobPublic:
+def read_job(job_id: JobIdPath, ctx: ContextDep, history: Annotated[int, Query(ge=0, le=10_000)] = 60) -> JobPublic:
     """One job: current MFU, baseline, its GPUs and recent history."""
     allocated = summarize(ctx.state.snapshot(ctx.clock())).allocated
     with ctx.sessions() as session:

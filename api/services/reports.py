@@ -63,9 +63,7 @@ def record_report(ctx: AppContext, job_id: str, report: JobReportCreate) -> Repo
             mfu = hfu = peak_flops_per_second = None
             reason = "num_gpus unknown: report num_gpus, or run exporters that attribute GPUs to this job"
         elif gpu_name is None and job.peak_flops_per_gpu is None:
-            reason = (
-                "gpu_model unknown: report gpu_model or peak_flops_per_gpu, or run exporters on its nodes"
-            )
+            reason = "gpu_model unknown: report gpu_model or peak_flops_per_gpu, or run exporters on its nodes"
         elif result.device_key is None and job.peak_flops_per_gpu is None:
             ctx.self_metrics.count_unknown_device(gpu_name or "")
 

@@ -144,7 +144,6 @@ class Refresher:
         self.last_duration_s = time.perf_counter() - started
         return applied
 
-
     def prune_history(self, retention_s: float) -> int:
         """Delete job reports older than the retention; any replica may do it, the result is the same."""
         with self._sessions.begin() as session:

@@ -102,7 +102,5 @@ class ClusterState:
         with self._lock:
             nodes: Iterable[NodeView] = list(self._nodes.values())
         return [
-            (node, node.shares[job_id])
-            for node in nodes
-            if job_id in node.shares and self._node_visible(node, now)
+            (node, node.shares[job_id]) for node in nodes if job_id in node.shares and self._node_visible(node, now)
         ]

@@ -29,9 +29,7 @@ def test_report_returns_mfu_and_exports_it(client: TestClient) -> None:
     assert body["data_wait_ratio"] == pytest.approx(0.05)
 
     text = scrape(client)
-    assert metric_value(text, "mfumon_job_mfu_ratio", job_id="train-1", kind="training") == pytest.approx(
-        expected
-    )
+    assert metric_value(text, "mfumon_job_mfu_ratio", job_id="train-1", kind="training") == pytest.approx(expected)
     assert metric_value(text, "mfumon_job_comm_ratio", job_id="train-1") == pytest.approx(0.25)
     assert metric_value(text, "mfumon_job_tokens_per_second", job_id="train-1") == 25_000
     assert metric_value(text, "mfumon_job_gpus_allocated", job_id="train-1") == 8
@@ -81,9 +79,7 @@ def test_unknown_device_gives_null_mfu_with_reason_and_a_counter(client: TestCli
 
 
 def test_dtype_without_a_peak_is_explained(client: TestClient) -> None:
-    body = client.post(
-        "/v1/jobs/f/reports", json=report(gpu_model="NVIDIA A100-SXM4-80GB", dtype="fp8")
-    ).json()
+    body = client.post("/v1/jobs/f/reports", json=report(gpu_model="NVIDIA A100-SXM4-80GB", dtype="fp8")).json()
     assert body["mfu"] is None and "fp8" in body["reason"]
 
 
@@ -111,15 +107,10 @@ def test_missing_gpu_information_gives_reason(client: TestClient) -> None:
 def test_pending_job_counts_as_requested_and_lowers_satisfaction(client: TestClient) -> None:
     client.post("/v1/jobs/run/reports", json=report(pool="train", gpus_requested=8))
     assert (
-        client.put(
-            "/v1/jobs/wait", json={"pool": "train", "gpus_requested": 24, "kind": "training"}
-        ).status_code
-        == 200
+        client.put("/v1/jobs/wait", json={"pool": "train", "gpus_requested": 24, "kind": "training"}).status_code == 200
     )
     text = scrape(client)
-    assert metric_value(text, "mfumon_pool_resource_satisfaction_ratio", pool="train") == pytest.approx(
-        8 / 32
-    )
+    assert metric_value(text, "mfumon_pool_resource_satisfaction_ratio", pool="train") == pytest.approx(8 / 32)
     assert metric_value(text, "mfumon_job_gpus_allocated", job_id="wait") == 0
     assert metric_value(text, "mfumon_job_gpus_requested", job_id="wait") == 24
     assert metric_value(text, "mfumon_pool_jobs_pending", pool="train") == 1

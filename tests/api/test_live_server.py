@@ -18,7 +18,5 @@ def test_post_report_then_read_mfu_from_metrics(live_server: LiveServer) -> None
         docs = http.get("/docs")
         openapi = http.get("/openapi.json").json()
     expected = 30_000 * flops_per_token(ModelShape(**LLAMA_7B), "training") / (16 * 989e12)
-    assert metric_value(text, "mfumon_job_mfu_ratio", job_id="live-1", kind="training") == pytest.approx(
-        expected
-    )
+    assert metric_value(text, "mfumon_job_mfu_ratio", job_id="live-1", kind="training") == pytest.approx(expected)
     assert docs.status_code == 200 and "/v1/jobs/{job_id}/reports" in openapi["paths"]

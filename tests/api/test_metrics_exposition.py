@@ -27,9 +27,7 @@ def test_promtool_accepts_the_exposition(client: TestClient) -> None:
         pytest.skip("promtool not installed")
     _populate(client)
     text = scrape(client)
-    result = subprocess.run(
-        [promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False
-    )
+    result = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -20,9 +20,7 @@ def test_sample_becomes_gpu_series_and_node_view(client: TestClient) -> None:
     assert metric_value(text, "mfumon_gpu_memory_used_bytes", **labels) == 60e9
     assert metric_value(text, "mfumon_gpu_throttled", reason="thermal", **labels) == 1
     assert metric_value(text, "mfumon_gpu_throttled", reason="power", **labels) == 0
-    info = metric_value(
-        text, "mfumon_gpu_info", model="NVIDIA H100 80GB HBM3", job_id="j1", mig_profile="", **labels
-    )
+    info = metric_value(text, "mfumon_gpu_info", model="NVIDIA H100 80GB HBM3", job_id="j1", mig_profile="", **labels)
     assert info == 1
     assert metric_value(text, "mfumon_node_last_seen_timestamp_seconds", node="gpu-node-1") is not None
     node = client.get("/v1/nodes/gpu-node-1").json()

@@ -57,10 +57,7 @@ def test_push_to_one_replica_read_from_the_other(shared_postgres: str, tmp_path:
             database_url=shared_postgres,
         ) as b,
     ):
-        assert (
-            httpx.post(f"{a.url}/v1/nodes/node-7/samples", json=node_sample(8, job_id="rep")).status_code
-            == 200
-        )
+        assert httpx.post(f"{a.url}/v1/nodes/node-7/samples", json=node_sample(8, job_id="rep")).status_code == 200
         result = httpx.post(f"{a.url}/v1/jobs/rep/reports", json=report(team="infra")).json()
         assert result["mfu"] is not None
 
@@ -81,7 +78,5 @@ def test_push_to_one_replica_read_from_the_other(shared_postgres: str, tmp_path:
 
         # Ending the job on b removes its series from a too.
         assert httpx.post(f"{b.url}/v1/jobs/rep/end").status_code == 200
-        gone = _eventually(
-            lambda: 'job_id="rep"' not in httpx.get(f"{a.url}/metrics").text.split("mfumon_gpu_info")[0]
-        )
+        gone = _eventually(lambda: 'job_id="rep"' not in httpx.get(f"{a.url}/metrics").text.split("mfumon_gpu_info")[0])
         assert gone

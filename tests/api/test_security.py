@@ -37,15 +37,11 @@ def test_token_file(make_client, tmp_path: Path) -> None:  # type: ignore[no-unt
     path.write_text(f"# exporters\n{SECRET}\n\n")
     client: TestClient = make_client(INGEST_TOKENS_FILE=path)
     assert (
-        client.post(
-            "/v1/jobs/j/reports", json=report(), headers={"Authorization": f"Bearer {SECRET}"}
-        ).status_code
+        client.post("/v1/jobs/j/reports", json=report(), headers={"Authorization": f"Bearer {SECRET}"}).status_code
         == 200
     )
     assert (
-        client.post(
-            "/v1/jobs/j/reports", json=report(), headers={"Authorization": "Bearer # exporters"}
-        ).status_code
+        client.post("/v1/jobs/j/reports", json=report(), headers={"Authorization": "Bearer # exporters"}).status_code
         == 401
     )
 
@@ -95,9 +91,7 @@ def test_serve_refuses_network_address_without_tokens(tmp_path: Path) -> None:
 
 def test_live_server_never_logs_the_token(tmp_path: Path) -> None:
     with start_server(tmp_path, env={"MFUMON_INGEST_TOKENS": SECRET, "MFUMON_LOG_LEVEL": "DEBUG"}) as server:
-        bad = httpx.post(
-            f"{server.url}/v1/jobs/j/reports", json=report(), headers={"Authorization": "Bearer wrong"}
-        )
+        bad = httpx.post(f"{server.url}/v1/jobs/j/reports", json=report(), headers={"Authorization": "Bearer wrong"})
         good = httpx.post(
             f"{server.url}/v1/jobs/j/reports", json=report(), headers={"Authorization": f"Bearer {SECRET}"}
         )

@@ -88,9 +88,7 @@ def test_job_id_is_bounded(client: TestClient, job_id: str, status: int) -> None
 
 def test_invalid_json_and_oversized_bodies(make_client) -> None:  # type: ignore[no-untyped-def]
     client = make_client(MAX_BODY_BYTES=4096)
-    response = client.post(
-        "/v1/jobs/j/reports", content="{not json", headers={"content-type": "application/json"}
-    )
+    response = client.post("/v1/jobs/j/reports", content="{not json", headers={"content-type": "application/json"})
     assert response.status_code == 422
     big_sample = node_sample(100)
     response = client.post("/v1/nodes/n/samples", json=big_sample)

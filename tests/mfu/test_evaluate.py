@@ -24,9 +24,7 @@ def test_training_job_on_h100() -> None:
 
 def test_inference_job_uses_the_forward_formula() -> None:
     # 1e4 tokens/s * 14e9 FLOPs = 1.4e14 FLOP/s over 2 * 362e12 (L40S bf16).
-    result = evaluate(
-        kind="inference", shape=DENSE_7B, tokens_per_second=1e4, num_gpus=2, device_name="NVIDIA L40S"
-    )
+    result = evaluate(kind="inference", shape=DENSE_7B, tokens_per_second=1e4, num_gpus=2, device_name="NVIDIA L40S")
     assert result.flops_per_token == 14e9
     assert result.mfu == pytest.approx(1.4e14 / 724e12)
 
@@ -143,9 +141,7 @@ def test_fp8_on_a100_has_no_peak() -> None:
 
 
 def test_fp8_on_h100_divides_by_the_fp8_peak() -> None:
-    result = evaluate(
-        kind="training", shape=DENSE_7B, tokens_per_second=1e3, num_gpus=1, device_name=H100, dtype="fp8"
-    )
+    result = evaluate(kind="training", shape=DENSE_7B, tokens_per_second=1e3, num_gpus=1, device_name=H100, dtype="fp8")
     assert result.peak_flops_per_gpu == 1979e12
 
 

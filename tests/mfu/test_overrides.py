@@ -70,18 +70,14 @@ def test_evaluate_uses_the_overridden_table(tmp_path: Path) -> None:
 
 
 def test_override_of_an_unconfirmed_figure_is_no_longer_flagged(tmp_path: Path) -> None:
-    path = _write(
-        tmp_path, "devices:\n  - key: a30\n    peaks: {bf16: 165e12}\n    source: NVIDIA A30 datasheet\n"
-    )
+    path = _write(tmp_path, "devices:\n  - key: a30\n    peaks: {bf16: 165e12}\n    source: NVIDIA A30 datasheet\n")
     table = PeakTable.from_file(path)
     assert not table.lookup("NVIDIA A30", "bf16").unconfirmed
     assert table.lookup("NVIDIA A30", "tf32").unconfirmed
 
 
 def test_json_file_is_accepted(tmp_path: Path) -> None:
-    data = {
-        "devices": [{"key": "acme-x1", "patterns": ["Acme X1"], "peaks": {"bf16": 5e14}, "source": "acme"}]
-    }
+    data = {"devices": [{"key": "acme-x1", "patterns": ["Acme X1"], "peaks": {"bf16": 5e14}, "source": "acme"}]}
     table = PeakTable.from_file(_write(tmp_path, json.dumps(data), "peaks.json"))
     assert table.lookup("Acme X1 accelerator", "bf16").peak_flops_per_gpu == 5e14
 

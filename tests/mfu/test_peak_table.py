@@ -76,9 +76,7 @@ def test_h100_nvl_is_per_gpu_not_lightnings_pair_figure() -> None:
 
 
 def test_shadowing_is_refused_when_a_table_is_built() -> None:
-    greedy = DeviceSpec(
-        key="greedy", patterns=(r"A10",), peaks={"bf16": 1e12}, source="test", names=("Acme A10 card",)
-    )
+    greedy = DeviceSpec(key="greedy", patterns=(r"A10",), peaks={"bf16": 1e12}, source="test", names=("Acme A10 card",))
     with pytest.raises(PeakTableError, match="'NVIDIA A10G' listed for 'a10g' resolves to 'greedy'"):
         PeakTable([greedy, *DEFAULT_DEVICES])
 

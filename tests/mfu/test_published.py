@@ -11,9 +11,7 @@ def test_palm_540b_reports_46_2_percent_mfu() -> None:
     # Chowdhery et al. 2022 (arXiv 2204.02311), App. B: 238.3K tokens/s on 6144 TPU v4 chips (275 TFLOP/s
     # bf16 each), N = 540.35B, L = 118, H = 48, Q = 256, T = 2048 → 46.2% MFU.
     palm = ModelShape(params=540.35e9, layers=118, heads=48, head_dim=256, seq_len=2048)
-    result = evaluate(
-        kind="training", shape=palm, tokens_per_second=238.3e3, num_gpus=6144, device_name="TPU v4"
-    )
+    result = evaluate(kind="training", shape=palm, tokens_per_second=238.3e3, num_gpus=6144, device_name="TPU v4")
     assert result.device_key == "tpu-v4"
     assert result.peak_flops_per_gpu == 275e12
     assert result.mfu is not None

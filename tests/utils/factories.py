@@ -60,9 +60,7 @@ def metric_samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], fl
 
 def metric_value(text: str, name: str, **labels: str) -> float | None:
     """The value of the one series of ``name`` whose labels include ``labels``, or None."""
-    matches = [
-        v for (n, lbls), v in metric_samples(text).items() if n == name and set(labels.items()) <= set(lbls)
-    ]
+    matches = [v for (n, lbls), v in metric_samples(text).items() if n == name and set(labels.items()) <= set(lbls)]
     assert len(matches) <= 1, f"{len(matches)} series of {name} match {labels}"
     return matches[0] if matches else None
 
