@@ -2,45 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from api.schemas._common import ID_PATTERN, Count, Label, NonNegativeFloat, Ratio
+from exporter.samples import COUNTER_FIELDS, THROTTLE_REASONS
 
-ThrottleReason = Literal[
-    "gpu_idle",
-    "applications_clocks_setting",
-    "sw_power_cap",
-    "hw_slowdown",
-    "sync_boost",
-    "sw_thermal",
-    "hw_thermal",
-    "hw_power_brake",
-    "display_clocks",
-]
-
-#: Counters a GPU sample may carry; a missing one means "not supported here", never zero.
-COUNTER_FIELDS: tuple[str, ...] = (
-    "utilization",
-    "sm_active",
-    "sm_occupancy",
-    "tensor_active",
-    "dram_active",
-    "memory_used_bytes",
-    "memory_total_bytes",
-    "power_watts",
-    "temperature_celsius",
-    "sm_clock_hz",
-    "max_sm_clock_hz",
-    "nvlink_tx_bytes_per_second",
-    "nvlink_rx_bytes_per_second",
-    "pcie_tx_bytes_per_second",
-    "pcie_rx_bytes_per_second",
-    "xid_errors_total",
-    "ecc_uncorrected_total",
-    "ecc_corrected_total",
-)
+# The counter and throttle-reason names are defined once, beside the exporter that sends them.
+_THROTTLE_REASONS = frozenset(THROTTLE_REASONS)
 
 _Temperature = Annotated[float, Field(ge=-100, le=250, allow_inf_nan=False)]
 _Bounded = Annotated[float, Field(ge=0, le=1e16, allow_inf_nan=False)]
@@ -75,7 +45,15 @@ class GpuSample(BaseModel):
     xid_errors_total: Count | None = None
     ecc_uncorrected_total: Count | None = None
     ecc_corrected_total: Count | None = None
-    throttle_reasons: Annotated[list[ThrottleReason], Field(max_length=16)] | None = None
+    throttle_reasons: Annotated[list[str], Field(max_length=16)] | None = None
+
+    @field_validator("throttle_reasons")
+    @classmethod
+    def _known_reasons(cls, reasons: list[str] | None) -> list[str] | None:
+        unknown = sorted(set(reasons or ()) - _THROTTLE_REASONS)
+        if unknown:
+            raise ValueError(f"unknown throttle reason(s) {unknown}; known: {', '.join(THROTTLE_REASONS)}")
+        return reasons
 
     def counters(self) -> dict[str, Any]:
         """The counters present in this sample (absent ones stay absent)."""
