@@ -87,13 +87,17 @@ def _push_all(url: str, nodes: int, threads: int) -> None:
         t.join()
 
 
-def _scrape(http: httpx.Client, repeats: int) -> tuple[float, int]:
+def _scrape(url: str, repeats: int, encoding: str = "identity") -> tuple[float, int]:
+    """Median wall time of ``GET /metrics`` and the bytes on the wire, as Prometheus would fetch it."""
+    host, port = url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
     times, size = [], 0
     for _ in range(repeats):
         started = time.perf_counter()
-        body = http.get("/metrics").content
+        conn.request("GET", "/metrics", headers={"Accept-Encoding": encoding})
+        size = len(conn.getresponse().read())
         times.append(time.perf_counter() - started)
-        size = len(body)
+    conn.close()
     return statistics.median(times), size
 
 
@@ -147,12 +151,11 @@ def measure(size: int, database_url: str | None, seconds: float, threads: int) -
                             "model": {"params": 7e9},
                         },
                     ).raise_for_status()
-                http.get("/metrics")  # render every chunk once
-                warm_s, size_bytes = _scrape(http, 10)
-                _push_all(url, nodes, threads)  # every node changed
-                started = time.perf_counter()
-                http.get("/metrics")
-                cold_s = time.perf_counter() - started
+            _scrape(url, 1)  # render every chunk once
+            warm_s, size_bytes = _scrape(url, 10)
+            gzip_s, gzip_bytes = _scrape(url, 10, "gzip")
+            _push_all(url, nodes, threads)  # every node changed
+            cold_s, _ = _scrape(url, 1)
             rate = _ingest_rate(url, nodes, seconds, threads)
         finally:
             stop_process(proc)
@@ -161,6 +164,8 @@ def measure(size: int, database_url: str | None, seconds: float, threads: int) -
         "scrape_warm_s": warm_s,
         "scrape_all_changed_s": cold_s,
         "bytes": size_bytes,
+        "scrape_gzip_s": gzip_s,
+        "gzip_bytes": gzip_bytes,
         "ingest": rate,
     }
 
@@ -173,11 +178,15 @@ def main() -> None:
     parser.add_argument("--database-url", default=None, help="default: a fresh SQLite file per size")
     args = parser.parse_args()
     results = [measure(size, args.database_url, args.seconds, args.threads) for size in args.sizes]
-    print(f"{'GPUs':>7} {'scrape warm':>12} {'scrape all-changed':>19} {'size':>10} {'ingest GPU-samples/s':>21}")
+    print(
+        f"{'GPUs':>7} {'scrape warm':>12} {'all-changed':>12} {'size':>9} "
+        f"{'gzip scrape':>12} {'gzip size':>10} {'ingest GPU-samples/s':>21}"
+    )
     for r in results:
         print(
-            f"{r['gpus']:>7} {r['scrape_warm_s'] * 1e3:>9.1f} ms {r['scrape_all_changed_s'] * 1e3:>16.1f} ms "
-            f"{r['bytes'] / 1e6:>7.2f} MB {r['ingest']:>21,.0f}"
+            f"{r['gpus']:>7} {r['scrape_warm_s'] * 1e3:>9.1f} ms {r['scrape_all_changed_s'] * 1e3:>9.1f} ms "
+            f"{r['bytes'] / 1e6:>6.2f} MB {r['scrape_gzip_s'] * 1e3:>9.1f} ms {r['gzip_bytes'] / 1e6:>7.2f} MB "
+            f"{r['ingest']:>21,.0f}"
         )
     if len(results) >= 2:
         base, big = results[0], results[-1]

@@ -56,3 +56,13 @@ def test_unchanged_nodes_and_jobs_are_not_rerendered(client: TestClient) -> None
     scrape(client)
     assert renderer.renders["node"] == before["node"] + 1
     assert renderer.renders["job"] == before["job"]
+
+
+def test_gzip_when_the_scraper_accepts_it(client: TestClient) -> None:
+    _populate(client)
+    plain = client.get("/metrics", headers={"Accept-Encoding": "identity"})
+    zipped = client.get("/metrics", headers={"Accept-Encoding": "gzip"})
+    assert "content-encoding" not in plain.headers
+    assert zipped.headers["content-encoding"] == "gzip"
+    assert int(zipped.headers["content-length"]) < len(plain.content) / 3
+    assert metric_samples(zipped.text).keys() == metric_samples(plain.text).keys()
