@@ -7,7 +7,6 @@ through :mod:`api.state.refresh`. Readers take a consistent snapshot under the l
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from api.state.views import BaselineView, JobShare, JobView, NodeView
@@ -31,6 +30,7 @@ class ClusterState:
         self._nodes: dict[str, NodeView] = {}
         self._jobs: dict[str, JobView] = {}
         self._baselines: dict[str, BaselineView] = {}
+        self._job_nodes: dict[str, set[str]] = {}  # job_id -> nodes whose GPUs exporters attribute to it
         self.node_ttl_s = node_ttl_s
         self.job_ttl_s = job_ttl_s
         self.pending_job_ttl_s = pending_job_ttl_s
@@ -41,7 +41,21 @@ class ClusterState:
         with self._lock:
             held = self._nodes.get(view.name)
             if held is None or view.revision >= held.revision:
+                self._index_jobs(held, remove=True)
                 self._nodes[view.name] = view
+                self._index_jobs(view, remove=False)
+
+    def _index_jobs(self, node: NodeView | None, *, remove: bool) -> None:
+        for job_id in node.shares if node is not None else ():
+            if job_id is None:
+                continue
+            nodes = self._job_nodes.setdefault(job_id, set())
+            if remove:
+                nodes.discard(node.name)  # type: ignore[union-attr]
+                if not nodes:
+                    del self._job_nodes[job_id]
+            else:
+                nodes.add(node.name)  # type: ignore[union-attr]
 
     def apply_job(self, view: JobView) -> None:
         with self._lock:
@@ -67,7 +81,7 @@ class ClusterState:
         """Forget what can no longer become visible, so memory tracks the live cluster, not its history."""
         with self._lock:
             for name in [n for n, v in self._nodes.items() if not self._node_visible(v, now)]:
-                del self._nodes[name]
+                self._index_jobs(self._nodes.pop(name), remove=True)
             for job_id in [j for j, v in self._jobs.items() if not self._job_visible(v, now)]:
                 del self._jobs[job_id]
 
@@ -98,9 +112,7 @@ class ClusterState:
             return self._baselines.get(signature)
 
     def job_shares(self, job_id: str, now: float) -> list[tuple[NodeView, JobShare]]:
-        """The GPUs exporters attribute to ``job_id``, per visible node."""
+        """The GPUs exporters attribute to ``job_id``, per visible node; O(nodes of the job), not O(cluster)."""
         with self._lock:
-            nodes: Iterable[NodeView] = list(self._nodes.values())
-        return [
-            (node, node.shares[job_id]) for node in nodes if job_id in node.shares and self._node_visible(node, now)
-        ]
+            nodes = [self._nodes[name] for name in sorted(self._job_nodes.get(job_id, ()))]
+        return [(node, node.shares[job_id]) for node in nodes if self._node_visible(node, now)]

@@ -99,3 +99,16 @@ def test_silent_node_series_vanish_after_ttl(make_client) -> None:  # type: igno
     assert 'node="gone"' not in text
     assert metric_value(text, "mfumon_cluster_gpus", state="idle") == 0
     assert client.get("/v1/nodes").json()["count"] == 0
+
+
+def test_job_moving_between_nodes_is_attributed_to_its_current_nodes(client: TestClient) -> None:
+    client.post("/v1/nodes/a/samples", json=node_sample(8, job_id="mover"))
+    body = report()
+    del body["num_gpus"]
+    assert client.post("/v1/jobs/mover/reports", json=body).json()["num_gpus"] == 8
+    client.post("/v1/nodes/a/samples", json=node_sample(8))  # the job left node a ...
+    sample_b = node_sample(4, job_id="mover")
+    for g in sample_b["gpus"]:
+        g["uuid"] = g["uuid"].replace("GPU-", "GPU-B")
+    client.post("/v1/nodes/b/samples", json=sample_b)  # ... and now holds 4 GPUs on node b
+    assert client.post("/v1/jobs/mover/reports", json=body).json()["num_gpus"] == 4
