@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from sqlalchemy.exc import OperationalError
 
 from api.context import AppContext
 from api.core.config import Settings
@@ -111,6 +112,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         field = exc.field if isinstance(exc, InputError) else "body"
         detail = [{"field": field, "loc": ["body", field], "msg": str(exc), "type": "value_error"}]
         return JSONResponse(status_code=422, content={"detail": detail})
+
+    @app.exception_handler(OperationalError)
+    async def _database_unavailable(request: Request, exc: OperationalError) -> Response:
+        """The database is down or locked: a 503 tells exporters and reporters to retry later."""
+        logger.warning("database unavailable: %s", type(exc.orig).__name__)
+        endpoint = endpoint_of(request.method, request.url.path)
+        if endpoint is not None and hasattr(request.app.state, "ctx"):
+            request.app.state.ctx.self_metrics.count_ingest(endpoint, "unavailable")
+        return JSONResponse(status_code=503, content={"detail": "database unavailable, retry later"})
 
     for module in (jobs, nodes, cluster, metrics, health):
         app.include_router(module.router)

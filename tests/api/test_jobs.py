@@ -187,3 +187,17 @@ def test_history_older_than_retention_is_pruned(client: TestClient) -> None:
     ctx.refresher._clock = lambda: real_clock() + 7200
     assert ctx.refresher.prune_history(retention_s=3600) == 1
     assert client.get("/v1/jobs/old").json()["history"] == []
+
+
+def test_database_outage_is_a_503_that_clients_retry(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sqlalchemy.exc import OperationalError
+
+    ctx = client.app.state.ctx  # type: ignore[attr-defined]
+
+    def unavailable() -> None:
+        raise OperationalError("SELECT 1", {}, Exception("connection refused"))
+
+    monkeypatch.setattr(ctx.sessions, "begin", unavailable)
+    response = client.post("/v1/jobs/down/reports", json=report())
+    assert response.status_code == 503 and "retry" in response.text
+    assert 'outcome="unavailable"' in scrape(client)
