@@ -87,18 +87,5 @@ def record_node_sample(*, session: Session, node: str, sample: NodeSampleCreate,
     return state, applied
 
 
-def read_node_gpus(*, session: Session, node: str) -> list[Gpu]:
-    return list(session.scalars(select(Gpu).where(Gpu.node == node).order_by(Gpu.index, Gpu.uuid)))
-
-
-def read_node(*, session: Session, node: str) -> Node | None:
-    return session.get(Node, node)
-
-
-def read_nodes(*, session: Session, since: float) -> list[Node]:
-    """Nodes seen since ``since`` (older ones are silent and no longer part of the cluster)."""
-    return list(session.scalars(select(Node).where(Node.last_seen_at >= since).order_by(Node.name)))
-
-
 def read_gpus_of_job(*, session: Session, job_id: str) -> list[Gpu]:
     return list(session.scalars(select(Gpu).where(Gpu.job_id == job_id).order_by(Gpu.node, Gpu.index)))

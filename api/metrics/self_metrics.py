@@ -22,6 +22,10 @@ class SelfMetrics:
         with self._lock:
             self.ingest[(endpoint, outcome)] += 1
 
+    def count_gpu_samples(self, n: int) -> None:
+        with self._lock:
+            self.gpu_samples += n
+
     def count_unknown_device(self, gpu_model: str) -> None:
         with self._lock:
             self.unknown_devices[gpu_model[:128]] += 1

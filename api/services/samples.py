@@ -31,8 +31,13 @@ def record_sample(ctx: AppContext, node: str, sample: NodeSampleCreate) -> bool:
             )
             for gpu in sorted(sample.gpus, key=lambda g: (g.index, g.uuid))
         )
+    elif held is not None:
+        gpus = held.gpus
     else:
-        gpus = held.gpus if held is not None else ()
+        # Another replica holds newer GPU state that this one has not loaded: leave the node to the refresh,
+        # which sees a revision it does not hold and reads the node's rows in full.
+        ctx.self_metrics.count_gpu_samples(len(sample.gpus))
+        return applied
     ctx.state.apply_node(
         build_node_view(
             name=node,
@@ -44,5 +49,5 @@ def record_sample(ctx: AppContext, node: str, sample: NodeSampleCreate) -> bool:
             gpus=gpus,
         )
     )
-    ctx.self_metrics.gpu_samples += len(sample.gpus)
+    ctx.self_metrics.count_gpu_samples(len(sample.gpus))
     return applied

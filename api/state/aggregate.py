@@ -12,7 +12,7 @@ Jobs whose MFU is unknown (no peak for their device) are left out of both numera
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from api.state.store import Snapshot
 from api.state.views import JobView
@@ -55,7 +55,6 @@ class Summary:
     gpus_down: int = 0
     gpus_unknown_model: int = 0
     nodes: int = 0
-    unknown_pool: str = field(default="")
 
 
 def _requested(job: JobView, allocated: int) -> int:

@@ -112,3 +112,17 @@ def test_job_moving_between_nodes_is_attributed_to_its_current_nodes(client: Tes
         g["uuid"] = g["uuid"].replace("GPU-", "GPU-B")
     client.post("/v1/nodes/b/samples", json=sample_b)  # ... and now holds 4 GPUs on node b
     assert client.post("/v1/jobs/mover/reports", json=body).json()["num_gpus"] == 4
+
+
+def test_replayed_sample_on_a_replica_without_the_node_leaves_it_to_the_refresh(client: TestClient) -> None:
+    new = node_sample(2, power_watts=600.0)
+    client.post("/v1/nodes/r/samples", json=new)
+    ctx = client.app.state.ctx  # type: ignore[attr-defined]
+    ctx.state._nodes.clear()  # as on a replica that has not loaded node r yet
+    ctx.state._job_nodes.clear()
+    old = node_sample(2, power_watts=100.0)
+    old["timestamp"] = new["timestamp"] - 60
+    assert client.post("/v1/nodes/r/samples", json=old).json()["applied"] is False
+    ctx.refresher.refresh()
+    node = client.get("/v1/nodes/r").json()
+    assert len(node["gpus"]) == 2 and node["gpus"][0]["counters"]["power_watts"] == 600.0
