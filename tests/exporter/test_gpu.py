@@ -124,6 +124,8 @@ def test_bf16_matmul_load_shows_in_tensor_activity_and_is_attributed(source: Nvm
     finally:
         load.terminate()
         load.wait(timeout=30)
+        if load.stdout is not None:
+            load.stdout.close()
     assert busy, "the load's compute process was not attributed to MFUMON_JOB_ID"
     sample = busy[0]
     assert sample.tensor_active is not None and sample.tensor_active > 0.2, sample
