@@ -4,7 +4,7 @@ Two parts, both written as JSON under ``--out``:
 
 * ``nvml_calls.json``: the raw answer (value, or ``NVMLError`` code and name) of every NVML call the exporter makes
   or may make for health counters (NVLink error counters and field values, PCIe replays, remapped rows, energy,
-  clocks, clock-event reasons, ECC). The fake ``pynvml`` in ``tests/exporter/fake_pynvml.py`` mirrors these.
+  clocks, clock-event reasons, ECC). The fake ``pynvml`` in ``tests/node/fake_pynvml.py`` mirrors these.
 * ``calibration.json``: for each workload (idle, bf16/fp8/tf32 matmuls at full and half duty, a small matmul, a
   memory-bound elementwise kernel), the achieved FLOP/s timed with CUDA events, and the GPM metrics and clocks
   sampled every second while it ran. From that: achieved/peak (the true MFU of the kernel) against
@@ -101,7 +101,10 @@ def record_calls(handle: Any) -> dict[str, Any]:
         calls[f"nvmlDeviceGetMaxCustomerBoostClock({cname})"] = _answer(
             N.nvmlDeviceGetMaxCustomerBoostClock, handle, clock
         )
-    ecc_types = ((N.NVML_MEMORY_ERROR_TYPE_CORRECTED, "corrected"), (N.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, "uncorrected"))
+    ecc_types = (
+        (N.NVML_MEMORY_ERROR_TYPE_CORRECTED, "corrected"),
+        (N.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, "uncorrected"),
+    )
     for err, ename in ecc_types:
         for counter, cname in ((N.NVML_VOLATILE_ECC, "volatile"), (N.NVML_AGGREGATE_ECC, "aggregate")):
             calls[f"nvmlDeviceGetTotalEccErrors({ename},{cname})"] = _answer(
@@ -136,7 +139,7 @@ def record_calls(handle: Any) -> dict[str, Any]:
         values = N.nvmlDeviceGetFieldValues(handle, list(fields.values()))
         calls["nvmlDeviceGetFieldValues"] = {
             name: {"nvmlReturn": int(v.nvmlReturn), "valueType": int(v.valueType), "value": _field(v)}
-            for name, v in zip(fields, values)
+            for name, v in zip(fields, values, strict=True)
         }
     except Exception as exc:
         calls["nvmlDeviceGetFieldValues"] = {"exception": f"{type(exc).__name__}: {exc}"}
@@ -330,7 +333,8 @@ def main() -> int:
             "pynvml": getattr(N, "__version__", None),
             "device_count": N.nvmlDeviceGetCount(),
         }
-        (out / "nvml_calls.json").write_text(json.dumps({"meta": meta, "device0": record_calls(handle)}, indent=1, default=str))
+        record = {"meta": meta, "device0": record_calls(handle)}
+        (out / "nvml_calls.json").write_text(json.dumps(record, indent=1, default=str))
         print("nvml calls recorded", flush=True)
         (out / "calibration.json").write_text(json.dumps(calibrate(handle, args.seconds), indent=1, default=str))
     finally:

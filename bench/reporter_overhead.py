@@ -14,7 +14,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-from exporter.reporter import JobReporter
+from exporter.job.reporter import JobReporter
 
 
 def _empty(tokens: int) -> None:

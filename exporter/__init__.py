@@ -1,8 +1,14 @@
-"""mfu-monitor's node side: the node exporter (``mfumon exporter``), the simulated cluster (``mfumon demo``) and
-the job-side reporter (``mfumon wrap``).
+"""mfu-monitor's client side, in sub-packages that say where each part runs:
 
-Nothing in this package imports FastAPI, SQLAlchemy or ``api``: GPU nodes and training jobs install it without the
-server's dependencies. Optional heavy imports (pynvml, torch) happen inside the functions that need them.
+- :mod:`exporter.node`: the node agent (``mfumon exporter``), one per GPU node;
+- :mod:`exporter.job`: the job side, inside a training or inference job (``JobReporter``, callbacks, ``mfumon wrap``);
+- :mod:`exporter.demo`: the simulated cluster (``mfumon demo``).
+
+:mod:`exporter.samples` (the node-sample wire contract) and :mod:`exporter.errors` are shared. Imports run one way:
+``demo`` -> ``node``/``job`` -> shared modules. Nothing in this package imports FastAPI, SQLAlchemy or ``api``: GPU
+nodes and training jobs install it without the server's dependencies. Optional heavy imports (pynvml, torch) happen
+inside the functions that need them. Stable public paths: ``exporter`` (``JobReporter``), ``exporter.reporter``,
+``exporter.models`` and ``exporter.integrations``.
 """
 
 from __future__ import annotations
@@ -10,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from exporter.reporter import JobReporter
+    from exporter.job.reporter import JobReporter
 
 __all__ = ["JobReporter"]
 
@@ -18,7 +24,7 @@ __all__ = ["JobReporter"]
 def __getattr__(name: str) -> Any:
     """``from exporter import JobReporter`` without importing the reporter for every ``mfumon`` command."""
     if name == "JobReporter":
-        from exporter.reporter import JobReporter
+        from exporter.job.reporter import JobReporter
 
         return JobReporter
     raise AttributeError(f"module 'exporter' has no attribute {name!r}")

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 #: subcommand -> (module with ``main(argv) -> int``, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("api.cli", "run the aggregator (database from MFUMON_DATABASE_URL)"),
-    "demo": ("exporter.demo", "run the aggregator with a simulated cluster and jobs (no GPU needed)"),
-    "exporter": ("exporter.agent", "run the node agent: read GPU counters and push them to the aggregator"),
-    "wrap": ("exporter.wrap", "run a training/inference command and report its throughput"),
+    "demo": ("exporter.demo.cli", "run the aggregator with a simulated cluster and jobs (no GPU needed)"),
+    "exporter": ("exporter.node.agent", "run the node agent: read GPU counters and push them to the aggregator"),
+    "wrap": ("exporter.job.wrap.cli", "run a training/inference command and report its throughput"),
 }
 
 

@@ -21,8 +21,8 @@ import httpx
 import pytest
 import yaml
 
-from exporter.demo import run_simulation
-from exporter.simcluster import ClusterSpec, SimJob, default_cluster
+from exporter.demo.cli import run_simulation
+from exporter.demo.simcluster import ClusterSpec, SimJob, default_cluster
 from tests.conftest import LiveServer, free_port, start_server, stop_process
 from tests.deploy._support import (
     AGGREGATOR_JOB,

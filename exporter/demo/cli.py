@@ -1,0 +1,218 @@
+"""``mfumon demo``: the aggregator plus a simulated cluster and jobs, for a machine without GPUs.
+
+Starts ``mfumon serve`` as a subprocess (SQLite in a temporary or given directory) and, in this process, a simulated
+cluster (:func:`exporter.demo.simcluster.default_cluster`: 4 nodes x 8 GPUs, H100 and A100, two pools) whose nodes push
+samples through the real exporter pipeline while its jobs post reports over HTTP. Runs until Ctrl-C or
+``--duration``.
+
+Other code reuses the simulation against any aggregator with :func:`run_simulation`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+import httpx
+
+from exporter.demo.simcluster import ClusterSpec, SimJob, default_cluster
+from exporter.node.pipeline import Agent
+from exporter.node.push import RetryPolicy, Sender
+from exporter.node.sources.sim import SimSource
+from exporter.node.spool import MemorySpool
+
+__all__ = ["SimulationResult", "main", "run_simulation"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class SimulationResult:
+    """What a simulation run did."""
+
+    cycles: int
+    reports_posted: int
+    report_failures: int
+    batches_delivered: int
+
+
+def _auth(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def _register_jobs(client: httpx.Client, cluster: ClusterSpec) -> None:
+    """``PUT`` every job's metadata, the pending ones with ``gpus_requested`` and no GPUs."""
+    bodies = [(job.job_id, job.metadata()) for job in cluster.jobs]
+    bodies += [(job.job_id, job.metadata()) for job in cluster.pending]
+    for job_id, body in bodies:
+        try:
+            client.put(f"/v1/jobs/{job_id}", json=body).raise_for_status()
+        except httpx.HTTPError as exc:
+            logger.warning("registering job %s failed: %s", job_id, exc)
+
+
+def _start_nodes(url: str, cluster: ClusterSpec, interval_s: float, seed: int, token: str | None) -> list[Agent]:
+    agents = []
+    for node in cluster.nodes:
+        source = SimSource(node=node.name, model=node.gpu_model, count=node.gpu_count, seed=seed)
+        for job in cluster.jobs:
+            for node_name, index in job.placement:
+                if node_name == node.name:
+                    source.assign(index, job.workload())
+        sender = Sender(
+            url, MemorySpool(16 * 1024**2), token=token, retry=RetryPolicy(initial_s=0.2, max_s=max(2.0, interval_s))
+        )
+        agent = Agent(source=source, sender=sender, node=node.name, pool=node.pool, interval_s=interval_s)
+        agent.start()
+        agents.append(agent)
+    return agents
+
+
+def _post_report(client: httpx.Client, job: SimJob, body: dict[str, object]) -> bool:
+    try:
+        client.post(f"/v1/jobs/{job.job_id}/reports", json=body).raise_for_status()
+    except httpx.HTTPError as exc:
+        logger.warning("report for %s failed: %s", job.job_id, exc)
+        return False
+    return True
+
+
+def run_simulation(
+    url: str,
+    duration_s: float | None = None,
+    interval_s: float = 5.0,
+    stop_event: threading.Event | None = None,
+    *,
+    token: str | None = None,
+    seed: int = 0,
+    cluster: ClusterSpec | None = None,
+) -> SimulationResult:
+    """Run the simulated cluster against the aggregator at ``url`` until ``duration_s`` passes or ``stop_event``.
+
+    Registers the jobs (``PUT /v1/jobs/{id}``), starts one exporter pipeline per simulated node (sim source ->
+    sender -> ``POST /v1/nodes/{node}/samples`` every ``interval_s``) and posts every running job's report each
+    ``interval_s``, with throughput computed from the same MFU curve its GPUs show. Blocks; returns a summary.
+    """
+    cluster = cluster or default_cluster()
+    stop = stop_event or threading.Event()
+    deadline = None if duration_s is None else time.monotonic() + duration_s
+    client = httpx.Client(base_url=url.rstrip("/"), headers=_auth(token), timeout=5.0)
+    _register_jobs(client, cluster)
+    agents = _start_nodes(url, cluster, interval_s, seed, token)
+    cycles = posted = failed = 0
+    last = time.time() - interval_s
+    try:
+        while True:
+            now = time.time()
+            for job in cluster.jobs:
+                mfu = job.mfu_over(seed, last, now)
+                step = int(now / job.step_seconds)
+                if _post_report(client, job, job.report(mfu, now - last, step)):
+                    posted += 1
+                else:
+                    failed += 1
+            last = now
+            cycles += 1
+            wait = interval_s if deadline is None else min(interval_s, deadline - time.monotonic())
+            if wait <= 0 or stop.wait(wait):
+                break
+    finally:
+        for agent in agents:
+            agent.stop(timeout_s=5.0)
+        client.close()
+    delivered = sum(agent.sender.delivered for agent in agents)
+    return SimulationResult(cycles=cycles, reports_posted=posted, report_failures=failed, batches_delivered=delivered)
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="mfumon demo",
+        description="Run the aggregator (mfumon serve) with a simulated cluster of 4 nodes x 8 GPUs and its jobs.",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="aggregator listen host [127.0.0.1]")
+    p.add_argument("--port", type=int, default=8000, help="aggregator port [8000]")
+    p.add_argument("--data-dir", help="directory for the SQLite database and server log [a temporary one]")
+    p.add_argument("--duration", type=float, help="stop after this many seconds [run until Ctrl-C]")
+    p.add_argument("--interval", type=float, default=5.0, help="seconds between samples and reports [5]")
+    p.add_argument("--seed", type=int, default=0, help="seed of the simulation [0]")
+    p.add_argument("--no-checkpoints", action="store_true", help="no periodic checkpoint dips in training jobs")
+    return p
+
+
+def _start_server(host: str, port: int, data_dir: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "MFUMON_DATABASE_URL": f"sqlite:///{data_dir / 'mfumon.db'}"}
+    cmd = [sys.executable, "-m", "exporter", "serve", "--host", host, "--port", str(port)]
+    with open(data_dir / "serve.log", "wb") as log:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=data_dir)
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1.0).status_code == 200:
+                return True
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    return False
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the aggregator and the simulated cluster until Ctrl-C (or ``--duration``)."""
+    args = _build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    temporary = args.data_dir is None
+    data_dir = Path(tempfile.mkdtemp(prefix="mfumon-demo-") if temporary else args.data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    url = f"http://{args.host}:{args.port}"
+    proc = _start_server(args.host, args.port, data_dir)
+    stop = threading.Event()
+
+    def _on_signal(_signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        if not _wait_healthy(url, proc):
+            log = (data_dir / "serve.log").read_text(errors="replace")[-2000:]
+            print(f"mfumon demo: the aggregator did not start on {url}:\n{log}", file=sys.stderr)
+            return 1
+        print(f"mfumon demo: aggregator at {url} (data in {data_dir})", flush=True)
+        print(f"  metrics:  {url}/metrics\n  API docs: {url}/docs\n  cluster:  {url}/v1/cluster", flush=True)
+        print(f"  jobs:     {url}/v1/jobs\n  nodes:    {url}/v1/nodes", flush=True)
+        print("Simulating 4 nodes x 8 GPUs (H100, A100) with 3 running jobs and 1 pending. Ctrl-C stops.", flush=True)
+        cluster = default_cluster(checkpoints=not args.no_checkpoints)
+        result = run_simulation(url, args.duration, args.interval, stop, seed=args.seed, cluster=cluster)
+        print(
+            f"mfumon demo: stopped after {result.cycles} cycles, {result.reports_posted} job reports and "
+            f"{result.batches_delivered} node batches delivered",
+            flush=True,
+        )
+        return 0
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if temporary:
+            shutil.rmtree(data_dir, ignore_errors=True)

@@ -1,0 +1,256 @@
+"""The simulated cluster behind ``mfumon demo``: nodes, jobs with model shapes, and their throughput arithmetic.
+
+Jobs are sized so that MFU lands on a target with the real dense peaks: a job's whole-job throughput is
+``tokens/s = MFU x num_gpus x peak / flops_per_token`` with ``flops_per_token`` from the interface formula (PaLM
+appendix B): training ``6N + 12·L·H·Q·T``, inference ``2N + 4·L·H·Q·T``. The job's MFU at any moment is the same
+curve its simulated GPUs use for tensor activity (:func:`exporter.node.sources.sim.job_mfu_at`), so the reported MFU and
+the GPUs' counters agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from exporter.node.sources.sim import SimWorkload, job_mfu_at
+
+__all__ = [
+    "A100",
+    "H100",
+    "PEAK_BF16_DENSE",
+    "ClusterSpec",
+    "ModelShape",
+    "PendingJob",
+    "SimJob",
+    "SimNode",
+    "default_cluster",
+    "flops_per_token",
+]
+
+H100 = "NVIDIA H100 80GB HBM3"
+A100 = "NVIDIA A100-SXM4-80GB"
+
+#: Dense BF16 peak FLOP/s per GPU (no sparsity): H100 SXM 989e12, A100 312e12 (NVIDIA datasheets, halved from the
+#: sparse figures; torchtitan ``get_peak_flops``). The aggregator uses its own table; these only size the demo jobs.
+PEAK_BF16_DENSE: dict[str, float] = {H100: 989e12, A100: 312e12}
+
+
+@dataclass(frozen=True, slots=True)
+class ModelShape:
+    """A transformer's size and shape, as a job report's ``model`` object carries it."""
+
+    name: str
+    params: float
+    layers: int
+    heads: int
+    head_dim: int
+    seq_len: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "params": self.params,
+            "layers": self.layers,
+            "heads": self.heads,
+            "head_dim": self.head_dim,
+            "seq_len": self.seq_len,
+        }
+
+
+def flops_per_token(kind: str, shape: ModelShape) -> float:
+    """Model FLOPs per token (PaLM appendix B): the dense term plus attention."""
+    attention = shape.layers * shape.heads * shape.head_dim * shape.seq_len
+    if kind == "inference":
+        return 2 * shape.params + 4 * attention
+    return 6 * shape.params + 12 * attention
+
+
+@dataclass(frozen=True, slots=True)
+class SimNode:
+    name: str
+    pool: str
+    gpu_model: str
+    gpu_count: int = 8
+
+
+@dataclass(frozen=True, slots=True)
+class SimJob:
+    """A running job: where it runs, what it trains or serves, and the MFU it should show."""
+
+    job_id: str
+    name: str
+    team: str
+    pool: str
+    kind: str
+    profile: str
+    gpu_model: str
+    target_mfu: float
+    model: ModelShape
+    placement: tuple[tuple[str, int], ...]
+    step_seconds: float = 2.0
+    comm_fraction: float = 0.05
+    data_wait_fraction: float = 0.01
+    checkpoint_every_s: float | None = 900.0
+
+    @property
+    def num_gpus(self) -> int:
+        return len(self.placement)
+
+    def workload(self) -> SimWorkload:
+        """What each of the job's simulated GPUs runs."""
+        return SimWorkload(
+            profile=self.profile,
+            target_mfu=self.target_mfu,
+            job_id=self.job_id,
+            step_seconds=self.step_seconds,
+            checkpoint_every_s=self.checkpoint_every_s,
+        )
+
+    def mfu_over(self, seed: int, start: float, end: float, points: int = 8) -> float:
+        """The job's mean MFU over ``[start, end]`` (the GPUs' curve, sampled at evenly spaced points)."""
+        if end <= start:
+            return job_mfu_at(self.workload(), seed, end)
+        times = [start + (end - start) * (i + 0.5) / points for i in range(points)]
+        return sum(job_mfu_at(self.workload(), seed, t) for t in times) / points
+
+    def tokens_per_second(self, mfu: float) -> float:
+        """Whole-job throughput that gives ``mfu`` on this job's GPUs: MFU x GPUs x peak / FLOPs per token."""
+        peak_flops_per_second = self.num_gpus * PEAK_BF16_DENSE[self.gpu_model]
+        return mfu * peak_flops_per_second / flops_per_token(self.kind, self.model)
+
+    def metadata(self) -> dict[str, Any]:
+        """The ``PUT /v1/jobs/{id}`` body (and the metadata part of each report)."""
+        return {
+            "kind": self.kind,
+            "num_gpus": self.num_gpus,
+            "gpus_requested": self.num_gpus,
+            "gpu_model": self.gpu_model,
+            "dtype": "bf16",
+            "model": self.model.as_json(),
+            "name": self.name,
+            "team": self.team,
+            "pool": self.pool,
+        }
+
+    def report(self, mfu: float, interval_s: float, step: int) -> dict[str, Any]:
+        """A ``POST /v1/jobs/{id}/reports`` body for an interval at ``mfu``."""
+        step_s = self.step_seconds
+        return {
+            **self.metadata(),
+            "tokens_per_second": max(self.tokens_per_second(mfu), 1e-3),
+            "step_seconds": step_s,
+            "comm_seconds": step_s * self.comm_fraction,
+            "data_wait_seconds": step_s * self.data_wait_fraction,
+            "step": step,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PendingJob:
+    """A job waiting for GPUs: registered with ``gpus_requested`` and no GPUs, so its pool is unsatisfied."""
+
+    job_id: str
+    name: str
+    team: str
+    pool: str
+    kind: str
+    gpu_model: str
+    gpus_requested: int
+    model: ModelShape
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "gpus_requested": self.gpus_requested,
+            "gpu_model": self.gpu_model,
+            "model": self.model.as_json(),
+            "name": self.name,
+            "team": self.team,
+            "pool": self.pool,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSpec:
+    nodes: tuple[SimNode, ...]
+    jobs: tuple[SimJob, ...]
+    pending: tuple[PendingJob, ...] = ()
+
+
+def _on(node: str, gpus: range) -> tuple[tuple[str, int], ...]:
+    return tuple((node, i) for i in gpus)
+
+
+def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
+    """4 nodes x 8 GPUs, two GPU models, two pools; a healthy, a comm-bound, an inference and a pending job.
+
+    ``checkpoints=False`` removes the periodic checkpoint dips (tests compare MFU with targets at any moment).
+    """
+    every = 900.0 if checkpoints else None
+    nodes = (
+        SimNode("gpu-h100-01", "train-h100", H100),
+        SimNode("gpu-h100-02", "train-h100", H100),
+        SimNode("gpu-a100-01", "infer-a100", A100),
+        SimNode("gpu-a100-02", "infer-a100", A100),
+    )
+    jobs = (
+        SimJob(
+            job_id="pretrain-llama3-8b",
+            name="llama3-8b pretraining",
+            team="foundation",
+            pool="train-h100",
+            kind="training",
+            profile="training",
+            gpu_model=H100,
+            target_mfu=0.45,
+            model=ModelShape("llama3-8b", 8.03e9, layers=32, heads=32, head_dim=128, seq_len=8192),
+            placement=_on("gpu-h100-01", range(8)),
+            step_seconds=2.5,
+            comm_fraction=0.06,
+            checkpoint_every_s=every,
+        ),
+        SimJob(
+            job_id="finetune-13b-commbound",
+            name="13b finetune (slow interconnect)",
+            team="research",
+            pool="train-h100",
+            kind="training",
+            profile="comm_bound",
+            gpu_model=H100,
+            target_mfu=0.20,
+            model=ModelShape("llama2-13b", 13.0e9, layers=40, heads=40, head_dim=128, seq_len=4096),
+            placement=_on("gpu-h100-02", range(4)),
+            step_seconds=4.0,
+            comm_fraction=0.45,
+            data_wait_fraction=0.02,
+            checkpoint_every_s=every,
+        ),
+        SimJob(
+            job_id="serve-llama3-70b",
+            name="llama3-70b chat serving",
+            team="product",
+            pool="infer-a100",
+            kind="inference",
+            profile="inference",
+            gpu_model=A100,
+            target_mfu=0.07,
+            model=ModelShape("llama3-70b", 70.6e9, layers=80, heads=64, head_dim=128, seq_len=2048),
+            placement=_on("gpu-a100-01", range(8)),
+            step_seconds=0.05,
+            comm_fraction=0.1,
+            data_wait_fraction=0.0,
+        ),
+    )
+    pending = (
+        PendingJob(
+            job_id="pretrain-llama3-70b",
+            name="llama3-70b pretraining (queued)",
+            team="foundation",
+            pool="train-h100",
+            kind="training",
+            gpu_model=H100,
+            gpus_requested=8,
+            model=ModelShape("llama3-70b", 70.6e9, layers=80, heads=64, head_dim=128, seq_len=8192),
+        ),
+    )
+    return ClusterSpec(nodes=nodes, jobs=jobs, pending=pending)

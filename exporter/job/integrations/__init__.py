@@ -1,0 +1,28 @@
+"""Callbacks for training frameworks; each framework is imported only when its callback is first used.
+
+``from exporter.job.integrations import MfumonTrainerCallback`` imports transformers at that moment;
+``import exporter.job.integrations`` alone imports neither transformers nor lightning.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = ["MfumonLightningCallback", "MfumonTrainerCallback"]
+
+_LAZY = {
+    "MfumonTrainerCallback": "exporter.job.integrations.hf",
+    "MfumonLightningCallback": "exporter.job.integrations.lightning",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

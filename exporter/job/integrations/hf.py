@@ -1,0 +1,117 @@
+"""Hugging Face Transformers integration: ``Trainer(..., callbacks=[MfumonTrainerCallback()])``.
+
+Tokens per optimizer step come from ``state.num_input_tokens_seen`` (already summed over ranks by the Trainer)
+when ``include_num_input_tokens_seen`` is on; otherwise from the shape of the ``input_ids`` the model receives
+in training mode (a forward pre-hook on rank 0, multiplied by the world size). The sequence length for the
+FLOPs formula is taken from the first batch unless given.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter
+from typing import Any
+
+from transformers import TrainerCallback
+
+from exporter.job.integrations._common import dtype_of_module, seq_len_of, tokens_in
+from exporter.job.reporter import JobReporter, describe_model
+
+
+class MfumonTrainerCallback(TrainerCallback):  # type: ignore[misc]
+    """Reports a ``transformers.Trainer`` run's throughput to the mfumon aggregator (world process zero only).
+
+    Args:
+        reporter: a ready `JobReporter`; by default one is built at the first step from the Trainer's
+            arguments (world size, bf16/fp16) and the model (parameters, config shape).
+        model: overrides what is reported as the model (a `ModelSpec`, dict, HF config or module).
+        seq_len: the sequence length; defaults to the width of the first training batch.
+        **reporter_kwargs: passed to `JobReporter` (``job_id``, ``url``, ``name``, ``team``, ...).
+    """
+
+    def __init__(
+        self,
+        reporter: JobReporter | None = None,
+        *,
+        model: Any = None,
+        seq_len: int | None = None,
+        **reporter_kwargs: Any,
+    ) -> None:
+        self.reporter = reporter
+        self._owns_reporter = reporter is None
+        self._model_override = model
+        self._seq_len = seq_len
+        self._kwargs = reporter_kwargs
+        self._hook: Any = None
+        self._local_tokens = 0
+        self._tokens_seen = 0
+        self._step_started = 0.0
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        self._tokens_seen = int(state.num_input_tokens_seen or 0)
+        if state.is_world_process_zero and model is not None and self._hook is None:
+            self._hook = model.register_forward_pre_hook(self._count_inputs, with_kwargs=True)
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._step_started = perf_counter()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        step_seconds = perf_counter() - self._step_started
+        if not state.is_world_process_zero:
+            return
+        seen = int(state.num_input_tokens_seen or 0)
+        if seen > self._tokens_seen:
+            tokens = seen - self._tokens_seen  # gathered over all ranks by the Trainer
+        else:
+            tokens = self._local_tokens * max(int(args.world_size), 1)
+        self._tokens_seen, self._local_tokens = seen, 0
+        if self.reporter is None:
+            self.reporter = self._build_reporter(args, model)
+        self.reporter.step(tokens, step_seconds=step_seconds)
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+        if self.reporter is not None and self._owns_reporter:
+            self.reporter.close(exit_code=0)
+
+    def _count_inputs(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Forward pre-hook: count the token positions of each training micro-batch."""
+        if not module.training:
+            return
+        ids = kwargs.get("input_ids")
+        if ids is None and args:
+            ids = args[0]
+        if ids is None:
+            embeds = kwargs.get("inputs_embeds")
+            if embeds is not None:
+                self._local_tokens += int(embeds.shape[0] * embeds.shape[1])
+                self._seq_len = self._seq_len or int(embeds.shape[1])
+            return
+        if hasattr(ids, "numel"):
+            self._local_tokens += tokens_in(ids)
+            self._seq_len = self._seq_len or seq_len_of(ids)
+
+    def _build_reporter(self, args: Any, model: Any) -> JobReporter:
+        described = self._model_override if self._model_override is not None else model
+        options: dict[str, Any] = {
+            "num_gpus": max(int(args.world_size), 1),
+            "dtype": _dtype(args, model),
+            "recompute_activations": bool(args.gradient_checkpointing) or None,
+            "rank": 0,
+            **self._kwargs,
+        }
+        if described is not None:
+            options.setdefault("model", describe_model(described, seq_len=self._seq_len))
+        return JobReporter(**options)
+
+
+def _dtype(args: Any, model: Any) -> str | None:
+    """The Trainer's mixed-precision flag, else the dtype the model's weights are in."""
+    if args.bf16:
+        return "bf16"
+    if args.fp16:
+        return "fp16"
+    if args.tf32:
+        return "tf32"
+    return dtype_of_module(model) if model is not None else None

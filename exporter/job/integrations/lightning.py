@@ -1,0 +1,101 @@
+"""Lightning integration: ``Trainer(callbacks=[MfumonLightningCallback(seq_len=2048)])``.
+
+Each training batch counts as a step. Its tokens are the positions of the batch's token-id tensor (the
+``input_ids``/``tokens`` entry of a dict, else the first integer tensor) times the world size, or what
+``tokens_per_batch`` says. Works with ``lightning`` (2.x) or the older ``pytorch_lightning`` package.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from time import perf_counter
+from typing import Any
+
+try:
+    from lightning.pytorch import Callback
+except ImportError:  # the standalone package name used before Lightning 2.0
+    from pytorch_lightning import Callback  # type: ignore[assignment]
+
+from exporter.job.integrations._common import dtype_from_precision, find_token_tensor, seq_len_of, tokens_in
+from exporter.job.reporter import JobReporter, describe_model
+
+logger = logging.getLogger(__name__)
+
+
+class MfumonLightningCallback(Callback):  # type: ignore[misc]
+    """Reports a Lightning ``Trainer`` run's throughput to the mfumon aggregator (global rank 0 only).
+
+    Args:
+        reporter: a ready `JobReporter`; by default one is built when training starts.
+        model: what is reported as the model; defaults to the LightningModule itself (parameter count, and
+            the shape from its ``config`` attribute if it has one).
+        seq_len: the sequence length; defaults to the width of the first batch's token ids.
+        tokens_per_batch: tokens of one batch on one rank, as a number or a function of the batch.
+        **reporter_kwargs: passed to `JobReporter` (``job_id``, ``url``, ``name``, ``team``, ...).
+    """
+
+    def __init__(
+        self,
+        reporter: JobReporter | None = None,
+        *,
+        model: Any = None,
+        seq_len: int | None = None,
+        tokens_per_batch: int | Callable[[Any], int] | None = None,
+        **reporter_kwargs: Any,
+    ) -> None:
+        self.reporter = reporter
+        self._owns_reporter = reporter is None
+        self._model = model
+        self._seq_len = seq_len
+        self._tokens_per_batch = tokens_per_batch
+        self._kwargs = reporter_kwargs
+        self._batch_started = 0.0
+        self._warned = False
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        self._batch_started = perf_counter()
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        step_seconds = perf_counter() - self._batch_started
+        if not trainer.is_global_zero:
+            return
+        local_tokens = self._count(batch)
+        if self.reporter is None:
+            self.reporter = self._build_reporter(trainer, pl_module)
+        self.reporter.step(local_tokens * max(int(trainer.world_size), 1), step_seconds=step_seconds)
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        self._close(0)
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        self._close(1)
+
+    def _close(self, exit_code: int) -> None:
+        if self.reporter is not None and self._owns_reporter:
+            self.reporter.close(exit_code=exit_code)
+
+    def _count(self, batch: Any) -> int:
+        if callable(self._tokens_per_batch):
+            return int(self._tokens_per_batch(batch))
+        if self._tokens_per_batch is not None:
+            return int(self._tokens_per_batch)
+        ids = find_token_tensor(batch)
+        if ids is None:
+            if not self._warned:
+                logger.warning("mfumon: no token ids found in the batch; pass tokens_per_batch= to count tokens")
+                self._warned = True
+            return 0
+        self._seq_len = self._seq_len or seq_len_of(ids)
+        return tokens_in(ids)
+
+    def _build_reporter(self, trainer: Any, pl_module: Any) -> JobReporter:
+        options: dict[str, Any] = {
+            "num_gpus": max(int(trainer.world_size), 1),
+            "dtype": dtype_from_precision(trainer.precision),
+            "rank": int(trainer.global_rank),
+            **self._kwargs,
+        }
+        described = self._model if self._model is not None else pl_module
+        options["model"] = describe_model(described, seq_len=self._seq_len)
+        return JobReporter(**options)

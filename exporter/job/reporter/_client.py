@@ -1,0 +1,158 @@
+"""Delivery of reporter requests to the aggregator: stdlib HTTP, a bounded retry queue, counted drops.
+
+The standard library's ``urllib`` is used rather than httpx so that the reporter adds no import time and no
+dependency to a training process. Nothing here raises to the caller: a request is either delivered, kept for
+the next round (network error, 5xx, 429), dropped when the queue is full, or rejected (other 4xx, which
+retrying would not fix). The outcome of each round is logged at most once.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import threading
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from time import monotonic
+from typing import Any
+from urllib.parse import urlsplit
+
+logger = logging.getLogger("exporter.job.reporter")
+
+_LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
+
+
+@dataclass(frozen=True)
+class DeliveryStats:
+    """Counters of a reporter's requests since it started."""
+
+    sent: int
+    pending: int
+    dropped: int
+    rejected: int
+    failed_attempts: int
+
+
+@dataclass(frozen=True)
+class _Request:
+    method: str
+    path: str
+    body: dict[str, Any] | None
+
+
+class _Retryable(Exception):
+    """A request that may succeed later (network error, timeout, 5xx, 429)."""
+
+
+class _Rejected(Exception):
+    """A request the aggregator refused for good (4xx other than 429)."""
+
+
+class Delivery:
+    """A FIFO of requests to one aggregator, sent in order by whoever calls `deliver`."""
+
+    def __init__(self, url: str, token: str | None, *, timeout_seconds: float = 5.0, max_pending: int = 64):
+        self._url = url.rstrip("/")
+        self._headers = {"Content-Type": "application/json", "User-Agent": "mfumon-reporter"}
+        if token:
+            self._headers["Authorization"] = f"Bearer {token}"
+        self._timeout = timeout_seconds
+        # Proxies from the environment are honoured, except for the loopback aggregator of a single host.
+        handlers = [urllib.request.ProxyHandler({})] if urlsplit(self._url).hostname in _LOOPBACK_HOSTS else []
+        self._opener = urllib.request.build_opener(*handlers)
+        self._queue: collections.deque[_Request] = collections.deque()
+        self._max_pending = max_pending
+        self._lock = threading.Lock()
+        self._sent = self._dropped = self._rejected = self._failed = 0
+        self._failing = False
+        self.last_response: dict[str, Any] | None = None
+
+    def enqueue(self, method: str, path: str, body: dict[str, Any] | None = None) -> None:
+        """Queue a request; when the queue is full the oldest one is dropped (and counted)."""
+        with self._lock:
+            self._queue.append(_Request(method, path, body))
+            while len(self._queue) > self._max_pending:
+                self._queue.popleft()
+                self._dropped += 1
+
+    def deliver(self, deadline_seconds: float | None = None) -> bool:
+        """Send queued requests oldest first until one fails or time is up; True when the queue is empty."""
+        stop_at = None if deadline_seconds is None else monotonic() + deadline_seconds
+        error: str | None = None
+        while True:
+            with self._lock:
+                if not self._queue:
+                    break
+                request = self._queue[0]
+            timeout = self._timeout
+            if stop_at is not None:
+                timeout = min(timeout, stop_at - monotonic())
+                if timeout <= 0:
+                    error = "no time left"
+                    break
+            try:
+                response = self._send(request, timeout)
+            except _Retryable as exc:
+                with self._lock:
+                    self._failed += 1
+                error = str(exc)
+                break
+            except _Rejected as exc:
+                with self._lock:
+                    self._pop(request)
+                    self._rejected += 1
+                logger.warning("mfumon aggregator rejected %s %s: %s", request.method, request.path, exc)
+                continue
+            with self._lock:
+                self._pop(request)
+                self._sent += 1
+            if request.path.endswith("/reports"):
+                self.last_response = response
+        self._log_round(error)
+        return error is None
+
+    def stats(self) -> DeliveryStats:
+        with self._lock:
+            return DeliveryStats(self._sent, len(self._queue), self._dropped, self._rejected, self._failed)
+
+    def _pop(self, request: _Request) -> None:
+        if self._queue and self._queue[0] is request:
+            self._queue.popleft()
+
+    def _log_round(self, error: str | None) -> None:
+        stats = self.stats()
+        if error is not None:
+            logger.warning(
+                "mfumon aggregator %s unreachable (%s): %d report(s) kept for retry, %d dropped so far",
+                self._url,
+                error,
+                stats.pending,
+                stats.dropped,
+            )
+            self._failing = True
+        elif self._failing:
+            logger.info("mfumon aggregator %s reachable again (%d dropped while it was not)", self._url, stats.dropped)
+            self._failing = False
+
+    def _send(self, request: _Request, timeout: float) -> dict[str, Any] | None:
+        data = None if request.body is None else json.dumps(request.body).encode()
+        http_request = urllib.request.Request(
+            self._url + request.path, data=data, method=request.method, headers=self._headers
+        )
+        try:
+            with self._opener.open(http_request, timeout=timeout) as reply:
+                payload = reply.read()
+        except urllib.error.HTTPError as exc:
+            detail = exc.read()[:500].decode(errors="replace")
+            if exc.code == 429 or exc.code >= 500:
+                raise _Retryable(f"HTTP {exc.code}") from exc
+            raise _Rejected(f"HTTP {exc.code}: {detail}") from exc
+        except (OSError, ValueError) as exc:  # URLError, timeouts, resets, a malformed URL
+            raise _Retryable(f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}") from exc
+        try:
+            parsed = json.loads(payload) if payload else None
+        except ValueError:
+            return None
+        return parsed if isinstance(parsed, dict) else None

@@ -1,0 +1,294 @@
+"""`JobReporter`: record each training step in memory, report throughput to the aggregator in the background.
+
+The training loop only ever calls `JobReporter.step`, which takes a lock for a few additions and returns; a
+daemon thread cuts an interval every ``interval_seconds`` and posts it to ``POST /v1/jobs/{id}/reports``
+together with the job's static metadata. Nothing the network does can raise into, or block, the training loop.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from exporter.job.models import ModelSpec, describe_model
+from exporter.job.reporter import _env
+from exporter.job.reporter._client import Delivery, DeliveryStats
+from exporter.job.reporter._window import StepWindow
+
+logger = logging.getLogger("exporter.job.reporter")
+
+_AUTO = "auto"
+_KINDS = ("training", "inference")
+_DTYPES = ("bf16", "fp16", "fp8", "tf32", "fp32")
+
+
+class _NullWindow:
+    """What a non-reporting rank records into: nothing."""
+
+    last_mean_step_seconds = None
+
+    def add(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def add_rate(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def take(self, stall_after_seconds: float | None = None) -> None:
+        return None
+
+
+class JobReporter:
+    """Reports a job's throughput to the mfumon aggregator; only rank 0 reports unless told otherwise.
+
+    Example::
+
+        with JobReporter(model="config.json", seq_len=4096, gpu_model="auto") as reporter:
+            for batch in loader:
+                train_step(batch)
+                reporter.step(tokens=global_batch_size * 4096)
+
+    Args:
+        job_id: defaults to ``MFUMON_JOB_ID``, ``SLURM_JOB_ID``, ``TORCHELASTIC_RUN_ID``, ... else generated.
+        url: aggregator URL; defaults to ``MFUMON_URL``, else ``http://127.0.0.1:8000``.
+        token: ingest token; defaults to the first line of ``token_file``, else ``MFUMON_TOKEN``.
+        kind: ``"training"`` or ``"inference"``.
+        model: a `ModelSpec`, a dict of its fields, a HF config (dict, path, PretrainedConfig) or a module.
+        seq_len: sequence length for the attention term of the FLOPs formula.
+        num_gpus: devices of the whole job; defaults to ``WORLD_SIZE``.
+        gpu_model: ``"auto"`` reads ``torch.cuda.get_device_name()`` if torch is loaded and sees a GPU.
+        interval_seconds: how often the background thread reports.
+        rank: this process's rank (default from ``RANK``/``LOCAL_RANK``/...); only rank 0 reports.
+        all_ranks: report from every rank (each then needs its own ``job_id``).
+        start: start the background thread now (else on the first `flush` or `start`).
+    """
+
+    def __init__(
+        self,
+        job_id: str | None = None,
+        *,
+        url: str | None = None,
+        token: str | None = None,
+        token_file: str | os.PathLike[str] | None = None,
+        kind: str = "training",
+        model: Any = None,
+        seq_len: int | None = None,
+        num_gpus: int | None = None,
+        gpu_model: str | None = _AUTO,
+        dtype: str | None = None,
+        peak_flops_per_gpu: float | None = None,
+        recompute_activations: bool | None = None,
+        name: str | None = None,
+        team: str | None = None,
+        pool: str | None = None,
+        gpus_requested: int | None = None,
+        interval_seconds: float = 15.0,
+        timeout_seconds: float = 5.0,
+        max_pending_reports: int = 64,
+        rank: int | None = None,
+        all_ranks: bool = False,
+        start: bool = True,
+    ) -> None:
+        if kind not in _KINDS:
+            raise ValueError(f"kind must be one of {_KINDS}, got {kind!r}")
+        if dtype is not None and dtype not in _DTYPES:
+            raise ValueError(f"dtype must be one of {_DTYPES}, got {dtype!r}")
+        if interval_seconds <= 0:
+            raise ValueError("interval_seconds must be > 0")
+        self.rank = _env.default_rank() if rank is None else rank
+        self.job_id = _env.sanitize_job_id(job_id) if job_id else _env.default_job_id()
+        self.kind = kind
+        self.interval_seconds = float(interval_seconds)
+        self.url = (url or _env.default_url()).rstrip("/")
+        self.active = bool(all_ranks or self.rank == 0)
+        if self.active and urlsplit(self.url).scheme not in ("http", "https"):
+            logger.error("mfumon reporter disabled: %r is not an http(s) URL", self.url)
+            self.active = False
+        self.model: ModelSpec | None = None
+        self.metadata: dict[str, Any] = {}
+        self.last_report: dict[str, Any] | None = None
+        self._window: StepWindow | _NullWindow = StepWindow() if self.active else _NullWindow()
+        self._thread: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._closed = False
+        self._pid = os.getpid()
+        self._flush_lock = threading.Lock()
+        self._delivery: Delivery | None = None
+        if not self.active:
+            return
+        if model is not None:
+            self.model = describe_model(model, seq_len=seq_len)
+        self.metadata = _metadata(
+            kind=kind,
+            num_gpus=num_gpus if num_gpus is not None else _env.default_world_size(),
+            gpu_model=_env.detect_gpu_model() if gpu_model == _AUTO else gpu_model,
+            dtype=dtype,
+            model=self.model,
+            peak_flops_per_gpu=peak_flops_per_gpu,
+            recompute_activations=recompute_activations,
+            name=name,
+            team=team,
+            pool=pool,
+            gpus_requested=gpus_requested,
+        )
+        secret = token or _env.read_token(token_file)
+        self._delivery = Delivery(self.url, secret, timeout_seconds=timeout_seconds, max_pending=max_pending_reports)
+        self._job_path = f"/v1/jobs/{quote(self.job_id, safe='')}"
+        self._delivery.enqueue("PUT", self._job_path, dict(self.metadata))
+        atexit.register(self.close)
+        if start:
+            self.start()
+
+    # -- the hot path ---------------------------------------------------------------------------------------
+
+    def step(
+        self,
+        tokens: int,
+        step_seconds: float | None = None,
+        comm_seconds: float | None = None,
+        data_wait_seconds: float | None = None,
+    ) -> None:
+        """Record one finished step: ``tokens`` processed by the *whole job* (global batch x sequence length).
+
+        The optional times are this step's wall time, its exposed (not overlapped) communication and its wait
+        for input data. Without ``step_seconds`` the first call only starts the clock.
+        """
+        self._window.add(tokens, step_seconds, comm_seconds, data_wait_seconds)
+
+    def record_throughput(
+        self,
+        tokens_per_second: float,
+        *,
+        step_seconds: float | None = None,
+        source: str = "",
+        step: int | None = None,
+    ) -> None:
+        """Record a whole-job throughput measured elsewhere (e.g. a log line); for `mfumon wrap`.
+
+        Observations from one ``source`` in an interval are averaged; different sources (e.g. several
+        inference engines of one job) are added up.
+        """
+        self._window.add_rate(tokens_per_second, step_seconds, source, step)
+
+    def update(self, **fields: Any) -> None:
+        """Change static metadata (``kind``, ``model``, ``num_gpus``, ...) from the next report on.
+
+        ``None`` removes a field; ``model`` accepts what the constructor does. Sends ``PUT /v1/jobs/{id}``.
+        """
+        if self._delivery is None:
+            return
+        metadata = dict(self.metadata)
+        for key, value in fields.items():
+            if key == "model" and value is not None:
+                self.model = describe_model(value)
+                value = self.model.to_dict()
+            if value is None:
+                metadata.pop(key, None)
+            else:
+                metadata[key] = value
+        self.metadata = metadata  # one reference swap: the reporting thread sees the old or the new dict
+        self._delivery.enqueue("PUT", self._job_path, dict(metadata))
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the background reporting thread (idempotent)."""
+        if not self.active or self._closed or self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name="mfumon-reporter", daemon=True)
+        self._thread.start()
+
+    def flush(self, timeout_seconds: float | None = None) -> bool:
+        """Cut the current interval now and try to send everything queued; True when nothing is left."""
+        if self._delivery is None:
+            return True
+        with self._flush_lock:
+            self._queue_interval()
+            return self._delivery.deliver(timeout_seconds)
+
+    def close(self, exit_code: int | None = None, timeout_seconds: float = 10.0) -> None:
+        """Report the last partial interval, end the job (``POST .../end``) and stop the thread.
+
+        Called by the context manager and at interpreter exit; later calls do nothing. Gives up after
+        ``timeout_seconds`` so that a dead aggregator never holds the job's exit.
+        """
+        if self._closed or os.getpid() != self._pid:  # a forked child does not own the job
+            return
+        self._closed = True
+        atexit.unregister(self.close)
+        if self._delivery is None:
+            return
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=timeout_seconds / 2)
+        with self._flush_lock:
+            self._queue_interval(final=True)
+            body = None if exit_code is None else {"exit_code": int(exit_code)}
+            self._delivery.enqueue("POST", f"{self._job_path}/end", body)
+            if not self._delivery.deliver(timeout_seconds / 2):
+                logger.warning("mfumon reporter closed with %d request(s) unsent", self.stats().pending)
+
+    def __enter__(self) -> JobReporter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        code = 0
+        if isinstance(exc, SystemExit):
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        elif exc is not None:
+            code = 1
+        self.close(exit_code=code)
+
+    # -- introspection --------------------------------------------------------------------------------------
+
+    @property
+    def last_response(self) -> dict[str, Any] | None:
+        """The aggregator's answer to the last report delivered (``mfu``, ``flops_per_token``, ...)."""
+        return None if self._delivery is None else self._delivery.last_response
+
+    def stats(self) -> DeliveryStats:
+        """Requests sent, pending, dropped (queue full) and rejected (4xx) so far."""
+        if self._delivery is None:
+            return DeliveryStats(0, 0, 0, 0, 0)
+        return self._delivery.stats()
+
+    # -- background -----------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._wake.wait(self.interval_seconds):
+            try:
+                self.flush()
+            except Exception:  # never let the reporter thread die silently on a bug
+                logger.exception("mfumon reporter: unexpected error while reporting")
+
+    def _queue_interval(self, final: bool = False) -> None:
+        stall_after = None if final else self._stall_after_seconds()
+        fields = self._window.take(stall_after)
+        if fields is None or self._delivery is None:
+            return
+        report = {**self.metadata, **fields}
+        self.last_report = report
+        self._delivery.enqueue("POST", f"{self._job_path}/reports", report)
+
+    def _stall_after_seconds(self) -> float:
+        """No step for this long means the job is stuck, not slow: four report intervals or four steps."""
+        step = self._window.last_mean_step_seconds or 0.0
+        return 4 * max(self.interval_seconds, step)
+
+
+def _metadata(**fields: Any) -> dict[str, Any]:
+    """The static part of every report, known fields only (``None`` is never sent)."""
+    model = fields.pop("model")
+    body = {k: v for k, v in fields.items() if v is not None}
+    if model is not None:
+        body["model"] = model.to_dict()
+    return body

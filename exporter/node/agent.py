@@ -1,0 +1,145 @@
+"""``mfumon exporter``: the node agent.
+
+Reads GPU counters every ``--interval`` seconds from NVML (default when it loads), a local dcgm-exporter, or a
+simulation; attributes GPUs to jobs; pushes one batch per cycle to ``POST /v1/nodes/{node}/samples``, spooling what
+the aggregator cannot take; serves its own ``/metrics`` and ``/healthz`` on ``--web.listen-address``.
+Exit codes: 0 after a clean stop (SIGTERM/SIGINT), 1 when no counter source can be opened, 2 for invalid settings.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+
+from exporter.errors import ConfigError, ExporterError, SourceUnavailable
+from exporter.node.attribution import JobResolver
+from exporter.node.pipeline import Agent
+from exporter.node.push import RetryPolicy, Sender
+from exporter.node.selfmetrics import ExporterMetrics, MetricsServer
+from exporter.node.settings import Settings, build_parser, load_settings
+from exporter.node.sources import Source, open_source
+from exporter.node.spool import DiskSpool, MemorySpool, Spool
+from exporter.samples import NodeBatch
+
+__all__ = ["build_agent", "main", "open_configured_source"]
+
+logger = logging.getLogger("exporter.node.agent")
+
+
+def open_configured_source(settings: Settings) -> Source:
+    """The counter source the settings ask for, with job attribution wired in."""
+    resolver = JobResolver(settings.PROC_ROOT, str(settings.JOB_MAPPING_DIR) if settings.JOB_MAPPING_DIR else None)
+    return open_source(
+        settings.SOURCE,
+        node=settings.NODE,
+        resolver=resolver,
+        dcgm_url=settings.DCGM_URL,
+        sim_model=settings.SIM_MODEL,
+        sim_gpus=settings.SIM_GPUS,
+        sim_profile=settings.SIM_PROFILE,
+        sim_mfu=settings.SIM_MFU,
+        sim_seed=settings.SIM_SEED,
+    )
+
+
+def build_agent(settings: Settings, source: Source, metrics: ExporterMetrics | None = None) -> Agent:
+    """Spool, sender and collector for ``source``, configured from ``settings`` (not started)."""
+    metrics = metrics or ExporterMetrics()
+    spool: Spool
+    if settings.SPOOL_DIR is not None:
+        spool = DiskSpool(settings.SPOOL_DIR, settings.SPOOL_MAX_BYTES)
+    else:
+        spool = MemorySpool(settings.SPOOL_MAX_BYTES)
+    sender = Sender(
+        settings.URL,
+        spool,
+        token=settings.token(),
+        metrics=metrics,
+        timeout_s=settings.PUSH_TIMEOUT,
+        retry=RetryPolicy(max_s=settings.BACKOFF_MAX),
+    )
+    return Agent(
+        source=source,
+        sender=sender,
+        node=settings.NODE,
+        pool=settings.POOL,
+        interval_s=settings.INTERVAL,
+        metrics=metrics,
+    )
+
+
+def _print_once(settings: Settings, source: Source) -> int:
+    import time
+
+    batch = NodeBatch(node=settings.NODE, timestamp=time.time(), gpus=tuple(source.collect()), pool=settings.POOL)
+    print(json.dumps({"node": batch.node, **batch.body()}, indent=2))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the exporter until SIGTERM or SIGINT."""
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings(args)
+        settings.token()  # fail early on an unreadable token file
+    except ConfigError as exc:
+        print(f"mfumon exporter: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=settings.LOG_LEVEL, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        source = open_configured_source(settings)
+    except SourceUnavailable as exc:
+        print(f"mfumon exporter: {exc}", file=sys.stderr)
+        return 1
+    except ConfigError as exc:
+        print(f"mfumon exporter: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.once:
+            return _print_once(settings, source)
+        return _serve(settings, source)
+    except ExporterError as exc:
+        print(f"mfumon exporter: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        source.close()
+
+
+def _serve(settings: Settings, source: Source) -> int:
+    agent = build_agent(settings, source)
+    server: MetricsServer | None = None
+    if settings.LISTEN_ADDRESS.strip():
+        try:
+            server = MetricsServer(settings.LISTEN_ADDRESS, agent.metrics, agent.health)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot listen on {settings.LISTEN_ADDRESS!r}: {exc}") from exc
+        server.start()
+    stop = threading.Event()
+
+    def _on_signal(signum: int, _frame: FrameType | None) -> None:
+        logger.info("received signal %d, stopping", signum)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    agent.start()
+    where = f", self-metrics on http://{settings.LISTEN_ADDRESS}/metrics" if server else ""
+    print(
+        f"mfumon exporter: node {settings.NODE}, source {source.name}, pushing to {settings.URL} "
+        f"every {settings.INTERVAL:g}s{where}",
+        flush=True,
+    )
+    try:
+        while not stop.wait(1.0):
+            pass
+    finally:
+        agent.stop()
+        if server is not None:
+            server.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0

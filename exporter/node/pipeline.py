@@ -1,0 +1,115 @@
+"""The collection loop: a collector thread that reads the source every interval and hands batches to the sender.
+
+Collection and delivery are separate threads joined by the sender's queue, so a slow or unreachable aggregator never
+delays or skips a collection. A failing cycle (the source raised) is logged and counted, and the loop goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from exporter.node.push import Sender
+from exporter.node.selfmetrics import ExporterMetrics
+from exporter.node.sources import Source
+from exporter.samples import NodeBatch, count_up
+
+__all__ = ["Agent"]
+
+logger = logging.getLogger(__name__)
+
+
+class Agent:
+    """Runs ``source.collect()`` every ``interval_s`` seconds and submits each batch to ``sender``."""
+
+    def __init__(
+        self,
+        *,
+        source: Source,
+        sender: Sender,
+        node: str,
+        pool: str | None = None,
+        interval_s: float = 10.0,
+        metrics: ExporterMetrics | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.source = source
+        self.sender = sender
+        self.node = node
+        self.pool = pool
+        self.interval_s = interval_s
+        self.metrics = metrics or ExporterMetrics()
+        self._clock = clock
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._started_at = time.monotonic()
+        self._last_success: float | None = None
+        self._source_errors_seen = 0
+        self.metrics.info.labels(node, source.name).set(1)
+
+    def start(self) -> None:
+        """Start the sender and the collector thread."""
+        self._started_at = time.monotonic()
+        self.sender.start()
+        self._thread = threading.Thread(target=self._run, name="mfumon-collector", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop collecting, then let the sender deliver or spool what is queued."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=timeout_s)
+        self.sender.stop(timeout_s=timeout_s)
+
+    def collect_once(self) -> NodeBatch | None:
+        """Run one cycle: collect, submit, record self-metrics. ``None`` when the source failed."""
+        started = time.perf_counter()
+        try:
+            gpus = self.source.collect()
+        except Exception as exc:  # a collector thread must survive any source failure
+            self.metrics.collector_errors.inc()
+            debug = logger.isEnabledFor(logging.DEBUG)
+            logger.warning("collection from %s failed: %s", self.source.name, exc, exc_info=debug)
+            return None
+        finally:
+            new_errors = self.source.error_count - self._source_errors_seen
+            if new_errors > 0:
+                self.metrics.collector_errors.inc(new_errors)
+                self._source_errors_seen = self.source.error_count
+        batch = NodeBatch(node=self.node, timestamp=self._clock(), gpus=tuple(gpus), pool=self.pool)
+        self.sender.submit(batch)
+        up, lost = count_up(gpus)
+        self.metrics.gpus.labels("up").set(up)
+        self.metrics.gpus.labels("lost").set(lost)
+        self.metrics.collections.inc()
+        self.metrics.collection_duration.observe(time.perf_counter() - started)
+        self.metrics.last_collection.set(batch.timestamp)
+        self._last_success = time.monotonic()
+        return batch
+
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        """Healthy while the last successful collection is recent (within 3 intervals, after a start-up grace)."""
+        now = time.monotonic()
+        limit_s = 3 * self.interval_s + 5.0
+        reference = self._last_success if self._last_success is not None else self._started_at
+        ok = now - reference <= limit_s
+        return ok, {
+            "node": self.node,
+            "source": self.source.name,
+            "seconds_since_collection": None if self._last_success is None else round(now - self._last_success, 3),
+            "spool_batches": len(self.sender.spool),
+            "last_push_success": self.sender.last_success,
+        }
+
+    def _run(self) -> None:
+        next_due = time.monotonic()
+        while not self._stop.is_set():
+            self.collect_once()
+            next_due += self.interval_s
+            now = time.monotonic()
+            if next_due < now:  # a slow cycle: skip the missed slots rather than bursting
+                next_due = now
+            self._stop.wait(next_due - now)

@@ -1,0 +1,91 @@
+"""Counter sources: where a node's GPU samples come from.
+
+- ``nvml``: the NVIDIA driver's NVML library through pynvml (the default when it loads); GPM metrics on Hopper+.
+- ``dcgm``: a local dcgm-exporter's ``/metrics`` text, mapped onto our counters.
+- ``sim``: simulated GPUs with workload profiles, for demos and tests without hardware.
+
+Each source has ``name``, ``error_count`` (per-device read failures so far, for the self-metrics), ``collect()``
+returning one :class:`~exporter.samples.GpuSample` per device, and ``close()``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+from exporter.errors import ConfigError, DeviceError, SourceUnavailable
+from exporter.node.attribution import JobResolver
+from exporter.samples import GpuSample
+
+__all__ = ["SOURCE_KINDS", "Source", "open_source"]
+
+logger = logging.getLogger(__name__)
+
+SOURCE_KINDS: tuple[str, ...] = ("auto", "nvml", "dcgm", "sim")
+
+
+class Source(Protocol):
+    """What the agent needs from a counter source."""
+
+    name: str
+    error_count: int
+
+    def collect(self) -> list[GpuSample]: ...
+
+    def close(self) -> None: ...
+
+
+def open_source(
+    kind: str,
+    *,
+    node: str,
+    resolver: JobResolver | None = None,
+    dcgm_url: str = "http://127.0.0.1:9400/metrics",
+    sim_model: str = "NVIDIA H100 80GB HBM3",
+    sim_gpus: int = 8,
+    sim_profile: str = "training",
+    sim_mfu: float = 0.4,
+    sim_seed: int = 0,
+) -> Source:
+    """Open the source ``kind``; ``auto`` tries NVML, then a local dcgm-exporter.
+
+    Raises:
+        SourceUnavailable: the requested source (or, for ``auto``, every candidate) cannot be opened.
+        ConfigError: ``kind`` is not one of :data:`SOURCE_KINDS`.
+    """
+    if kind not in SOURCE_KINDS:
+        raise ConfigError(f"unknown source {kind!r} (choose from {', '.join(SOURCE_KINDS)})")
+    if kind in ("nvml", "auto"):
+        from exporter.node.sources.nvml import NvmlSource
+        from exporter.node.sources.nvml_api import NvmlApi
+
+        try:
+            api = NvmlApi.load()
+            try:
+                return NvmlSource(api, resolver)
+            except DeviceError as exc:  # NVML initialised but cannot even enumerate the GPUs
+                api.shutdown()
+                raise SourceUnavailable(f"NVML cannot enumerate the GPUs: {exc}") from exc
+        except SourceUnavailable as exc:
+            if kind == "nvml":
+                raise
+            logger.info("NVML unavailable (%s); trying dcgm-exporter at %s", exc, dcgm_url)
+    if kind in ("dcgm", "auto"):
+        from exporter.node.sources.dcgm import DcgmSource
+
+        source = DcgmSource(dcgm_url, resolver)
+        try:
+            source.probe()
+        except SourceUnavailable:
+            source.close()
+            if kind == "dcgm":
+                raise
+            raise SourceUnavailable(
+                f"no GPU source found: NVML did not load and no dcgm-exporter answers at {dcgm_url} "
+                "(use --source sim for a simulated node)"
+            ) from None
+        return source
+    from exporter.node.sources.sim import SimSource, SimWorkload
+
+    workload = SimWorkload(profile=sim_profile, target_mfu=sim_mfu)
+    return SimSource(node=node, model=sim_model, count=sim_gpus, seed=sim_seed, workload=workload)

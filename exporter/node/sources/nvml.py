@@ -1,0 +1,262 @@
+"""The NVML counter source: per-GPU (and per-MIG-instance) samples, GPM on Hopper+, XIDs, NVLink, attribution.
+
+Capabilities are probed per device by trying each counter: one that answers NOT_SUPPORTED / NO_PERMISSION is left out
+of that device's samples for good and logged once; it is never sent as zero. A device that answers GPU_IS_LOST is
+reported ``up: false`` with no counters (never with its last values) until it answers again.
+
+GPM metrics (SM active, SM occupancy, tensor active, DRAM bandwidth, NVLink and PCIe rates) need two samples at least
+100 ms apart ("the interval between two nvmlGpmSampleGet() calls should be greater than 100ms"); the source keeps a
+previous and a current sample per device and rotates them, so each cycle's values cover the time since the last one.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from exporter.errors import CounterUnsupported, DeviceError, GpuLost
+from exporter.node.attribution import GpuProcess, JobResolver
+from exporter.node.sources.nvml_api import DeviceInfo, NvlinkTotals, NvmlApi
+from exporter.node.sources.xid import XidWatcher
+from exporter.samples import GpuSample
+
+__all__ = ["GPM_MIN_INTERVAL_S", "NvmlSource"]
+
+logger = logging.getLogger(__name__)
+
+GPM_MIN_INTERVAL_S = 0.1
+"""NVML's documented minimum spacing of two GPM samples."""
+
+
+@dataclass
+class _DeviceState:
+    """What the source remembers about one device between cycles."""
+
+    unsupported: set[str] = field(default_factory=set)
+    lost: bool = False
+    max_sm_clock_hz: float | None = None
+    gpm_samples: list[Any] = field(default_factory=list)
+    gpm_taken_at: float | None = None
+    nvlink_prev: NvlinkTotals | None = None
+
+
+class NvmlSource:
+    """Reads every GPU through :class:`NvmlApi` once per :meth:`collect`.
+
+    Args:
+        api: an initialised NVML wrapper (``NvmlApi.load()``).
+        resolver: maps a device's compute processes / mapping file to a job id; ``None`` disables attribution.
+        rescan_s: how often the device list (and MIG layout) is enumerated again.
+        clock: monotonic clock, injectable for tests of the GPM spacing.
+    """
+
+    name = "nvml"
+
+    def __init__(
+        self,
+        api: NvmlApi,
+        resolver: JobResolver | None = None,
+        *,
+        rescan_s: float = 60.0,
+        xid_poll_ms: int = 500,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._api = api
+        self._resolver = resolver
+        self._rescan_s = rescan_s
+        self._clock = clock
+        self.error_count = 0
+        self._state: dict[str, _DeviceState] = {}
+        self._devices = api.devices()
+        self._scanned_at = clock()
+        physical = {d.physical_uuid: d.parent_handle or d.handle for d in self._devices}
+        self._xid = XidWatcher(api, sorted(physical.items()), poll_ms=xid_poll_ms)
+        self._xid.start()
+        for device in self._devices:
+            self._prime_gpm(device, self._state_of(device))
+
+    @property
+    def devices(self) -> list[DeviceInfo]:
+        """The devices enumerated at the last scan."""
+        return list(self._devices)
+
+    def close(self) -> None:
+        """Stop the XID thread, free GPM samples and shut NVML down."""
+        self._xid.stop()
+        for state in self._state.values():
+            for sample in state.gpm_samples:
+                self._api.gpm_free(sample)
+            state.gpm_samples.clear()
+        self._api.shutdown()
+
+    def collect(self) -> list[GpuSample]:
+        """One sample per device; never raises for a single device's failure."""
+        self._maybe_rescan()
+        return [self._sample(device, self._state_of(device)) for device in self._devices]
+
+    # -- internals -----------------------------------------------------------------------------------------------
+
+    def _state_of(self, device: DeviceInfo) -> _DeviceState:
+        state = self._state.get(device.uuid)
+        if state is None:
+            state = self._state[device.uuid] = _DeviceState()
+        return state
+
+    def _maybe_rescan(self) -> None:
+        if self._clock() - self._scanned_at < self._rescan_s:
+            return
+        self._scanned_at = self._clock()
+        try:
+            devices = self._api.devices()
+        except DeviceError as exc:
+            self.error_count += 1
+            logger.warning("re-enumerating GPUs failed, keeping the previous list: %s", exc)
+            return
+        known = {d.uuid for d in devices}
+        for uuid in [u for u in self._state if u not in known]:
+            for sample in self._state.pop(uuid).gpm_samples:
+                self._api.gpm_free(sample)
+        self._devices = devices
+        for device in devices:
+            state = self._state_of(device)
+            if not state.gpm_samples:
+                self._prime_gpm(device, state)
+
+    def _unsupported(self, device: DeviceInfo, state: _DeviceState, counter: str, exc: Exception) -> None:
+        state.unsupported.add(counter)
+        logger.info("GPU %s (%s): %s unavailable, left out of its samples: %s", device.key, device.uuid, counter, exc)
+
+    def _read(self, device: DeviceInfo, state: _DeviceState, counter: str, fn: Callable[[], Any]) -> Any:
+        """Run one counter read; ``None`` when unsupported (remembered) or failed (counted). Lost propagates."""
+        if counter in state.unsupported:
+            return None
+        try:
+            return fn()
+        except CounterUnsupported as exc:
+            self._unsupported(device, state, counter, exc)
+        except GpuLost:
+            raise
+        except DeviceError as exc:
+            self.error_count += 1
+            logger.debug("GPU %s: reading %s failed: %s", device.key, counter, exc)
+        return None
+
+    def _sample(self, device: DeviceInfo, state: _DeviceState) -> GpuSample:
+        try:
+            counters = self._counters(device, state)
+        except GpuLost as exc:
+            if not state.lost:
+                logger.error("GPU %s (%s) is lost: %s", device.key, device.uuid, exc)
+            state.lost = True
+            state.gpm_taken_at = None
+            state.nvlink_prev = None
+            return GpuSample(device.uuid, device.index, device.name, mig_profile=device.mig_profile, up=False)
+        if state.lost:
+            logger.warning("GPU %s (%s) answers again", device.key, device.uuid)
+            state.lost = False
+        job_id = self._job_id(device, state)
+        return GpuSample.build(
+            device.uuid, device.index, device.name, counters, job_id=job_id, mig_profile=device.mig_profile
+        )
+
+    def _counters(self, device: DeviceInfo, state: _DeviceState) -> dict[str, Any]:
+        api, h = self._api, device.handle
+        # Clocks, temperature and throttle reasons belong to the physical GPU; power/memory/ECC to the handle.
+        board = device.parent_handle or h
+        out: dict[str, Any] = {}
+        memory = self._read(device, state, "memory", lambda: api.memory_bytes(h))
+        if memory is not None:
+            out["memory_used_bytes"], out["memory_total_bytes"] = memory
+        out["utilization"] = self._read(device, state, "utilization", lambda: api.utilization(h))
+        out["power_watts"] = self._read(device, state, "power", lambda: api.power_watts(h))
+        out["temperature_celsius"] = self._read(device, state, "temperature", lambda: api.temperature_celsius(board))
+        out["sm_clock_hz"] = self._read(device, state, "sm_clock", lambda: api.sm_clock_hz(board))
+        if state.max_sm_clock_hz is None:  # static: read once
+            state.max_sm_clock_hz = self._read(
+                device, state, "max_sm_clock", lambda: api.sm_clock_hz(board, maximum=True)
+            )
+        out["max_sm_clock_hz"] = state.max_sm_clock_hz
+        out["throttle_reasons"] = self._read(device, state, "throttle_reasons", lambda: api.throttle_reasons(board))
+        out["ecc_uncorrected_total"] = self._read(
+            device, state, "ecc_uncorrected", lambda: api.ecc_total(h, corrected=False)
+        )
+        out["ecc_corrected_total"] = self._read(
+            device, state, "ecc_corrected", lambda: api.ecc_total(h, corrected=True)
+        )
+        out.update(self._gpm(device, state))
+        if "nvlink_tx_bytes_per_second" not in out:
+            out.update(self._nvlink_rates(device, state))
+        out["xid_errors_total"] = self._xid.total(device.physical_uuid, device.gpu_instance_id)
+        return out
+
+    def _prime_gpm(self, device: DeviceInfo, state: _DeviceState) -> None:
+        """Allocate the two GPM samples of a device and take the first one."""
+        if not device.gpm_supported or "gpm" in state.unsupported:
+            return
+        try:
+            state.gpm_samples = [self._api.gpm_alloc(), self._api.gpm_alloc()]
+            self._api.gpm_sample(device, state.gpm_samples[0])
+            state.gpm_taken_at = self._clock()
+        except DeviceError as exc:
+            self._unsupported(device, state, "gpm", exc)
+
+    def _gpm(self, device: DeviceInfo, state: _DeviceState) -> dict[str, Any]:
+        if not state.gpm_samples or "gpm" in state.unsupported:
+            return {}
+        now = self._clock()
+        if state.gpm_taken_at is not None and now - state.gpm_taken_at < GPM_MIN_INTERVAL_S:
+            return {}  # too soon: keep the older sample so the next cycle has a valid interval
+        previous, current = state.gpm_samples
+        try:
+            if state.gpm_taken_at is None:  # first interval after a loss or a failed read: start it now
+                self._api.gpm_sample(device, previous)
+                state.gpm_taken_at = now
+                return {}
+            self._api.gpm_sample(device, current)
+            metrics, refused = self._api.gpm_metrics(previous, current)
+        except CounterUnsupported as exc:
+            self._unsupported(device, state, "gpm", exc)
+            return {}
+        except GpuLost:
+            raise
+        except DeviceError as exc:
+            self.error_count += 1
+            state.gpm_taken_at = None
+            logger.debug("GPU %s: GPM read failed: %s", device.key, exc)
+            return {}
+        state.gpm_samples = [current, previous]
+        state.gpm_taken_at = now
+        for metric_id in refused:
+            name = f"gpm_metric_{metric_id}"
+            if name not in state.unsupported:
+                self._unsupported(device, state, name, CounterUnsupported("NVML returned an error for it"))
+        return {name: value for name, value in asdict(metrics).items() if value is not None}
+
+    def _nvlink_rates(self, device: DeviceInfo, state: _DeviceState) -> dict[str, float]:
+        """Bytes/s from the cumulative NVLink field counters (Ampere and older, or GPM without NVLink)."""
+        totals = self._read(device, state, "nvlink", lambda: self._api.nvlink_totals(device.handle))
+        if totals is None:
+            return {}
+        previous, state.nvlink_prev = state.nvlink_prev, totals
+        if previous is None:
+            return {}
+        elapsed_s = (totals.timestamp_us - previous.timestamp_us) / 1e6
+        tx, rx = totals.tx_bytes - previous.tx_bytes, totals.rx_bytes - previous.rx_bytes
+        if elapsed_s <= 0 or tx < 0 or rx < 0:  # no new reading, or the counters reset
+            return {}
+        return {"nvlink_tx_bytes_per_second": tx / elapsed_s, "nvlink_rx_bytes_per_second": rx / elapsed_s}
+
+    def _job_id(self, device: DeviceInfo, state: _DeviceState) -> str | None:
+        if self._resolver is None:
+            return None
+        processes: list[GpuProcess] = []
+        try:
+            listed = self._read(device, state, "processes", lambda: self._api.compute_processes(device.handle))
+        except GpuLost:
+            listed = None
+        for pid, used in listed or ():
+            processes.append(GpuProcess(pid=pid, used_memory_bytes=used))
+        return self._resolver.resolve(device.key, processes)

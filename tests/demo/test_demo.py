@@ -1,0 +1,71 @@
+"""The simulated cluster of ``mfumon demo`` against a real aggregator: MFUs near their targets, attribution, pools."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from exporter.demo import cli as demo
+from exporter.demo.simcluster import PEAK_BF16_DENSE, default_cluster
+from tests.conftest import LiveServer, free_port
+
+
+def test_job_sizes_give_the_target_mfu_with_the_dense_peaks() -> None:
+    for job in default_cluster().jobs:
+        m = job.model
+        attention = m.layers * m.heads * m.head_dim * m.seq_len
+        # interface.md: training 6N + 12·L·H·Q·T, inference 2N + 4·L·H·Q·T; MFU = tokens/s x FLOPs/token / peak
+        per_token = (6 * m.params + 12 * attention) if job.kind == "training" else (2 * m.params + 4 * attention)
+        peak = job.num_gpus * {"NVIDIA H100 80GB HBM3": 989e12, "NVIDIA A100-SXM4-80GB": 312e12}[job.gpu_model]
+        assert job.tokens_per_second(job.target_mfu) * per_token / peak == pytest.approx(job.target_mfu)
+    assert PEAK_BF16_DENSE["NVIDIA H100 80GB HBM3"] == 989e12
+
+
+def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -> None:
+    cluster = default_cluster(checkpoints=False)
+    result = demo.run_simulation(live_server.url, duration_s=3.0, interval_s=0.5, cluster=cluster)
+    assert result.report_failures == 0 and result.reports_posted >= 3 * 5
+    assert result.batches_delivered >= 4 * 4
+    with httpx.Client(base_url=live_server.url, timeout=5) as client:
+        jobs = {j["job_id"]: j for j in client.get("/v1/jobs").json()["data"]}
+        pools = {p["name"]: p for p in client.get("/v1/cluster").json()["pools"]}
+        nodes = {n["name"]: n for n in client.get("/v1/nodes").json()["data"]}
+    # target, GPUs, tolerance: the simulated MFU wanders by design (training ±5 %, comm-bound ±12 %, inference ±15 %)
+    targets = {
+        "pretrain-llama3-8b": (0.45, 8, 0.1),
+        "finetune-13b-commbound": (0.20, 4, 0.2),
+        "serve-llama3-70b": (0.07, 8, 0.25),
+    }
+    for job_id, (target, gpus, tolerance) in targets.items():
+        job = jobs[job_id]
+        assert job["status"] == "running"
+        assert job["latest"]["mfu"] == pytest.approx(target, rel=tolerance)
+        assert job["gpus_allocated"] == gpus  # from the exporters' job_id on each simulated GPU
+    assert jobs["finetune-13b-commbound"]["latest"]["comm_ratio"] == pytest.approx(0.45)
+    pending = jobs["pretrain-llama3-70b"]
+    assert (pending["status"], pending["gpus_allocated"], pending["gpus_requested"]) == ("pending", 0, 8)
+
+    assert pools["train-h100"]["resource_satisfaction"] == pytest.approx(12 / 20)
+    assert pools["infer-a100"]["resource_satisfaction"] == pytest.approx(1.0)
+
+    assert len(nodes) == 4 and all(len(n["gpus"]) == 8 for n in nodes.values())
+    assert {n["pool"] for n in nodes.values()} == {"train-h100", "infer-a100"}
+    idle = [g for g in nodes["gpu-a100-02"]["gpus"] + nodes["gpu-h100-02"]["gpus"][4:]]
+    assert all(g["job_id"] is None and g["counters"]["tensor_active"] == 0 for g in idle)
+    # The GPUs' tensor activity is consistent with their job's MFU (the pipe is ~1.15x busier than MFU).
+    trained = [g for g in nodes["gpu-h100-01"]["gpus"]]
+    mfu = jobs["pretrain-llama3-8b"]["latest"]["mfu"]
+    assert all(g["job_id"] == "pretrain-llama3-8b" for g in trained)
+    assert all(g["counters"]["tensor_active"] / mfu == pytest.approx(1.15, rel=0.1) for g in trained)
+
+
+def test_demo_command_starts_the_aggregator_and_stops(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+    port = free_port()
+    rc = demo.main(["--port", str(port), "--duration", "1.5", "--interval", "0.5", "--data-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    for path in ("/metrics", "/docs", "/v1/cluster"):
+        assert f"http://127.0.0.1:{port}{path}" in out
+    assert "stopped after" in out
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)  # the aggregator went down with the demo

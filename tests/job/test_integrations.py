@@ -1,0 +1,148 @@
+"""Framework callbacks with the real libraries (CPU): HF Trainer and Lightning runs reporting to a live server."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from exporter.job.models import count_parameters
+from exporter.job.wrap.patterns import LogParser, ParseContext
+from tests.conftest import LiveServer, start_server
+
+REPO = Path(__file__).parents[2]
+BATCH, SEQ, VOCAB = 4, 16, 128
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    with start_server(tmp_path_factory.mktemp("serve")) as live:
+        yield live
+
+
+def test_importing_integrations_imports_no_framework() -> None:
+    code = (
+        "import sys, exporter.job.integrations, exporter.job.reporter, exporter.job.wrap.cli\n"
+        "heavy = {'transformers', 'lightning', 'pytorch_lightning', 'torch', 'fastapi', 'sqlalchemy', 'api'}\n"
+        "print(sorted(heavy & set(sys.modules)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# -- Hugging Face Transformers -------------------------------------------------------------------------------
+
+
+def _hf_run(server: LiveServer, job_id: str, tmp_path: Path, **args: Any) -> tuple[Any, Any]:
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")  # the Trainer needs it
+    from exporter.job.integrations import MfumonTrainerCallback
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=2, n_positions=SEQ, vocab_size=VOCAB)
+    model = transformers.GPT2LMHeadModel(config)
+    ids = torch.randint(0, VOCAB, (6 * BATCH, SEQ))
+    dataset = [{"input_ids": row, "labels": row} for row in ids]
+    callback = MfumonTrainerCallback(job_id=job_id, url=server.url, peak_flops_per_gpu=1e12, interval_seconds=60)
+    training_args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / job_id),
+        max_steps=6,
+        per_device_train_batch_size=BATCH,
+        logging_steps=2,
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+        **args,
+    )
+    trainer = transformers.Trainer(model=model, args=training_args, train_dataset=dataset, callbacks=[callback])
+    trainer.train()
+    return callback, model
+
+
+def test_hf_trainer_callback_counts_tokens_from_batch_shape(
+    server: LiveServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    callback, model = _hf_run(server, "hf-shape", tmp_path, disable_tqdm=True)
+    report = callback.reporter.last_report
+    assert report["tokens"] == 6 * BATCH * SEQ and report["step"] == 6  # every step, none lost to warm-up
+    assert report["model"]["params"] == count_parameters(model) and report["model"]["seq_len"] == SEQ
+    assert (report["model"]["layers"], report["model"]["heads"], report["model"]["head_dim"]) == (2, 2, 16)
+    assert (report["num_gpus"], report["dtype"]) == (1, "fp32")
+    job = httpx.get(f"{server.url}/v1/jobs/hf-shape").json()
+    assert (job["status"], job["exit_code"]) == ("ended", 0)
+    # The Trainer's own summary line, as printed, is understood by `mfumon wrap` too.
+    summary = [line for line in capsys.readouterr().out.splitlines() if "train_samples_per_second" in line]
+    assert summary, "the Trainer printed no summary"
+    observed = LogParser(ParseContext(seq_len=SEQ)).feed(summary[-1], now=0.0)
+    assert observed is not None and observed.pattern == "hf_trainer" and observed.tokens_per_second > 0
+
+
+def test_hf_trainer_callback_uses_num_input_tokens_seen(
+    server: LiveServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    callback, _ = _hf_run(server, "hf-seen", tmp_path, include_num_input_tokens_seen=True, disable_tqdm=False)
+    report = callback.reporter.last_report
+    assert report["tokens"] == 6 * BATCH * SEQ
+    job = httpx.get(f"{server.url}/v1/jobs/hf-seen").json()
+    assert job["reports_received"] == 1 and job["latest"]["tokens_per_second"] > 0
+    # Progress-bar mode prints formatted floats ('3319'); the per-step lines carry the token counter.
+    lines = [line for line in capsys.readouterr().out.splitlines() if "train_tokens_per_second" in line]
+    parser = LogParser(ParseContext())
+    rates = [parser.feed(line, now=float(i)) for i, line in enumerate(lines)]
+    assert len(lines) >= 2 and all(r is not None and r.tokens_per_second > 0 for r in rates)
+    assert rates[1].tokens_per_second == 2 * BATCH * SEQ  # two steps per log line, one "second" apart
+
+
+# -- Lightning -------------------------------------------------------------------------------------------------
+
+
+# Lightning 2.6 still calls a torch.utils._pytree API that torch 2.13 deprecates: not ours to fix.
+@pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning")
+def test_lightning_callback_reports_a_real_fit(server: LiveServer, tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    lightning = pytest.importorskip("lightning")
+    from exporter.job.integrations import MfumonLightningCallback
+
+    class TinyLM(lightning.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = torch.nn.Embedding(VOCAB, 32)
+            self.head = torch.nn.Linear(32, VOCAB)
+
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            (ids,) = batch
+            logits = self.head(self.embed(ids[:, :-1]))
+            return torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), ids[:, 1:].reshape(-1))
+
+        def configure_optimizers(self) -> Any:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    torch.manual_seed(0)
+    data = torch.utils.data.TensorDataset(torch.randint(0, VOCAB, (5 * BATCH, SEQ)))
+    loader = torch.utils.data.DataLoader(data, batch_size=BATCH, num_workers=0)
+    callback = MfumonLightningCallback(job_id="pl-fit", url=server.url, peak_flops_per_gpu=1e12, interval_seconds=60)
+    module = TinyLM()
+    trainer = lightning.Trainer(
+        max_steps=5,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=str(tmp_path),
+        callbacks=[callback],
+    )
+    trainer.fit(module, loader)
+    report = callback.reporter.last_report
+    assert report["tokens"] == 5 * BATCH * SEQ and report["step"] == 5
+    assert report["model"] == {"params": count_parameters(module), "seq_len": SEQ, "name": "TinyLM"}
+    assert (report["num_gpus"], report["dtype"]) == (1, "fp32")
+    job = httpx.get(f"{server.url}/v1/jobs/pl-fit").json()
+    assert (job["status"], job["exit_code"]) == ("ended", 0)

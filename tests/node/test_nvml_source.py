@@ -1,0 +1,266 @@
+"""The NVML source against the fake pynvml: units, capabilities, GPM rotation, MIG, lost GPUs, XIDs, attribution."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from exporter.errors import SourceUnavailable
+from exporter.node.attribution import JobResolver
+from exporter.node.sources import open_source
+from exporter.node.sources.nvml import GPM_MIN_INTERVAL_S, NvmlSource
+from exporter.node.sources.nvml_api import NvmlApi
+
+MIB = 1024 * 1024
+
+
+def _source(fake: ModuleType, gpus: list[object], **kwargs: object) -> NvmlSource:
+    fake.reset(gpus)  # type: ignore[attr-defined]
+    return NvmlSource(NvmlApi.load(), xid_poll_ms=20, **kwargs)  # type: ignore[arg-type]
+
+
+def test_counters_are_read_in_base_units(fake_nvml: ModuleType) -> None:
+    gpu = fake_nvml.FakeGpu(
+        uuid="GPU-1",
+        memory_used_bytes=60 * 1024**3,
+        utilization_gpu_pct=87,
+        power_mw=612_345,
+        temperature_c=71,
+        sm_clock_mhz=1755,
+        max_sm_clock_mhz=1980,
+        clock_event_reasons=0x4 | 0x40,
+        ecc_uncorrected=2,
+        ecc_corrected=17,
+        gpm_supported=False,
+    )
+    source = _source(fake_nvml, [gpu])
+    try:
+        (sample,) = source.collect()
+    finally:
+        source.close()
+    assert (sample.uuid, sample.index, sample.name, sample.up) == ("GPU-1", 0, "NVIDIA H100 80GB HBM3", True)
+    assert sample.utilization == pytest.approx(0.87)
+    assert sample.memory_used_bytes == 60 * 1024**3
+    assert sample.memory_total_bytes == 85520809984
+    assert sample.power_watts == pytest.approx(612.345)
+    assert sample.temperature_celsius == 71
+    assert sample.sm_clock_hz == pytest.approx(1755e6)
+    assert sample.max_sm_clock_hz == pytest.approx(1980e6)
+    assert sample.throttle_reasons == ("hw_thermal", "sw_power_cap")
+    assert (sample.ecc_uncorrected_total, sample.ecc_corrected_total) == (2, 17)
+    assert sample.tensor_active is None and sample.sm_active is None  # no GPM: left out, not zero
+    assert fake_nvml.STATE.initialized is False  # close() shut NVML down
+
+
+def test_unsupported_counter_is_left_out_never_retried_and_logged_once(
+    fake_nvml: ModuleType, caplog: pytest.LogCaptureFixture
+) -> None:
+    gpu = fake_nvml.FakeGpu(
+        uuid="GPU-1", unsupported={"nvmlDeviceGetPowerUsage"}, no_permission={"nvmlDeviceGetTotalEccErrors"}
+    )
+    caplog.set_level(logging.INFO, logger="exporter.node.sources.nvml")
+    source = _source(fake_nvml, [gpu])
+    try:
+        bodies = [source.collect()[0].to_json() for _ in range(3)]
+    finally:
+        source.close()
+    for body in bodies:
+        assert "power_watts" not in body
+        assert "ecc_uncorrected_total" not in body and "ecc_corrected_total" not in body
+        assert body["temperature_celsius"] == 30
+    assert fake_nvml.STATE.calls["nvmlDeviceGetPowerUsage"] == 1
+    power_logs = [r for r in caplog.records if "power unavailable" in r.getMessage()]
+    assert len(power_logs) == 1
+    assert source.error_count == 0
+
+
+def test_gpm_metrics_come_from_samples_at_least_100ms_apart(fake_nvml: ModuleType) -> None:
+    values = {2: 81.0, 3: 42.0, 5: 55.5, 10: 30.0, 20: 100.0, 21: 200.0, 60: 1000.0, 61: 2000.0}
+    source = _source(fake_nvml, [fake_nvml.FakeGpu(uuid="GPU-H", gpm_values=values)])
+    try:
+        too_soon = source.collect()[0]
+        assert too_soon.tensor_active is None  # < 100 ms since the first GPM sample: left out, not guessed
+        time.sleep(GPM_MIN_INTERVAL_S + 0.02)
+        sample = source.collect()[0]
+        time.sleep(GPM_MIN_INTERVAL_S + 0.02)
+        again = source.collect()[0]
+    finally:
+        source.close()
+    assert sample.sm_active == pytest.approx(0.81)
+    assert sample.sm_occupancy == pytest.approx(0.42)
+    assert sample.tensor_active == pytest.approx(0.555)
+    assert sample.dram_active == pytest.approx(0.30)
+    assert sample.nvlink_tx_bytes_per_second == pytest.approx(2000 * MIB)
+    assert sample.nvlink_rx_bytes_per_second == pytest.approx(1000 * MIB)
+    assert sample.pcie_rx_bytes_per_second == pytest.approx(200 * MIB)
+    assert again.tensor_active == pytest.approx(0.555)
+    pairs = fake_nvml.STATE.gpm_pairs
+    assert len(pairs) == 2
+    assert all(second - first >= GPM_MIN_INTERVAL_S for first, second in pairs)
+    assert pairs[1][0] == pytest.approx(pairs[0][1])  # rotation: the second interval starts where the first ended
+
+
+def test_gpm_metric_refused_by_nvml_is_left_out(fake_nvml: ModuleType, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="exporter.node.sources.nvml")
+    source = _source(fake_nvml, [fake_nvml.FakeGpu(uuid="GPU-H", gpm_values={2: 50.0, 5: 20.0})])
+    try:
+        time.sleep(GPM_MIN_INTERVAL_S + 0.02)
+        body = source.collect()[0].to_json()
+        time.sleep(GPM_MIN_INTERVAL_S + 0.02)
+        source.collect()
+    finally:
+        source.close()
+    assert body["tensor_active"] == pytest.approx(0.2)
+    assert "sm_occupancy" not in body and "dram_active" not in body
+    assert len([r for r in caplog.records if "gpm_metric_3" in r.getMessage()]) == 1
+
+
+def test_nvlink_rate_from_cumulative_field_counters_on_ampere(fake_nvml: ModuleType) -> None:
+    gpu = fake_nvml.FakeGpu(uuid="GPU-A", name="NVIDIA A100-SXM4-80GB", gpm_supported=False, nvlink_links=12)
+    source = _source(fake_nvml, [gpu])
+    try:
+        before_first = time.time()
+        first = source.collect()[0]
+        after_first = time.time()
+        gpu.nvlink_tx_kib += 3_000_000
+        gpu.nvlink_rx_kib += 1_500_000
+        time.sleep(0.2)
+        before_second = time.time()
+        second = source.collect()[0]
+        after_second = time.time()
+    finally:
+        source.close()
+    assert first.nvlink_tx_bytes_per_second is None  # a rate needs two readings
+    tx_bytes = 3_000_000 * 1024
+    assert tx_bytes / (after_second - before_first) <= second.nvlink_tx_bytes_per_second
+    assert second.nvlink_tx_bytes_per_second <= tx_bytes / (before_second - after_first)
+    assert second.nvlink_rx_bytes_per_second == pytest.approx(second.nvlink_tx_bytes_per_second / 2)
+
+
+def test_lost_gpu_is_reported_down_without_last_values(fake_nvml: ModuleType) -> None:
+    healthy = fake_nvml.FakeGpu(uuid="GPU-0", utilization_gpu_pct=90)
+    flaky = fake_nvml.FakeGpu(uuid="GPU-1", utilization_gpu_pct=95, power_mw=650_000)
+    source = _source(fake_nvml, [healthy, flaky])
+    try:
+        assert source.collect()[1].power_watts == pytest.approx(650.0)
+        flaky.lost = True
+        down = source.collect()
+        flaky.lost = False
+        back = source.collect()
+    finally:
+        source.close()
+    assert down[0].up and down[0].utilization == pytest.approx(0.9)
+    body = down[1].to_json()
+    assert body == {"uuid": "GPU-1", "index": 1, "name": "NVIDIA H100 80GB HBM3", "up": False}
+    assert back[1].up and back[1].power_watts == pytest.approx(650.0)
+
+
+def test_mig_instances_are_separate_devices_with_their_profile(
+    fake_nvml: ModuleType, proc_root: Callable[..., Path]
+) -> None:
+    migs = [
+        fake_nvml.FakeMig(
+            "MIG-aaaa",
+            "3g.40gb",
+            1,
+            memory_total_bytes=40 * 1024**3,
+            memory_used_bytes=5 * 1024**3,
+            gpm_values={5: 40.0},
+            processes=[(501, 4 * 1024**3)],
+        ),
+        fake_nvml.FakeMig("MIG-bbbb", "1g.10gb", 9, memory_total_bytes=10 * 1024**3, gpm_values={5: 10.0}),
+    ]
+    gpu = fake_nvml.FakeGpu(uuid="GPU-P", mig=migs, gpm_values={5: 99.0})
+    plain = fake_nvml.FakeGpu(uuid="GPU-Q", mig=[])  # MIG-capable, MIG mode off
+    root = proc_root(501, {"SLURM_JOB_ID": "777"})
+    source = _source(fake_nvml, [gpu, plain], resolver=JobResolver(root))
+    try:
+        time.sleep(GPM_MIN_INTERVAL_S + 0.02)
+        samples = source.collect()
+    finally:
+        source.close()
+    assert [(s.uuid, s.index, s.mig_profile) for s in samples] == [
+        ("MIG-aaaa", 0, "3g.40gb"),
+        ("MIG-bbbb", 0, "1g.10gb"),
+        ("GPU-Q", 1, None),
+    ]
+    first, second = samples[0], samples[1]
+    assert first.name == "NVIDIA H100 80GB HBM3"  # the parent's NVML name, so the peak table matches
+    assert first.utilization is None  # not available per MIG instance
+    assert first.memory_total_bytes == 40 * 1024**3 and first.memory_used_bytes == 5 * 1024**3
+    assert first.tensor_active == pytest.approx(0.40) and second.tensor_active == pytest.approx(0.10)
+    assert first.temperature_celsius == 30  # a board reading, taken from the parent
+    assert first.job_id == "777" and second.job_id is None
+    assert fake_nvml.STATE.calls["nvmlGpmMigSampleGet"] >= 4
+
+
+def test_xid_events_are_counted_per_gpu(fake_nvml: ModuleType) -> None:
+    gpus = [
+        fake_nvml.FakeGpu(uuid="GPU-0"),
+        fake_nvml.FakeGpu(uuid="GPU-1"),
+        fake_nvml.FakeGpu(uuid="GPU-2", supported_events=0),
+    ]
+    source = _source(fake_nvml, gpus)
+    try:
+        assert [s.xid_errors_total for s in source.collect()] == [0, 0, None]
+        fake_nvml.inject_xid(1, 79)
+        fake_nvml.inject_xid(1, 48)
+        deadline = time.monotonic() + 5
+        while source.collect()[1].xid_errors_total != 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        samples = source.collect()
+    finally:
+        source.close()
+    assert [s.xid_errors_total for s in samples] == [0, 2, None]
+    assert fake_nvml.STATE.event_sets == []  # the event set was freed on close
+
+
+def test_jobs_are_attributed_from_compute_process_environments(
+    fake_nvml: ModuleType, proc_root: Callable[..., Path], tmp_path: Path
+) -> None:
+    proc_root(100, {"SLURM_JOB_ID": "4242", "PATH": "/usr/bin"})
+    proc_root(200, {"MFUMON_JOB_ID": "llm-pretrain-7", "SLURM_JOB_ID": "4243"})
+    root = proc_root(300, {"HOME": "/root"})
+    mapping = tmp_path / "mapping"
+    mapping.mkdir()
+    (mapping / "2").write_text("slurm-99\n")
+    gpus = [
+        fake_nvml.FakeGpu(uuid="GPU-0", processes=[(100, 10 * 1024**3)]),
+        fake_nvml.FakeGpu(uuid="GPU-1", processes=[(100, 1024), (200, 2048)]),
+        fake_nvml.FakeGpu(uuid="GPU-2", processes=[(300, 1024)]),
+        fake_nvml.FakeGpu(uuid="GPU-3", processes=[(99999, 1024)]),
+        fake_nvml.FakeGpu(uuid="GPU-4", no_permission={"nvmlDeviceGetComputeRunningProcesses"}),
+    ]
+    source = _source(fake_nvml, gpus, resolver=JobResolver(root, str(mapping)))
+    try:
+        jobs = [s.job_id for s in source.collect()]
+    finally:
+        source.close()
+    assert jobs == ["4242", "llm-pretrain-7", "slurm-99", None, None]
+
+
+def test_nvml_that_does_not_initialise_is_unavailable(fake_nvml: ModuleType) -> None:
+    fake_nvml.reset([], init_error=fake_nvml.NVML_ERROR_DRIVER_NOT_LOADED)
+    with pytest.raises(SourceUnavailable, match="Driver Not Loaded"):
+        NvmlApi.load()
+    with pytest.raises(SourceUnavailable, match="no GPU source found"):
+        open_source("auto", node="n1", dcgm_url="http://127.0.0.1:9/metrics")
+
+
+def test_missing_pynvml_package_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(__import__("sys").modules, "pynvml", None)
+    with pytest.raises(SourceUnavailable, match="pynvml is not installed"):
+        NvmlApi.load()
+
+
+def test_nvml_that_cannot_enumerate_is_unavailable(fake_nvml: ModuleType) -> None:
+    fake_nvml.reset([fake_nvml.FakeGpu(uuid="GPU-0")])
+    fake_nvml.STATE.count_error = fake_nvml.NVML_ERROR_UNKNOWN  # init works, enumeration does not
+    with pytest.raises(SourceUnavailable, match="cannot enumerate"):
+        open_source("nvml", node="n1")
+    assert fake_nvml.STATE.initialized is False
