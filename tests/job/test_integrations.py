@@ -104,6 +104,8 @@ def test_hf_trainer_callback_uses_num_input_tokens_seen(
 
 # Lightning 2.6 still calls a torch.utils._pytree API that torch 2.13 deprecates: not ours to fix.
 @pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning")
+# On a machine with Slurm installed (CI starts one for the scheduler tests) Lightning warns that srun is not used.
+@pytest.mark.filterwarnings("ignore:The `srun` command is available")
 def test_lightning_callback_reports_a_real_fit(server: LiveServer, tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     lightning = pytest.importorskip("lightning")
