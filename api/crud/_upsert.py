@@ -29,3 +29,17 @@ def upsert_rows(
         return
     dialect = session.get_bind().dialect.name
     session.execute(_upsert_statement(table, dialect, tuple(key), tuple(update)), list(rows))
+
+
+def lock_for_write(session: Session) -> None:
+    """Take SQLite's write lock before a read-modify-write (PostgreSQL's SELECT ... FOR UPDATE does the rest).
+
+    SQLite ignores FOR UPDATE and Python's sqlite3 opens the transaction only at the first write, so two
+    concurrent reports could read the same row and the second would overwrite the first's update.
+    """
+    connection = session.connection()
+    if connection.dialect.name != "sqlite":
+        return
+    dbapi_connection = connection.connection.dbapi_connection
+    if dbapi_connection is not None and not dbapi_connection.in_transaction:  # type: ignore[attr-defined]
+        connection.exec_driver_sql("BEGIN IMMEDIATE")

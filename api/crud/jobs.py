@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from api.crud._upsert import upsert_rows
+from api.crud._upsert import lock_for_write, upsert_rows
 from api.db.models import Baseline, Job, JobReport
 from api.schemas.jobs import JobFields
 
@@ -22,12 +22,16 @@ _METADATA_FIELDS = (
     "name",
     "team",
     "pool",
+    "weight_dtype",
+    "kv_cache_dtype",
+    "peak_memory_bandwidth_per_gpu",
 )
 
 
 def read_job(*, session: Session, job_id: str, for_update: bool = False) -> Job | None:
     stmt = select(Job).where(Job.job_id == job_id)
     if for_update:
+        lock_for_write(session)
         stmt = stmt.with_for_update()
     return session.scalars(stmt).one_or_none()
 
@@ -40,16 +44,23 @@ def read_jobs(*, session: Session, status: str | None = None, limit: int = 1000,
 
 
 def new_job(*, session: Session, job_id: str, now: float) -> Job:
-    job = Job(
-        job_id=job_id,
-        status="pending",
-        kind="training",
-        dtype="bf16",
-        created_at=now,
-        reports_received=0,
-        updated_at=now,
-    )
-    session.add(job)
+    """Create the job unless a concurrent first write just did, and return it locked for update.
+
+    INSERT ... ON CONFLICT DO NOTHING waits for a concurrent inserter to commit, so two first reports to a new id
+    both succeed (one creates, the other updates) instead of one failing on the primary key.
+    """
+    row = {
+        "job_id": job_id,
+        "status": "pending",
+        "kind": "training",
+        "dtype": "bf16",
+        "created_at": now,
+        "reports_received": 0,
+        "updated_at": now,
+    }
+    upsert_rows(session, Job.__table__, [row], key=["job_id"], update=[])  # type: ignore[arg-type]
+    job = read_job(session=session, job_id=job_id, for_update=True)
+    assert job is not None
     return job
 
 

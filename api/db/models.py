@@ -66,6 +66,10 @@ class Job(Base):
     model: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     peak_flops_per_gpu: Mapped[float | None] = mapped_column(Float)
     recompute_activations: Mapped[bool | None] = mapped_column(Boolean)
+    # Inference: how the served model is stored, for MBU (None: the storage `dtype` implies).
+    weight_dtype: Mapped[str | None] = mapped_column(String(8))
+    kv_cache_dtype: Mapped[str | None] = mapped_column(String(8))
+    peak_memory_bandwidth_per_gpu: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[float] = mapped_column(Float)
     started_at: Mapped[float | None] = mapped_column(Float)
     last_report_at: Mapped[float | None] = mapped_column(Float)
@@ -96,6 +100,12 @@ class JobReport(Base):
     step_seconds: Mapped[float | None] = mapped_column(Float)
     step: Mapped[int | None] = mapped_column(Integer)
     reason: Mapped[str | None] = mapped_column(Text)
+    # Inference reports that split their tokens by phase.
+    mbu: Mapped[float | None] = mapped_column(Float)
+    prefill_tokens_per_second: Mapped[float | None] = mapped_column(Float)
+    decode_tokens_per_second: Mapped[float | None] = mapped_column(Float)
+    prefill_mfu: Mapped[float | None] = mapped_column(Float)
+    decode_mfu: Mapped[float | None] = mapped_column(Float)
 
 
 class Baseline(Base):

@@ -50,6 +50,25 @@ JOB_FAMILIES: dict[str, Family] = {
         _g("job_gpus_requested", "GPUs the job asked for."),
         _g("job_start_timestamp_seconds", "Unix time of the job's first report."),
         _g("job_last_report_timestamp_seconds", "Unix time of the job's latest report."),
+        # Inference jobs whose reports split prefill and decode (api/mfu/_serving.py).
+        _g(
+            "job_mbu_ratio",
+            "Model bandwidth utilization: bytes read per second / (GPUs x peak memory bandwidth) while decoding.",
+        ),
+        _g("job_phase_mfu_ratio", "A phase's model FLOP/s / the job's dense peak; the phases add up to the MFU."),
+        _g(
+            "job_phase_active_mfu_ratio",
+            "A phase's FLOPs / (seconds the engine spent in it x dense peak), where the engine reports that time.",
+        ),
+        _g("job_phase_tokens_per_second", "Tokens per second by phase: prompt tokens computed, tokens generated."),
+        _g("job_memory_bytes_per_second", "Memory read per second by decode steps (the MBU numerator, estimated)."),
+        _g("job_peak_memory_bytes_per_second", "Peak memory bandwidth of the job's GPUs (the MBU denominator)."),
+        _g("job_decode_step_bytes", "Bytes one decode step reads, by part: weights, kv_cache."),
+        _g("job_batch_size", "Mean sequences per decode step of one model replica."),
+        _g("job_context_tokens", "Mean context length of a sequence being decoded."),
+        _g("job_requests_running", "Requests the serving engine is running."),
+        _g("job_requests_waiting", "Requests waiting in the serving engine's queue."),
+        _g("job_kv_cache_usage_ratio", "Fraction of the serving engine's KV cache in use."),
     )
 }
 

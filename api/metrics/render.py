@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 from api.metrics._text import labels_text, sample_line
 from api.metrics.families import (
@@ -100,7 +101,32 @@ def render_job(job: JobView, allocated: int, baseline_mfu: float | None) -> Chun
         add("mfumon_job_baseline_mfu_ratio", baseline_mfu)
         add("mfumon_job_start_timestamp_seconds", job.started_at)
         add("mfumon_job_last_report_timestamp_seconds", job.last_report_at)
+        _add_inference(add, job, latest)
     return {name: "".join(chunk) for name, chunk in lines.items()}
+
+
+def _add_inference(add: Callable[..., None], job: JobView, latest: dict[str, Any]) -> None:
+    """An inference job's MBU, phases and engine state (absent for training jobs and unsplit reports)."""
+    add("mfumon_job_requests_running", latest.get("requests_running"))
+    add("mfumon_job_requests_waiting", latest.get("requests_waiting"))
+    add("mfumon_job_kv_cache_usage_ratio", latest.get("kv_cache_usage"))
+    inference = latest.get("inference")
+    if not isinstance(inference, dict):
+        return
+    ident = [("job_id", job.job_id), ("kind", job.kind)]
+    add("mfumon_job_mbu_ratio", inference.get("mbu"))
+    for phase, values in sorted(inference.get("phases", {}).items()):
+        phase_labels = labels_text([*ident, ("phase", phase)])
+        add("mfumon_job_phase_tokens_per_second", values.get("tokens_per_second"), phase_labels)
+        add("mfumon_job_phase_mfu_ratio", values.get("mfu"), phase_labels)
+        add("mfumon_job_phase_active_mfu_ratio", values.get("active_mfu"), phase_labels)
+    add("mfumon_job_memory_bytes_per_second", inference.get("memory_bytes_per_second"))
+    add("mfumon_job_peak_memory_bytes_per_second", inference.get("peak_memory_bytes_per_second"))
+    for part, value in sorted((inference.get("decode_step_bytes") or {}).items()):
+        if part != "total":
+            add("mfumon_job_decode_step_bytes", value, labels_text([*ident, ("part", part)]))
+    add("mfumon_job_batch_size", inference.get("batch_size"))
+    add("mfumon_job_context_tokens", inference.get("context_tokens"))
 
 
 class MetricsRenderer:

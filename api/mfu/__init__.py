@@ -6,6 +6,7 @@ Pure Python (stdlib + PyYAML), so the aggregator, tests and tools share one defi
 - `_devices.py`: NVML names and canonical keys → table entries; MIG profiles → share of the GPU.
 - `_overrides.py`: the operator's YAML/JSON file that adds or replaces entries.
 - `_table.py`: `PeakTable` and `PeakLookup`.
+- `_serving.py`: inference: MFU by phase (prefill, decode) and MBU, bytes read per decode step.
 - `_mfu.py`: `compute_mfu` and `evaluate` → `MfuResult`.
 """
 
@@ -16,13 +17,33 @@ from ._flops import KINDS, ModelShape, WorkloadKind, flops_per_token, hardware_f
 from ._mfu import MfuResult, compute_mfu, default_peak_table, evaluate
 from ._overrides import load_peak_overrides, parse_peak_overrides
 from ._peaks import DEFAULT_DEVICES
+from ._serving import (
+    BYTES_PER_ELEMENT,
+    FORMULAS,
+    PHASES,
+    STORAGE_DTYPES,
+    PhaseResult,
+    ServingResult,
+    ServingWindow,
+    StorageDtype,
+    compute_mbu,
+    decode_step_bytes,
+    evaluate_serving,
+    kv_cache_bytes_per_token,
+    weight_bytes,
+)
 from ._spec import DTYPES, DeviceSpec, Dtype, PeakTableError
-from ._table import PeakLookup, PeakTable
+from ._table import BandwidthLookup, PeakLookup, PeakTable
 
 __all__ = [
+    "BYTES_PER_ELEMENT",
     "DEFAULT_DEVICES",
     "DTYPES",
+    "FORMULAS",
     "KINDS",
+    "PHASES",
+    "STORAGE_DTYPES",
+    "BandwidthLookup",
     "DeviceSpec",
     "Dtype",
     "MfuResult",
@@ -31,14 +52,23 @@ __all__ = [
     "PeakLookup",
     "PeakTable",
     "PeakTableError",
+    "PhaseResult",
+    "ServingResult",
+    "ServingWindow",
+    "StorageDtype",
     "WorkloadKind",
+    "compute_mbu",
     "compute_mfu",
+    "decode_step_bytes",
     "default_peak_table",
     "evaluate",
+    "evaluate_serving",
     "flops_per_token",
     "hardware_flops_per_token",
+    "kv_cache_bytes_per_token",
     "load_peak_overrides",
     "parse_mig_profile",
     "parse_peak_overrides",
     "split_mig_suffix",
+    "weight_bytes",
 ]

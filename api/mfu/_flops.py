@@ -7,7 +7,7 @@ torchtitan use:
     inference  FLOPs/token = 2·N +  4·L·H·Q·T
 
 N counts the parameters that take part in a matmul for each token (for a MoE, the *active* parameters),
-L = layers, H = attention heads, Q = head dimension, T = sequence (context) length. 6 = 3 (forward, backward
+L = layers, H = attention (query) heads, Q = head dimension, T = sequence (context) length. 6 = 3 (forward, backward
 for activations, backward for weights) x 2 (multiply + add); inference runs the forward pass only, hence 2 and
 the attention term ÷ 3. No /2 for the causal mask (PaLM convention; Megatron-LM has applied it since 2025-03).
 """
@@ -36,6 +36,7 @@ class ModelShape:
 
     `flops_per_token` is an explicit count (e.g. from Megatron's or torchtitan's own formula) and wins over
     the shape. The attention term is added only when all of layers, heads, head_dim and seq_len are known.
+    `kv_heads` (grouped-query attention; 1 for MQA) does not change FLOPs, only the KV cache's size (MBU).
     """
 
     params: float | None = None
@@ -45,6 +46,7 @@ class ModelShape:
     head_dim: int | None = None
     seq_len: int | None = None
     flops_per_token: float | None = None
+    kv_heads: int | None = None
 
     def __post_init__(self) -> None:
         for field in fields(self):
@@ -53,6 +55,8 @@ class ModelShape:
                 raise ValueError(f"model.{field.name} must be a finite number > 0, got {value!r}")
         if self.params is not None and self.active_params is not None and self.active_params > self.params:
             raise ValueError(f"model.active_params ({self.active_params:g}) exceeds model.params ({self.params:g})")
+        if self.heads is not None and self.kv_heads is not None and self.kv_heads > self.heads:
+            raise ValueError(f"model.kv_heads ({self.kv_heads}) exceeds model.heads ({self.heads})")
 
 
 def _check_kind(kind: str) -> None:

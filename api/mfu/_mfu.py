@@ -12,8 +12,9 @@ import math
 from dataclasses import dataclass, replace
 
 from ._flops import ModelShape, WorkloadKind, flops_per_token, hardware_flops_per_token
+from ._serving import ServingResult, ServingWindow, StorageDtype, evaluate_serving, storage_dtype_for
 from ._spec import Dtype, check_dtype
-from ._table import PeakLookup, PeakTable
+from ._table import BandwidthLookup, PeakLookup, PeakTable
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,8 @@ class MfuResult:
     """Everything a report yields; `mfu`/`hfu` are 0-1 or None, and `reason` says why one is None.
 
     FLOP/s figures are for the whole job. `hardware_flops_per_token` and `hfu` are None when the job did not
-    say whether it recomputes activations.
+    say whether it recomputes activations. `serving` holds the phases and MBU of an inference report that
+    split its tokens into prefill and decode; `mfu` is then their sum and `flops_per_token` the mean per token.
     """
 
     mfu: float | None
@@ -36,6 +38,7 @@ class MfuResult:
     dtype: Dtype
     mig_fraction: float | None
     peak_unconfirmed: bool = False
+    serving: ServingResult | None = None
 
 
 def compute_mfu(tokens_per_second: float, flops_per_token: float, num_gpus: int, peak_flops_per_gpu: float) -> float:
@@ -67,6 +70,10 @@ def evaluate(
     peak_flops_per_gpu: float | None = None,
     recompute_activations: bool | None = None,
     table: PeakTable | None = None,
+    serving: ServingWindow | None = None,
+    weight_dtype: StorageDtype | None = None,
+    kv_cache_dtype: StorageDtype | None = None,
+    peak_memory_bandwidth_per_gpu: float | None = None,
 ) -> MfuResult:
     """MFU (and HFU) of one job report.
 
@@ -81,6 +88,9 @@ def evaluate(
         peak_flops_per_gpu: operator/job override of one device's dense peak, used as given (no MIG scaling).
         recompute_activations: full activation recompute on (HFU > MFU), off (HFU = MFU), or unknown (no HFU).
         table: peak table to use; the built-in one by default.
+        serving: an inference report's prefill/decode split (and batch, context): MFU by phase and MBU.
+        weight_dtype, kv_cache_dtype: storage of the weights and KV cache, for MBU; default from `dtype`.
+        peak_memory_bandwidth_per_gpu: override of one device's memory bandwidth (bytes/s), for MBU.
 
     Returns:
         An `MfuResult`. Inputs that break the report contract (no params, num_gpus < 1, unknown dtype) raise
@@ -89,6 +99,8 @@ def evaluate(
     check_dtype(dtype)
     _check_at_least("tokens_per_second", tokens_per_second, 0.0)
     _check_num_gpus(num_gpus)
+    if serving is not None and kind != "inference":
+        raise ValueError("prefill_tokens and decode_tokens describe inference jobs; this job's kind is training")
     model_flops_per_token = flops_per_token(shape, kind)
     executed_flops_per_token = (
         None if recompute_activations is None else hardware_flops_per_token(shape, kind, recompute_activations)
@@ -109,6 +121,34 @@ def evaluate(
         mig_fraction=peak.mig_fraction,
         peak_unconfirmed=peak.unconfirmed,
     )
+    if serving is not None:
+        table = table or default_peak_table()
+        bandwidth = _find_bandwidth(table, device_name, mig_profile, peak_memory_bandwidth_per_gpu)
+        served = evaluate_serving(
+            shape=shape,
+            window=serving,
+            num_gpus=num_gpus,
+            peak_flops_per_gpu=peak.peak_flops_per_gpu,
+            peak_bandwidth_per_gpu=bandwidth.bytes_per_second,
+            bandwidth_reason=bandwidth.reason,
+            bandwidth_source=bandwidth.source,
+            weight_dtype=weight_dtype or storage_dtype_for(dtype),
+            kv_cache_dtype=kv_cache_dtype or storage_dtype_for(dtype),
+        )
+        mean_flops_per_token = (
+            served.model_flops_per_second / tokens_per_second
+            if tokens_per_second > 0
+            else served.phases["decode"].flops_per_token
+        )
+        unresolved = replace(
+            unresolved,
+            flops_per_token=mean_flops_per_token,
+            model_flops_per_second=served.model_flops_per_second,
+            hardware_flops_per_token=None if executed_flops_per_token is None else mean_flops_per_token,
+            serving=served,
+        )
+        model_flops_per_token = mean_flops_per_token
+        executed_flops_per_token = unresolved.hardware_flops_per_token
     if peak.peak_flops_per_gpu is None:
         return unresolved
     job_peak_flops_per_second = num_gpus * peak.peak_flops_per_gpu
@@ -151,6 +191,16 @@ def _find_peak(
     spec = table.resolve(device_name) if device_name and device_name.strip() else None
     device_key = None if spec is None else spec.key
     return PeakLookup(device_key, dtype, float(peak_flops_per_gpu), 1.0, None, mig_profile)
+
+
+def _find_bandwidth(
+    table: PeakTable, device_name: str | None, mig_profile: str | None, override: float | None
+) -> BandwidthLookup:
+    """The table's memory bandwidth for the device, or the job's own figure."""
+    if override is None:
+        return table.bandwidth(device_name, mig_profile)
+    _check_at_least("peak_memory_bandwidth_per_gpu", override, 0.0, strictly=True)
+    return BandwidthLookup(None, float(override), None, "peak_memory_bandwidth_per_gpu sent by the job")
 
 
 def _check_at_least(name: str, value: float, minimum: float, strictly: bool = False) -> None:

@@ -10,7 +10,8 @@
         peaks: {bf16: 900e12}                     # merged per dtype; `null` removes a dtype
         source: measured at our 600 W power cap, 2025-01
 
-Other optional fields: notes, memory_bandwidth_bytes_per_second, mig_slices, unconfirmed (list of dtypes).
+Other optional fields: notes, memory_bandwidth_bytes_per_second (with memory_bandwidth_source; the entry's
+`source` when left out), mig_slices, unconfirmed (list of dtypes).
 A plain substring without regex metacharacters is a valid pattern. `989e12` reads as text in YAML 1.1, so
 numeric strings are accepted. Every error names the file, the entry and the field.
 """
@@ -37,6 +38,7 @@ _FIELDS = frozenset(
         "source",
         "notes",
         "memory_bandwidth_bytes_per_second",
+        "memory_bandwidth_source",
         "mig_slices",
         "unconfirmed",
     }
@@ -123,6 +125,7 @@ def _fields_from_entry(entry: Mapping[str, Any], base: DeviceSpec | None, where:
             "memory_bandwidth_bytes_per_second",
             where,
         ),
+        "memory_bandwidth_source": _bandwidth_source(entry, base),
         "mig_slices": entry.get("mig_slices", base.mig_slices if base else None),
     }
     if "unconfirmed" in entry:
@@ -133,6 +136,15 @@ def _fields_from_entry(entry: Mapping[str, Any], base: DeviceSpec | None, where:
     if not isinstance(fields["notes"], str):
         raise PeakTableError(f"{where}: notes: must be a string")
     return fields
+
+
+def _bandwidth_source(entry: Mapping[str, Any], base: DeviceSpec | None) -> str:
+    """The bandwidth's source: given, else the entry's own source when it sets a bandwidth, else inherited."""
+    if "memory_bandwidth_source" in entry:
+        return str(entry["memory_bandwidth_source"])
+    if "memory_bandwidth_bytes_per_second" in entry:
+        return str(entry["source"])
+    return base.memory_bandwidth_source if base else ""
 
 
 def _read_peaks(value: object, where: str) -> dict[str, float | None]:

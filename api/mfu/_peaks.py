@@ -23,6 +23,22 @@ _VR = "https://github.com/volcengine/verl/blob/02cf355f1796/verl/utils/flops_cou
 _MIG = "https://docs.nvidia.com/datacenter/tesla/mig-user-guide/ (Supported MIG Profiles)"
 _HALVED = "Tensor figures are the datasheet's with-sparsity values halved."
 
+# Memory bandwidth (the MBU denominator): the vendor's datasheet or product page for each figure, and the
+# secondary table it was read from (figures are peak device-memory bandwidth, per device as torch sees it).
+_BW_V100 = "NVIDIA V100 datasheet, https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf"
+_BW_A10 = "NVIDIA A10 datasheet, https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a10/pdf/datasheet-new/nvidia-a10-datasheet.pdf"
+_BW_A30 = "NVIDIA A30 datasheet, https://www.nvidia.com/content/dam/en-zz/Solutions/data-center/products/a30-gpu/pdf/a30-datasheet.pdf"
+_BW_A100 = "NVIDIA A100 datasheet, https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf"
+_BW_L40S = "NVIDIA L40S datasheet, https://resources.nvidia.com/en-us-l40s/l40s-datasheet-28413"
+_BW_L4 = "NVIDIA L4 datasheet, https://resources.nvidia.com/en-us-data-center-overview/l4-gpu-datasheet"
+_BW_H100 = "NVIDIA H100 product page (specifications), https://www.nvidia.com/en-us/data-center/h100/"
+_BW_H200 = "NVIDIA H200 product page (specifications), https://www.nvidia.com/en-us/data-center/h200/"
+_BW_B200 = (
+    "NVIDIA DGX B200 datasheet (64 TB/s for 8 GPUs), https://resources.nvidia.com/en-us-dgx-systems/dgx-b200-datasheet"
+)
+_BW_GB200 = "NVIDIA GB200 NVL72 page (576 TB/s for 72 GPUs), https://www.nvidia.com/en-us/data-center/gb200-nvl72/"
+_BW_AMD = "AMD Instinct product page, https://www.amd.com/en/products/accelerators/instinct.html"
+
 _AMPERE_A100 = {"fp32": 19.5e12, "tf32": 156e12, "bf16": 312e12, "fp16": 312e12}
 _AMPERE_A10 = {"fp32": 31.2e12, "tf32": 62.5e12, "bf16": 125e12, "fp16": 125e12}
 _HOPPER_SXM = {"fp32": 67e12, "tf32": 494.5e12, "bf16": 989e12, "fp16": 989e12, "fp8": 1979e12}
@@ -36,6 +52,7 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         names=("Tesla V100S-PCIE-32GB",),
         peaks={"fp32": 16.4e12, "fp16": 130e12},
         memory_bandwidth_bytes_per_second=1.134e12,
+        memory_bandwidth_source=f"{_BW_V100} (1134 GB/s for V100S); {_GS}",
         source=f"{_GS}; {_LT}; {_CP}",
     ),
     DeviceSpec(
@@ -44,6 +61,7 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         names=("Tesla V100-SXM2-16GB", "Tesla V100-SXM2-32GB"),
         peaks={"fp32": 15.7e12, "fp16": 125e12},
         memory_bandwidth_bytes_per_second=0.90e12,
+        memory_bandwidth_source=f"{_BW_V100} (900 GB/s); {_LA}",
         source=f"{_LT}; {_CP}; {_LA}",
         notes="V100-SXM3 (DGX-2) is not matched: its clocks differ.",
     ),
@@ -53,6 +71,7 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         names=("Tesla V100-PCIE-16GB", "Tesla V100-PCIE-32GB"),
         peaks={"fp32": 14e12, "fp16": 112e12},
         memory_bandwidth_bytes_per_second=0.90e12,
+        memory_bandwidth_source=f"{_BW_V100} (900 GB/s); {_LA}",
         source=f"{_LT}; {_CP}; {_LA}",
     ),
     DeviceSpec(
@@ -69,9 +88,10 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         names=("NVIDIA A10G",),
         peaks=_AMPERE_A10,
         memory_bandwidth_bytes_per_second=0.60e12,
+        memory_bandwidth_source="AWS EC2 G5 (no NVIDIA A10G datasheet); " + _GS,
         source=f"{_LT} (a10g); {_GS}",
         notes="Disputed: Lightning uses 125 TFLOPS bf16 but llm-analysis uses 70 for the AWS A10G.",
-        unconfirmed=frozenset({"tf32", "bf16", "fp16"}),
+        unconfirmed=frozenset({"tf32", "bf16", "fp16", "memory_bandwidth"}),
     ),
     DeviceSpec(
         key="a10",
@@ -79,6 +99,7 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         names=("NVIDIA A10",),
         peaks=_AMPERE_A10,
         memory_bandwidth_bytes_per_second=0.60e12,
+        memory_bandwidth_source=f"{_BW_A10} (600 GB/s); {_GS}",
         source=f"{_CP}; {_GS}",
     ),
     DeviceSpec(
@@ -87,6 +108,7 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         names=("NVIDIA A30",),
         peaks={"fp32": 10.3e12, "tf32": 82e12, "bf16": 165e12, "fp16": 165e12},
         memory_bandwidth_bytes_per_second=0.933e12,
+        memory_bandwidth_source=f"{_BW_A30} (933 GB/s); secondary tables only were read",
         mig_slices=4,
         source=f"https://huggingface.co/hardware/a30 (fp32 10.32); secondary tables (165, 933 GB/s); {_MIG}",
         notes="No datasheet read: tensor figures and bandwidth appear only in secondary tables.",
@@ -107,6 +129,7 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         names=("NVIDIA A100-SXM4-80GB",),
         peaks=_AMPERE_A100,
         memory_bandwidth_bytes_per_second=2.039e12,
+        memory_bandwidth_source=f"{_BW_A100} (2,039 GB/s SXM 80GB); {_LA}; {_GS}",
         mig_slices=7,
         source=f"{_ME}; {_LT}; {_CP}; {_LA}; {_GS}; {_MIG}",
         notes="A100 has no FP8. ME lists 2.0 TB/s.",
@@ -117,6 +140,7 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         names=("NVIDIA A100-SXM4-40GB",),
         peaks=_AMPERE_A100,
         memory_bandwidth_bytes_per_second=1.555e12,
+        memory_bandwidth_source=f"{_BW_A100} (1,555 GB/s 40GB); {_ME}; {_LA}",
         mig_slices=7,
         source=f"{_ME}; {_LT}; {_CP}; {_LA}; {_MIG}",
         notes="A100 has no FP8.",
@@ -127,6 +151,7 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         names=("NVIDIA A100 80GB PCIe", "NVIDIA A100-PCIE-80GB"),
         peaks=_AMPERE_A100,
         memory_bandwidth_bytes_per_second=1.935e12,
+        memory_bandwidth_source=f"{_BW_A100} (1,935 GB/s PCIe 80GB); {_LA}; {_GS}",
         mig_slices=7,
         source=f"{_LA}; {_GS}; {_MIG}",
         notes="A100 has no FP8. ME lists 1.94 TB/s.",
@@ -137,6 +162,7 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         names=("NVIDIA A100-PCIE-40GB",),
         peaks=_AMPERE_A100,
         memory_bandwidth_bytes_per_second=1.555e12,
+        memory_bandwidth_source=f"{_BW_A100} (1,555 GB/s 40GB); {_ME}; {_LA}",
         mig_slices=7,
         source=f"{_ME}; {_LT}; {_CP}; {_LA}; {_MIG}",
         notes="A100 has no FP8.",
@@ -148,6 +174,7 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         names=("NVIDIA L40S",),
         peaks={"fp32": 91.6e12, "tf32": 183e12, "bf16": 362e12, "fp16": 362e12, "fp8": 733e12},
         memory_bandwidth_bytes_per_second=0.864e12,
+        memory_bandwidth_source=f"{_BW_L40S} (864 GB/s); {_ME}; {_GS}",
         source=f"{_ME}; {_GS}; {_TT}",
         notes=_HALVED,
     ),
@@ -165,6 +192,7 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         names=("NVIDIA L4",),
         peaks={"fp32": 30.3e12, "tf32": 60e12, "bf16": 121e12, "fp16": 121e12, "fp8": 242e12},
         memory_bandwidth_bytes_per_second=0.30e12,
+        memory_bandwidth_source=f"{_BW_L4} (300 GB/s); {_GS}",
         source=f"{_LT}; {_GS}",
         notes=f"{_HALVED} (datasheet: 120 / 242 / 485 with sparsity).",
     ),
@@ -175,6 +203,7 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         names=("NVIDIA H100 NVL",),
         peaks={"fp32": 60e12, "tf32": 417.5e12, "bf16": 835e12, "fp16": 835e12, "fp8": 1670.5e12},
         memory_bandwidth_bytes_per_second=3.9e12,
+        memory_bandwidth_source=f"{_BW_H100} (3.9 TB/s per GPU for H100 NVL); secondary only",
         mig_slices=7,
         source=f"{_TT} (835e12); sparse datasheet values quoted on jishuzhan.net (secondary), halved; {_MIG}",
         notes="Per GPU. Lightning's 1978.8 TFLOPS is a with-sparsity NVL-pair figure and is not used.",
@@ -186,6 +215,7 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         names=("NVIDIA H100 PCIe", "NVIDIA H100 80GB HBM2e"),
         peaks={"fp32": 51e12, "tf32": 378e12, "bf16": 756e12, "fp16": 756e12, "fp8": 1513e12},
         memory_bandwidth_bytes_per_second=2.0e12,
+        memory_bandwidth_source=f"{_BW_H100} (2 TB/s PCIe; product brief PB-11133-001: over 2,000 GB/s); {_ME}; {_LA}",
         mig_slices=7,
         source=f"{_ME}; {_CP}; {_LA}; {_MIG}",
         notes=f"{_HALVED} HBM2e H100 is the PCIe card (Composer's rule). GS lists 2.048 TB/s.",
@@ -196,6 +226,7 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         names=("NVIDIA H100 80GB HBM3", "NVIDIA H100"),
         peaks=_HOPPER_SXM,
         memory_bandwidth_bytes_per_second=3.35e12,
+        memory_bandwidth_source=f"{_BW_H100} (3.35 TB/s SXM); {_ME}; {_LA}",
         mig_slices=7,
         source=f"{_ME}; {_CP}; {_LT}; {_LA}; {_MIG}",
         notes=f"{_HALVED} Any H100 not matched as NVL or PCIe is the SXM part (HBM3), as torchtitan does.",
@@ -206,6 +237,7 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         names=("NVIDIA H200",),
         peaks=_HOPPER_SXM,
         memory_bandwidth_bytes_per_second=4.8e12,
+        memory_bandwidth_source=f"{_BW_H200} (4.8 TB/s); {_ME}",
         mig_slices=7,
         source=f"{_ME}; {_CP}; {_TT}; {_VR}; {_MIG}",
         notes=f"{_HALVED} 'NVIDIA H200' is taken as SXM (Composer). H200 NVL has no sourced figures here "
@@ -217,6 +249,7 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         names=("NVIDIA H20",),
         peaks={"bf16": 148e12, "fp16": 148e12, "fp8": 296e12},
         memory_bandwidth_bytes_per_second=4.0e12,
+        memory_bandwidth_source="citsjtu2020/LLM-Prof hardware_spec.md (4022 GB/s, 96GB); no NVIDIA datasheet",
         mig_slices=7,
         source=f"{_TT} (148e12, citing Tom's Hardware); {_VR}; citsjtu2020/LLM-Prof hardware_spec.md (4022 GB/s)",
         notes="No NVIDIA first-hand spec. fp8 296 matches LLM-Prof's INT8 296. FP32/TF32 unknown.",
@@ -229,6 +262,7 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         names=("NVIDIA GB200",),
         peaks={"fp32": 80e12, "tf32": 1250e12, "bf16": 2500e12, "fp16": 2500e12, "fp8": 5000e12},
         memory_bandwidth_bytes_per_second=8.0e12,
+        memory_bandwidth_source=f"{_BW_GB200}; {_ME}",
         mig_slices=7,
         source=f"{_ME}; {_TT}; {_VR}; {_MIG}",
         notes=f"Per GPU (a GB200 superchip holds two). {_HALVED}",
@@ -239,6 +273,7 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         names=("NVIDIA B200",),
         peaks={"fp32": 80e12, "tf32": 1125e12, "bf16": 2250e12, "fp16": 2250e12, "fp8": 4500e12},
         memory_bandwidth_bytes_per_second=8.0e12,
+        memory_bandwidth_source=f"{_BW_B200}; {_ME}",
         mig_slices=7,
         source=f"{_ME} (DGX B200 datasheet); {_TT}; {_VR}; {_MIG}",
         notes=_HALVED,
@@ -250,6 +285,7 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         names=("AMD Instinct MI250X", "AMD Instinct MI250X/MI250"),
         peaks={"fp32": 23.95e12, "bf16": 191.5e12, "fp16": 191.5e12},
         memory_bandwidth_bytes_per_second=1.64e12,
+        memory_bandwidth_source=f"{_BW_AMD} (3.2 TB/s per OAM, halved per GCD); {_ME}; {_LA}",
         source=f"{_ME}; {_LA}; {_TT} (191.5e12 per GCD)",
         notes="Per GCD (what torch sees): the OAM package's 383 bf16, 47.9 fp32 and 3.28 TB/s halved. "
         "ROCm's 'MI250X/MI250' name also covers the slower MI250 (362 bf16 per OAM).",
@@ -260,6 +296,7 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         names=("AMD Instinct MI300X",),
         peaks=_CDNA3_MI300,
         memory_bandwidth_bytes_per_second=5.3e12,
+        memory_bandwidth_source=f"{_BW_AMD} (5.3 TB/s); {_ME}",
         source=_ME,
         notes="ME derives 1307.4 from 2100 MHz x 1216 cores; torchtitan uses 1300, verl and NeMo 1336.",
     ),
@@ -269,6 +306,7 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         names=("AMD Instinct MI325X",),
         peaks=_CDNA3_MI300,
         memory_bandwidth_bytes_per_second=6.0e12,
+        memory_bandwidth_source=f"{_BW_AMD} (6 TB/s); {_ME}",
         source=f"{_ME} (compute equal to MI300X); {_TT}",
     ),
     DeviceSpec(
@@ -277,6 +315,7 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         names=("AMD Instinct MI355X",),
         peaks={"bf16": 2500e12},
         memory_bandwidth_bytes_per_second=8.0e12,
+        memory_bandwidth_source=f"{_BW_AMD} (8 TB/s); {_ME}",
         source=f"{_ME}; {_TT}",
         notes="Only the bf16 figure was sourced.",
     ),

@@ -35,7 +35,8 @@ class DeviceSpec:
         peaks: dense (no 2:4 sparsity) FLOP/s per dtype; a dtype missing or None has no published peak here.
         source: where the figures come from (URLs or citations), so a reader can check them.
         notes: caveats: halved sparse figures, derived values, disputes.
-        memory_bandwidth_bytes_per_second: peak memory bandwidth, for MBU.
+        memory_bandwidth_bytes_per_second: peak device-memory (HBM/GDDR) bandwidth of the whole device, for MBU.
+        memory_bandwidth_source: where the bandwidth figure comes from (the vendor datasheet); required with it.
         mig_slices: compute slices of the whole GPU (7 on A100/H100, 4 on A30); None when MIG is unsupported.
         names: real device names that must resolve to this entry (checked when a table is built).
         unconfirmed: dtypes (or "memory_bandwidth", "mig_slices") whose figure lacks a primary source.
@@ -47,6 +48,7 @@ class DeviceSpec:
     source: str
     notes: str = ""
     memory_bandwidth_bytes_per_second: float | None = None
+    memory_bandwidth_source: str = ""
     mig_slices: int | None = None
     names: tuple[str, ...] = ()
     unconfirmed: frozenset[str] = field(default_factory=frozenset)
@@ -64,6 +66,8 @@ class DeviceSpec:
             raise ValueError("source must say where the figures come from")
         if self.memory_bandwidth_bytes_per_second is not None:
             _check_positive("memory_bandwidth_bytes_per_second", self.memory_bandwidth_bytes_per_second)
+            if not self.memory_bandwidth_source.strip():
+                raise ValueError("memory_bandwidth_source must say where the bandwidth figure comes from")
         if self.mig_slices is not None and (type(self.mig_slices) is not int or self.mig_slices < 1):
             raise ValueError(f"mig_slices must be an integer >= 1, got {self.mig_slices!r}")
         unknown = self.unconfirmed - set(DTYPES) - set(_OTHER_CONFIRMABLE)

@@ -29,6 +29,17 @@ class PeakLookup:
     unconfirmed: bool = False
 
 
+@dataclass(frozen=True)
+class BandwidthLookup:
+    """Peak memory bandwidth of one device (bytes/s), or why there is none; `source` cites the figure."""
+
+    device_key: str | None
+    bytes_per_second: float | None
+    reason: str | None
+    source: str | None = None
+    unconfirmed: bool = False
+
+
 class PeakTable:
     """An ordered set of `DeviceSpec`s: the built-in table by default, with operator overrides on top.
 
@@ -108,6 +119,32 @@ class PeakTable:
         slice_peak_flops = whole_gpu_peak_flops * fraction
         unconfirmed = dtype in spec.unconfirmed or (profile is not None and "mig_slices" in spec.unconfirmed)
         return PeakLookup(spec.key, dtype, slice_peak_flops, fraction, None, profile, unconfirmed)
+
+    def bandwidth(self, device_name: str | None, mig_profile: str | None = None) -> BandwidthLookup:
+        """Peak device-memory bandwidth of one whole device (the MBU denominator), or a reason.
+
+        A MIG slice gets no figure: its share of the bandwidth follows its memory slices, which the table
+        does not hold, so the job must send `peak_memory_bandwidth_per_gpu`.
+        """
+        if device_name is None or not device_name.strip():
+            return BandwidthLookup(None, None, "no device model given: send gpu_model or peak_memory_bandwidth_per_gpu")
+        parent_name, name_profile = split_mig_suffix(device_name)
+        spec = self.resolve(parent_name)
+        if spec is None:
+            reason = f"unknown device {normalise_name(device_name)!r}: send peak_memory_bandwidth_per_gpu"
+            return BandwidthLookup(None, None, reason)
+        if (mig_profile and mig_profile.strip()) or name_profile:
+            reason = (
+                f"memory bandwidth of a MIG slice of {spec.key} is not modelled: send peak_memory_bandwidth_per_gpu"
+            )
+            return BandwidthLookup(spec.key, None, reason)
+        if spec.memory_bandwidth_bytes_per_second is None:
+            reason = f"no memory bandwidth for {spec.key} in the peak table: send peak_memory_bandwidth_per_gpu"
+            return BandwidthLookup(spec.key, None, reason)
+        unconfirmed = "memory_bandwidth" in spec.unconfirmed
+        return BandwidthLookup(
+            spec.key, spec.memory_bandwidth_bytes_per_second, None, spec.memory_bandwidth_source, unconfirmed
+        )
 
     def _check_names_resolve(self) -> None:
         for spec in self._specs:

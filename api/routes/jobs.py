@@ -41,6 +41,8 @@ def _public(
         pool=job.pool,
         gpu_model=job.gpu_model,
         dtype=job.dtype,
+        weight_dtype=job.weight_dtype,
+        kv_cache_dtype=job.kv_cache_dtype,
         num_gpus=job.num_gpus,
         gpus_requested=job.gpus_requested,
         gpus_allocated=allocated,

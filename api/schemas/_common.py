@@ -8,6 +8,8 @@ from pydantic import Field, StringConstraints
 
 Kind = Literal["training", "inference"]
 Dtype = Literal["bf16", "fp16", "fp8", "tf32", "fp32"]
+StorageDtype = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"]
+"""How weights or the KV cache are stored, for MBU (bytes per element: 4, 2, 2, 1, 1, 0.5, 0.5)."""
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@+\-]{0,127}$"
 """Job ids and node names: what schedulers and hostnames use, nothing that needs escaping, at most 128 chars."""

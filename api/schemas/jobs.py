@@ -4,9 +4,19 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
-from api.schemas._common import Count, Dtype, Kind, Label, NonNegativeFloat, PositiveFloat, PositiveInt
+from api.schemas._common import (
+    Count,
+    Dtype,
+    Kind,
+    Label,
+    NonNegativeFloat,
+    PositiveFloat,
+    PositiveInt,
+    Ratio,
+    StorageDtype,
+)
 
 _BIG = Annotated[float, Field(gt=0, le=1e30, allow_inf_nan=False)]
 
@@ -24,6 +34,7 @@ class ModelSpec(BaseModel):
     head_dim: PositiveInt | None = None
     seq_len: PositiveInt | None = None
     flops_per_token: _BIG | None = None
+    kv_heads: PositiveInt | None = None  # key/value heads (GQA; 1 for MQA); the KV cache's size, for MBU
 
     @model_validator(mode="after")
     def _needs_params_or_flops(self) -> ModelSpec:
@@ -31,6 +42,8 @@ class ModelSpec(BaseModel):
             raise ValueError("model needs 'params' or 'flops_per_token'")
         if self.active_params is not None and self.params is not None and self.active_params > self.params:
             raise ValueError("model.active_params cannot exceed model.params")
+        if self.kv_heads is not None and self.heads is not None and self.kv_heads > self.heads:
+            raise ValueError("model.kv_heads cannot exceed model.heads")
         return self
 
 
@@ -50,6 +63,10 @@ class JobFields(BaseModel):
     name: Label | None = None
     team: Label | None = None
     pool: Label | None = None
+    # --- inference: how the served model is stored, for MBU (default: the dtype's own storage) ---
+    weight_dtype: StorageDtype | None = None
+    kv_cache_dtype: StorageDtype | None = None
+    peak_memory_bandwidth_per_gpu: _BIG | None = None
 
 
 class JobUpdate(JobFields):
@@ -66,23 +83,51 @@ class JobReportCreate(JobFields):
     comm_seconds: NonNegativeFloat | None = None
     data_wait_seconds: NonNegativeFloat | None = None
     step: Count | None = None
+    # --- inference: the interval split by phase, and what MBU needs (see api/mfu/_serving.py) ---
+    prefill_tokens: Count | None = None  # prompt tokens computed in the interval (prefix-cache hits excluded)
+    decode_tokens: Count | None = None  # tokens generated in the interval
+    batch_size: PositiveFloat | None = Field(None, validation_alias=AliasChoices("batch_size", "concurrency"))
+    context_tokens: PositiveFloat | None = None  # mean context length of a sequence being decoded
+    mean_prompt_tokens: PositiveFloat | None = None  # mean prompt length (the prefill attention span)
+    prefill_busy_seconds: NonNegativeFloat | None = None  # time the engine spent in prefill in the interval
+    decode_busy_seconds: NonNegativeFloat | None = None
+    requests_running: Count | None = None
+    requests_waiting: Count | None = None
+    kv_cache_usage: Ratio | None = None
 
     @model_validator(mode="after")
     def _throughput(self) -> JobReportCreate:
         has_rate = self.tokens_per_second is not None
         has_count = self.tokens is not None or self.interval_seconds is not None
+        if self.has_phases():
+            return self._phase_throughput()
         if has_rate and has_count:
             raise ValueError("give either 'tokens_per_second' or 'tokens' with 'interval_seconds', not both")
         if not has_rate and (self.tokens is None or self.interval_seconds is None):
             raise ValueError("need 'tokens_per_second', or both 'tokens' and 'interval_seconds'")
         return self
 
+    def _phase_throughput(self) -> JobReportCreate:
+        if self.interval_seconds is None:
+            raise ValueError("'prefill_tokens' and 'decode_tokens' need 'interval_seconds'")
+        if self.tokens_per_second is not None:
+            raise ValueError("give 'prefill_tokens'/'decode_tokens' with 'interval_seconds', not 'tokens_per_second'")
+        phase_total = (self.prefill_tokens or 0) + (self.decode_tokens or 0)
+        if self.tokens is not None and self.tokens != phase_total:
+            raise ValueError(f"'tokens' ({self.tokens}) must equal prefill_tokens + decode_tokens ({phase_total})")
+        return self
+
+    def has_phases(self) -> bool:
+        """True when the report splits its tokens into prefill and decode (an inference engine's counters)."""
+        return self.prefill_tokens is not None or self.decode_tokens is not None
+
     def rate(self) -> float:
         """Whole-job tokens per second over the interval."""
         if self.tokens_per_second is not None:
             return self.tokens_per_second
-        assert self.tokens is not None and self.interval_seconds is not None
-        return self.tokens / self.interval_seconds
+        assert self.interval_seconds is not None
+        tokens = self.tokens if self.tokens is not None else (self.prefill_tokens or 0) + (self.decode_tokens or 0)
+        return tokens / self.interval_seconds
 
 
 class JobEnd(BaseModel):
@@ -113,6 +158,8 @@ class ReportResult(BaseModel):
     data_wait_ratio: float | None = None
     step_seconds: float | None = None
     baseline_mfu: float | None = None
+    mbu: float | None = None
+    inference: dict[str, Any] | None = None  # phases, MBU inputs, formulas and estimates (inference reports)
 
 
 class JobReportPublic(BaseModel):
@@ -129,6 +176,11 @@ class JobReportPublic(BaseModel):
     step_seconds: float | None
     step: int | None
     reason: str | None
+    mbu: float | None = None
+    prefill_tokens_per_second: float | None = None
+    decode_tokens_per_second: float | None = None
+    prefill_mfu: float | None = None
+    decode_mfu: float | None = None
 
 
 class JobPublic(BaseModel):
@@ -142,6 +194,8 @@ class JobPublic(BaseModel):
     pool: str | None
     gpu_model: str | None
     dtype: str
+    weight_dtype: str | None = None
+    kv_cache_dtype: str | None = None
     num_gpus: int | None
     gpus_requested: int | None
     gpus_allocated: int

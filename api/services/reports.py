@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -10,7 +11,7 @@ from api.context import AppContext
 from api.crud import jobs as crud
 from api.db.models import Baseline, Job
 from api.errors import InputError
-from api.mfu import ModelShape, evaluate
+from api.mfu import ModelShape, ServingWindow, evaluate
 from api.schemas.jobs import JobEnd, JobReportCreate, JobUpdate, ReportResult
 from api.state.refresh import baseline_view, job_view, model_key
 
@@ -45,6 +46,7 @@ def record_report(ctx: AppContext, job_id: str, report: JobReportCreate) -> Repo
         if not job.model:
             raise InputError("model", "model is required: send model.params or model.flops_per_token")
         shape = ModelShape(**{k: v for k, v in job.model.items() if k != "name"})
+        serving = _serving_window(job, report)
         result = evaluate(
             kind=job.kind,  # type: ignore[arg-type]
             shape=shape,
@@ -56,12 +58,18 @@ def record_report(ctx: AppContext, job_id: str, report: JobReportCreate) -> Repo
             peak_flops_per_gpu=job.peak_flops_per_gpu,
             recompute_activations=job.recompute_activations,
             table=ctx.peak_table,
+            serving=serving,
+            weight_dtype=job.weight_dtype,  # type: ignore[arg-type]
+            kv_cache_dtype=job.kv_cache_dtype,  # type: ignore[arg-type]
+            peak_memory_bandwidth_per_gpu=job.peak_memory_bandwidth_per_gpu,
         )
         mfu, hfu, reason = result.mfu, result.hfu, result.reason
+        inference = None if result.serving is None else result.serving.as_json(shape)
         peak_flops_per_second = result.peak_flops_per_second
         if num_gpus is None:
             mfu = hfu = peak_flops_per_second = None
             reason = "num_gpus unknown: report num_gpus, or run exporters that attribute GPUs to this job"
+            inference = _without_utilization(inference, reason)
         elif gpu_name is None and job.peak_flops_per_gpu is None:
             reason = "gpu_model unknown: report gpu_model or peak_flops_per_gpu, or run exporters on its nodes"
         elif result.device_key is None and job.peak_flops_per_gpu is None:
@@ -86,6 +94,12 @@ def record_report(ctx: AppContext, job_id: str, report: JobReportCreate) -> Repo
             "data_wait_ratio": data_wait_ratio,
             "step": report.step,
             "signature": signature,
+            # Inference reports with a phase split (api/mfu/_serving.py) and the engine's scheduler state.
+            "mbu": None if inference is None else inference["mbu"],
+            "inference": inference,
+            "requests_running": report.requests_running,
+            "requests_waiting": report.requests_waiting,
+            "kv_cache_usage": report.kv_cache_usage,
         }
         job.status = "running"
         job.ended_at = job.exit_code = None
@@ -109,6 +123,7 @@ def record_report(ctx: AppContext, job_id: str, report: JobReportCreate) -> Repo
                 "step_seconds": report.step_seconds,
                 "step": report.step,
                 "reason": reason,
+                **_phase_history(inference),
             },
         )
         session.flush()
@@ -135,7 +150,53 @@ def record_report(ctx: AppContext, job_id: str, report: JobReportCreate) -> Repo
         data_wait_ratio=data_wait_ratio,
         step_seconds=report.step_seconds,
         baseline_mfu=held.mfu if held else None,
+        mbu=None if inference is None else inference["mbu"],
+        inference=inference,
     )
+
+
+def _serving_window(job: Job, report: JobReportCreate) -> ServingWindow | None:
+    """The report's prefill/decode split as the MFU engine takes it; None for reports without one."""
+    if not report.has_phases():
+        return None
+    if job.kind != "inference":
+        raise InputError(
+            "prefill_tokens", "prefill_tokens and decode_tokens are for inference jobs: send kind 'inference'"
+        )
+    assert report.interval_seconds is not None
+    running = report.requests_running or None  # the batch when the engine gave no mean batch size
+    return ServingWindow(
+        interval_seconds=report.interval_seconds,
+        prefill_tokens=report.prefill_tokens or 0,
+        decode_tokens=report.decode_tokens or 0,
+        batch_size=report.batch_size if report.batch_size is not None else running,
+        context_tokens=report.context_tokens,
+        prompt_tokens=report.mean_prompt_tokens,
+        prefill_seconds=report.prefill_busy_seconds,
+        decode_seconds=report.decode_busy_seconds,
+    )
+
+
+def _without_utilization(inference: dict[str, Any] | None, reason: str) -> dict[str, Any] | None:
+    """Keep the throughput of an inference report whose GPU count is unknown, but none of its ratios."""
+    if inference is None:
+        return None
+    phases = {name: {**values, "mfu": None, "active_mfu": None} for name, values in inference["phases"].items()}
+    return {**inference, "phases": phases, "mfu": None, "mbu": None, "mbu_reason": reason}
+
+
+def _phase_history(inference: dict[str, Any] | None) -> dict[str, float | None]:
+    """The report-history columns of an inference report's phases and MBU."""
+    if inference is None:
+        return {}
+    prefill, decode = inference["phases"]["prefill"], inference["phases"]["decode"]
+    return {
+        "mbu": inference["mbu"],
+        "prefill_tokens_per_second": prefill["tokens_per_second"],
+        "decode_tokens_per_second": decode["tokens_per_second"],
+        "prefill_mfu": prefill["mfu"],
+        "decode_mfu": decode["mfu"],
+    }
 
 
 def signature_of(job: Job, device: str | None, num_gpus: int | None) -> str | None:
