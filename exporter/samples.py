@@ -43,6 +43,7 @@ COUNTER_FIELDS: tuple[str, ...] = (
     "xid_errors_total",
     "ecc_uncorrected_total",
     "ecc_corrected_total",
+    "compute_processes",
 )
 
 #: Clock-event (throttle) reason names the aggregator accepts, in NVML bit order (0x1 ... 0x100).
@@ -59,7 +60,7 @@ THROTTLE_REASONS: tuple[str, ...] = (
 )
 
 _RATIO_FIELDS = frozenset({"utilization", "sm_active", "sm_occupancy", "tensor_active", "dram_active"})
-_INT_FIELDS = frozenset({"xid_errors_total", "ecc_uncorrected_total", "ecc_corrected_total"})
+_INT_FIELDS = frozenset({"xid_errors_total", "ecc_uncorrected_total", "ecc_corrected_total", "compute_processes"})
 _ID_BAD_CHARS = re.compile(r"[^A-Za-z0-9._:@+\-]")
 _ID_LEADING = re.compile(r"^[^A-Za-z0-9]+")
 
@@ -104,6 +105,7 @@ class GpuSample:
     xid_errors_total: int | None = None
     ecc_uncorrected_total: int | None = None
     ecc_corrected_total: int | None = None
+    compute_processes: int | None = None
     throttle_reasons: tuple[str, ...] | None = None
 
     @classmethod

@@ -81,7 +81,7 @@ def cluster_overview() -> dict[str, Any]:
         ),
         timeseries(
             "GPUs by state",
-            targets(("max by (state) (mfumon_cluster_gpus)", "{{state}}")),
+            targets(("cluster:mfumon_gpus:max", "{{state}}")),
             stack=True,
             width=8,
         ),

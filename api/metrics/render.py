@@ -23,9 +23,9 @@ from api.metrics.families import (
     Family,
 )
 from api.metrics.self_metrics import SelfMetrics
-from api.state.aggregate import GroupTotals, Summary
+from api.state.aggregate import GroupTotals, JobAccount, Summary
 from api.state.store import Snapshot
-from api.state.views import JobView, NodeView
+from api.state.views import JobView, NodeView, gpu_busy, gpu_hardware_mfu
 
 Chunk = dict[str, str]  # family name -> its sample lines for one node or job
 
@@ -53,6 +53,11 @@ def render_node(node: NodeView) -> Chunk:
             metric = COUNTER_METRICS.get(field)
             if metric is not None:
                 add(metric, labels, value)
+        if gpu.up:
+            add("mfumon_gpu_busy", labels, 1 if gpu_busy(gpu.counters) else 0)
+            estimate = gpu_hardware_mfu(gpu)
+            if estimate is not None:
+                add("mfumon_gpu_hardware_mfu_ratio", labels, estimate)
         reasons = gpu.counters.get("throttle_reasons")
         if reasons is not None:
             active = set(reasons)
@@ -65,7 +70,7 @@ def render_node(node: NodeView) -> Chunk:
     return {name: "".join(chunk) for name, chunk in lines.items()}
 
 
-def render_job(job: JobView, allocated: int, baseline_mfu: float | None) -> Chunk:
+def render_job(job: JobView, baseline_mfu: float | None) -> Chunk:
     lines: dict[str, list[str]] = {}
     labels = labels_text([("job_id", job.job_id), ("kind", job.kind)])
 
@@ -86,8 +91,6 @@ def render_job(job: JobView, allocated: int, baseline_mfu: float | None) -> Chun
         ("dtype", job.dtype),
     ]
     add("mfumon_job_info", 1, labels_text(info))
-    add("mfumon_job_gpus_allocated", allocated)
-    add("mfumon_job_gpus_requested", job.gpus_requested or job.num_gpus or allocated)
     if job.status == "running":
         add("mfumon_job_mfu_ratio", latest.get("mfu"))
         add("mfumon_job_hfu_ratio", latest.get("hfu"))
@@ -129,6 +132,31 @@ def _add_inference(add: Callable[..., None], job: JobView, latest: dict[str, Any
     add("mfumon_job_context_tokens", inference.get("context_tokens"))
 
 
+def render_job_gpus(job_id: str, job: JobView | None, account: JobAccount) -> Chunk:
+    """A job's GPUs as the hardware sees them, and the cross-check; ``job=None`` for an id only exporters know."""
+    lines: dict[str, list[str]] = {}
+    labels = labels_text([("job_id", job_id), ("kind", job.kind if job is not None else "")])
+
+    def add(name: str, value: float | None, label_text: str = labels) -> None:
+        if value is not None:
+            lines.setdefault(name, []).append(sample_line(name, label_text, value))
+
+    if job is None:
+        info = [("job_id", job_id), ("kind", ""), ("status", account.status), ("pool", account.pool or "")]
+        add("mfumon_job_info", 1, labels_text(info))
+    allocated = account.gpus_attributed
+    add("mfumon_job_gpus_allocated", allocated)
+    if job is not None:
+        add("mfumon_job_gpus_requested", job.gpus_requested or job.num_gpus or allocated)
+    if account.status == "running":
+        add("mfumon_job_gpus_unverified", account.gpus_unverified)
+    if not account.reporting:
+        add("mfumon_job_gpus_unreported", account.gpus_unreported)
+    add("mfumon_job_hardware_mfu_ratio", account.hardware_mfu)
+    add("mfumon_job_mfu_hardware_agreement_ratio", account.agreement)
+    return {name: "".join(chunk) for name, chunk in lines.items()}
+
+
 class MetricsRenderer:
     """Holds the per-node and per-job caches; safe to call from concurrent scrapes."""
 
@@ -138,18 +166,23 @@ class MetricsRenderer:
         self._lock = threading.Lock()
         self._nodes: dict[str, tuple[object, Chunk]] = {}
         self._jobs: dict[str, tuple[object, Chunk]] = {}
+        self._job_gpus: dict[str, tuple[object, Chunk]] = {}
         self.renders = {
             "node": 0,
             "job": 0,
+            "job_gpus": 0,
         }  # how many chunks were (re)rendered: lets tests see the cache work
 
     def render(self, snapshot: Snapshot, summary: Summary) -> bytes:
         started = time.perf_counter()
         with self._lock:
             node_chunks = [self._node_chunk(node) for node in snapshot.nodes]
-            job_chunks = [self._job_chunk(job, snapshot, summary) for job in snapshot.jobs]
+            job_chunks = [self._job_chunk(job, snapshot) for job in snapshot.jobs]
+            jobs = {j.job_id: j for j in snapshot.jobs}
+            job_chunks += [self._job_gpus_chunk(i, jobs.get(i), account) for i, account in summary.jobs.items()]
             self._forget(self._nodes, {n.name for n in snapshot.nodes})
-            self._forget(self._jobs, {j.job_id for j in snapshot.jobs})
+            self._forget(self._jobs, set(jobs))
+            self._forget(self._job_gpus, set(summary.jobs))
         parts: list[str] = []
         _join_families(parts, JOB_FAMILIES, job_chunks)
         _join_families(parts, GPU_FAMILIES, node_chunks)
@@ -167,18 +200,27 @@ class MetricsRenderer:
         self.renders["node"] += 1
         return chunk
 
-    def _job_chunk(self, job: JobView, snapshot: Snapshot, summary: Summary) -> Chunk:
-        allocated = summary.allocated.get(job.job_id, 0)
+    def _job_chunk(self, job: JobView, snapshot: Snapshot) -> Chunk:
         signature = (job.latest or {}).get("signature")
         baseline = snapshot.baselines.get(signature) if signature else None
         baseline_mfu = baseline.mfu if baseline else None
-        key = (job.updated_at, allocated, baseline_mfu)
+        key = (job.updated_at, baseline_mfu)
         cached = self._jobs.get(job.job_id)
         if cached is not None and cached[0] == key:
             return cached[1]
-        chunk = render_job(job, allocated, baseline_mfu)
+        chunk = render_job(job, baseline_mfu)
         self._jobs[job.job_id] = (key, chunk)
         self.renders["job"] += 1
+        return chunk
+
+    def _job_gpus_chunk(self, job_id: str, job: JobView | None, account: JobAccount) -> Chunk:
+        key = (job.updated_at if job is not None else None, account)
+        cached = self._job_gpus.get(job_id)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        chunk = render_job_gpus(job_id, job, account)
+        self._job_gpus[job_id] = (key, chunk)
+        self.renders["job_gpus"] += 1
         return chunk
 
     @staticmethod
@@ -201,13 +243,11 @@ class MetricsRenderer:
         emit("mfumon_cluster_model_flops_per_second", [([], cluster.model_flops_per_second)])
         peak = cluster.peak_flops_per_second + cluster.idle_peak_flops_per_second
         emit("mfumon_cluster_peak_flops_per_second", [([], peak)])
-        gpu_states = {
-            "allocated": cluster.gpus_allocated,
-            "idle": cluster.gpus_idle,
-            "down": summary.gpus_down,
-            "unknown_model": summary.gpus_unknown_model,
-        }
-        emit("mfumon_cluster_gpus", [([("state", s)], n) for s, n in gpu_states.items()])
+        emit("mfumon_cluster_gpus", [([("state", s)], n) for s, n in cluster.states().items()])
+        emit("mfumon_cluster_gpus_unknown_model", [([], summary.gpus_unknown_model)])
+        emit("mfumon_cluster_gpus_unverified", [([], summary.gpus_unverified)])
+        emit("mfumon_cluster_jobs_gpu_mismatch", [([], summary.jobs_gpu_mismatch)])
+        emit("mfumon_cluster_reported_coverage_ratio", [([], cluster.reported_coverage)])
         emit("mfumon_cluster_nodes", [([], summary.nodes)])
         jobs = [
             ([("status", "running")], cluster.jobs_running),
@@ -217,9 +257,13 @@ class MetricsRenderer:
         pools = sorted(summary.pools.items())
         emit("mfumon_pool_mfu_ratio", _per("pool", pools, lambda g: g.mfu))
         emit("mfumon_pool_resource_satisfaction_ratio", _per("pool", pools, lambda g: g.resource_satisfaction))
+        emit(
+            "mfumon_pool_gpus",
+            [([("pool", p), ("state", s)], n) for p, group in pools for s, n in group.states().items()],
+        )
+        emit("mfumon_pool_reported_coverage_ratio", _per("pool", pools, lambda g: g.reported_coverage))
         emit("mfumon_pool_gpus_allocated", _per("pool", pools, lambda g: g.gpus_allocated))
         emit("mfumon_pool_gpus_requested", _per("pool", pools, lambda g: g.gpus_requested))
-        emit("mfumon_pool_gpus_idle", _per("pool", pools, lambda g: g.gpus_idle))
         emit("mfumon_pool_jobs_pending", _per("pool", pools, lambda g: g.jobs_pending))
         teams = sorted(summary.teams.items())
         emit("mfumon_team_mfu_ratio", _per("team", teams, lambda g: g.allocated_mfu))

@@ -8,12 +8,21 @@ Pure Python (stdlib + PyYAML), so the aggregator, tests and tools share one defi
 - `_table.py`: `PeakTable` and `PeakLookup`.
 - `_serving.py`: inference: MFU by phase (prefill, decode) and MBU, bytes read per decode step.
 - `_mfu.py`: `compute_mfu` and `evaluate` → `MfuResult`.
+- `_hardware.py`: the hardware estimate (tensor activity x SM clock ÷ max SM clock), a report checked against it.
 """
 
 from __future__ import annotations
 
 from ._devices import MigProfile, parse_mig_profile, split_mig_suffix
 from ._flops import KINDS, ModelShape, WorkloadKind, flops_per_token, hardware_flops_per_token
+from ._hardware import (
+    AGREEMENT_OVER_CLAIM,
+    AGREEMENT_UNDER_CLAIM,
+    AccountingCheck,
+    agreement_ratio,
+    check_accounting,
+    hardware_mfu,
+)
 from ._mfu import MfuResult, compute_mfu, default_peak_table, evaluate
 from ._overrides import load_peak_overrides, parse_peak_overrides
 from ._peaks import DEFAULT_DEVICES
@@ -36,6 +45,8 @@ from ._spec import DTYPES, DeviceSpec, Dtype, PeakTableError
 from ._table import BandwidthLookup, PeakLookup, PeakTable
 
 __all__ = [
+    "AGREEMENT_OVER_CLAIM",
+    "AGREEMENT_UNDER_CLAIM",
     "BYTES_PER_ELEMENT",
     "DEFAULT_DEVICES",
     "DTYPES",
@@ -43,6 +54,7 @@ __all__ = [
     "KINDS",
     "PHASES",
     "STORAGE_DTYPES",
+    "AccountingCheck",
     "BandwidthLookup",
     "DeviceSpec",
     "Dtype",
@@ -57,6 +69,8 @@ __all__ = [
     "ServingWindow",
     "StorageDtype",
     "WorkloadKind",
+    "agreement_ratio",
+    "check_accounting",
     "compute_mbu",
     "compute_mfu",
     "decode_step_bytes",
@@ -65,6 +79,7 @@ __all__ = [
     "evaluate_serving",
     "flops_per_token",
     "hardware_flops_per_token",
+    "hardware_mfu",
     "kv_cache_bytes_per_token",
     "load_peak_overrides",
     "parse_mig_profile",

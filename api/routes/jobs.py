@@ -10,7 +10,9 @@ from api.crud import jobs as crud
 from api.crud.nodes import read_gpus_of_job
 from api.db.models import Job
 from api.deps import ContextDep, IngestAuth, JobIdPath
+from api.mfu import check_accounting
 from api.schemas.jobs import (
+    AccountingPublic,
     JobEnd,
     JobPublic,
     JobReportCreate,
@@ -20,18 +22,30 @@ from api.schemas.jobs import (
     ReportResult,
 )
 from api.services import reports
-from api.state.aggregate import summarize
+from api.state.aggregate import JobAccount, summarize
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 
 def _public(
-    ctx: ContextDep, job: Job, *, allocated: int, history: list[JobReportPublic], gpus: list[dict[str, Any]]
+    ctx: ContextDep,
+    job: Job,
+    *,
+    account: JobAccount | None,
+    history: list[JobReportPublic],
+    gpus: list[dict[str, Any]],
 ) -> JobPublic:
     latest = job.latest or {}
     signature = latest.get("signature")
     baseline = ctx.state.baseline(signature) if signature else None
     mfu = latest.get("mfu")
+    attributed = account.gpus_attributed if account is not None else 0
+    accounting = None
+    if account is not None and account.reporting:
+        check = check_accounting(
+            account.mfu, account.hardware_mfu, dtype=job.dtype, recompute=job.recompute_activations
+        )
+        accounting = AccountingPublic(verdict=check.verdict, message=check.message)
     return JobPublic(
         job_id=job.job_id,
         status=job.status,
@@ -45,7 +59,13 @@ def _public(
         kv_cache_dtype=job.kv_cache_dtype,
         num_gpus=job.num_gpus,
         gpus_requested=job.gpus_requested,
-        gpus_allocated=allocated,
+        gpus_allocated=attributed,
+        gpus_reported=job.num_gpus,
+        gpus_attributed=attributed,
+        gpus_unverified=account.gpus_unverified if account is not None else 0,
+        hardware_mfu=account.hardware_mfu if account is not None else None,
+        mfu_hardware_agreement=account.agreement if account is not None else None,
+        accounting=accounting,
         model=job.model,
         created_at=job.created_at,
         started_at=job.started_at,
@@ -61,12 +81,16 @@ def _public(
     )
 
 
+def _accounts(ctx: ContextDep) -> dict[str, JobAccount]:
+    return summarize(ctx.state.snapshot(ctx.clock())).jobs
+
+
 @router.put("/{job_id}", response_model=JobPublic, dependencies=[IngestAuth])
 def update_job(job_id: JobIdPath, body: JobUpdate, ctx: ContextDep) -> JobPublic:
     """Register a job (pending until it reports) or update its metadata."""
     job = reports.update_job(ctx, job_id, body)
     ctx.self_metrics.count_ingest("job_update", "accepted")
-    return _public(ctx, job, allocated=0 if job.status != "running" else job.num_gpus or 0, history=[], gpus=[])
+    return _public(ctx, job, account=_accounts(ctx).get(job_id), history=[], gpus=[])
 
 
 @router.post("/{job_id}/reports", response_model=ReportResult, dependencies=[IngestAuth])
@@ -85,7 +109,7 @@ def end_job(job_id: JobIdPath, ctx: ContextDep, body: Annotated[JobEnd | None, B
         ctx.self_metrics.count_ingest("job_end", "not_found")
         raise HTTPException(status_code=404, detail=f"job {job_id!r} not found")
     ctx.self_metrics.count_ingest("job_end", "accepted")
-    return _public(ctx, job, allocated=0, history=[], gpus=[])
+    return _public(ctx, job, account=None, history=[], gpus=[])
 
 
 @router.get("", response_model=JobsPublic)
@@ -96,17 +120,17 @@ def read_jobs(
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> JobsPublic:
     """List jobs with their current MFU."""
-    allocated = summarize(ctx.state.snapshot(ctx.clock())).allocated
+    accounts = _accounts(ctx)
     with ctx.sessions() as session:
         rows = crud.read_jobs(session=session, status=status, limit=limit, offset=offset)
-    data = [_public(ctx, j, allocated=allocated.get(j.job_id, 0), history=[], gpus=[]) for j in rows]
+    data = [_public(ctx, j, account=accounts.get(j.job_id), history=[], gpus=[]) for j in rows]
     return JobsPublic(data=data, count=len(data))
 
 
 @router.get("/{job_id}", response_model=JobPublic)
 def read_job(job_id: JobIdPath, ctx: ContextDep, history: Annotated[int, Query(ge=0, le=10_000)] = 60) -> JobPublic:
     """One job: current MFU, baseline, its GPUs and recent history."""
-    allocated = summarize(ctx.state.snapshot(ctx.clock())).allocated
+    account = _accounts(ctx).get(job_id)
     with ctx.sessions() as session:
         job = crud.read_job(session=session, job_id=job_id)
         if job is None:
@@ -117,4 +141,4 @@ def read_job(job_id: JobIdPath, ctx: ContextDep, history: Annotated[int, Query(g
             for g in read_gpus_of_job(session=session, job_id=job_id)
         ]
     past = [JobReportPublic.model_validate(r, from_attributes=True) for r in rows]
-    return _public(ctx, job, allocated=allocated.get(job_id, 0), history=past, gpus=gpus)
+    return _public(ctx, job, account=account, history=past, gpus=gpus)

@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Container
+
 from fastapi import APIRouter, HTTPException
 
 from api.deps import ContextDep, IngestAuth, NodePath
 from api.schemas.nodes import GpuPublic, NodePublic, NodeSampleCreate, NodesPublic, SampleAccepted
 from api.services.samples import record_sample
-from api.state.views import NodeView
+from api.state.aggregate import gpu_state, node_gpu_states, reporting_jobs
+from api.state.views import NodeView, gpu_hardware_mfu
 
 router = APIRouter(prefix="/v1/nodes", tags=["nodes"])
 
 
-def _public(node: NodeView) -> NodePublic:
+def _public(node: NodeView, reporting: Container[str]) -> NodePublic:
     return NodePublic(
         name=node.name,
         pool=node.pool,
         last_seen_at=node.last_seen_at,
         last_timestamp=node.last_sample_timestamp,
         samples_received=node.samples_received,
+        gpu_states=node_gpu_states(node, reporting),
         gpus=[
             GpuPublic(
                 uuid=g.uuid,
@@ -29,6 +33,8 @@ def _public(node: NodeView) -> NodePublic:
                 mig_profile=g.mig_profile,
                 job_id=g.job_id,
                 up=g.up,
+                state=gpu_state(g, reporting),
+                hardware_mfu=gpu_hardware_mfu(g),
                 counters=g.counters,
                 sample_timestamp=g.sample_timestamp,
             )
@@ -48,8 +54,10 @@ def create_sample(node: NodePath, body: NodeSampleCreate, ctx: ContextDep) -> Sa
 @router.get("", response_model=NodesPublic)
 def read_nodes(ctx: ContextDep) -> NodesPublic:
     """Nodes that pushed within the node TTL, with their GPUs."""
-    nodes = sorted(ctx.state.snapshot(ctx.clock()).nodes, key=lambda n: n.name)
-    return NodesPublic(data=[_public(n) for n in nodes], count=len(nodes))
+    snapshot = ctx.state.snapshot(ctx.clock())
+    reporting = reporting_jobs(snapshot)
+    nodes = sorted(snapshot.nodes, key=lambda n: n.name)
+    return NodesPublic(data=[_public(n, reporting) for n in nodes], count=len(nodes))
 
 
 @router.get("/{node}", response_model=NodePublic)
@@ -58,4 +66,4 @@ def read_node(node: NodePath, ctx: ContextDep) -> NodePublic:
     view = ctx.state.node(node)
     if view is None:
         raise HTTPException(status_code=404, detail=f"node {node!r} not found (or silent past the node TTL)")
-    return _public(view)
+    return _public(view, reporting_jobs(ctx.state.snapshot(ctx.clock())))

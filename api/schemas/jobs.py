@@ -183,6 +183,13 @@ class JobReportPublic(BaseModel):
     decode_mfu: float | None = None
 
 
+class AccountingPublic(BaseModel):
+    """The reported MFU checked against the hardware estimate: which way it is off, and what to look at."""
+
+    verdict: str = Field(description="consistent | over_claims | under_claims | unchecked")
+    message: str
+
+
 class JobPublic(BaseModel):
     """A job as the JSON API shows it."""
 
@@ -198,7 +205,15 @@ class JobPublic(BaseModel):
     kv_cache_dtype: str | None = None
     num_gpus: int | None
     gpus_requested: int | None
-    gpus_allocated: int
+    gpus_allocated: int = Field(description="GPUs exporters attribute to the job: its GPUs, whatever num_gpus says")
+    gpus_reported: int | None = Field(default=None, description="num_gpus as the job reports it")
+    gpus_attributed: int = Field(default=0, description="GPUs exporters attribute to the job")
+    gpus_unverified: int = Field(default=0, description="GPUs reported beyond those exporters attribute")
+    hardware_mfu: float | None = Field(
+        default=None, description="tensor-pipe activity x SM clock / max SM clock, mean over the job's GPUs"
+    )
+    mfu_hardware_agreement: float | None = Field(default=None, description="reported MFU / hardware_mfu")
+    accounting: AccountingPublic | None = None
     model: dict[str, Any] | None
     created_at: float
     started_at: float | None

@@ -45,6 +45,7 @@ class GpuSample(BaseModel):
     xid_errors_total: Count | None = None
     ecc_uncorrected_total: Count | None = None
     ecc_corrected_total: Count | None = None
+    compute_processes: Annotated[int, Field(ge=0, le=100_000)] | None = None
     throttle_reasons: Annotated[list[str], Field(max_length=16)] | None = None
 
     @field_validator("throttle_reasons")
@@ -101,6 +102,8 @@ class GpuPublic(BaseModel):
     mig_profile: str | None
     job_id: str | None
     up: bool
+    state: str = Field(description="reporting | unreported | idle | down")
+    hardware_mfu: float | None = Field(description="tensor-pipe activity x SM clock / max SM clock")
     counters: dict[str, Any]
     sample_timestamp: float
 
@@ -111,6 +114,7 @@ class NodePublic(BaseModel):
     last_seen_at: float
     last_timestamp: float
     samples_received: int
+    gpu_states: dict[str, int] = Field(description="GPUs by state; they add up to the node's GPUs")
     gpus: list[GpuPublic]
 
 

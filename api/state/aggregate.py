@@ -1,33 +1,61 @@
-"""Cluster, pool and team numbers derived from one snapshot.
+"""Cluster, pool, team and per-job numbers derived from one snapshot, in O(nodes + jobs).
 
-Definitions (all FLOP/s are dense peaks, see ``api.mfu``):
-- a job's *allocated* GPUs are those exporters attribute to it, else the ``num_gpus`` it reports; a pending job
-  holds none. Its *requested* GPUs are ``gpus_requested``, else what it runs on.
-- cluster MFU = Σ jobs' model FLOP/s ÷ (Σ jobs' peak FLOP/s + Σ bf16 peak of idle known GPUs): idle GPUs count.
-- allocated MFU = Σ jobs' model FLOP/s ÷ Σ jobs' peak FLOP/s: how well the GPUs in use are used.
-- pool MFU adds the pool's idle GPUs to the denominator; team MFU covers the team's jobs only.
-- resource satisfaction = Σ allocated ÷ Σ requested over the pool's running and pending jobs.
-Jobs whose MFU is unknown (no peak for their device) are left out of both numerator and denominator.
+Two sources, each the ground truth for one thing (README, "Where each number comes from"):
+- the **exporters** say where GPUs are and how busy their tensor pipes are. Every GPU an exporter reports is in
+  exactly one state: ``reporting`` (attributed to a job that posts throughput), ``unreported`` (attributed to a job
+  that does not, or running compute work with no job id), ``idle`` or ``down``. A job's allocated GPUs are the ones
+  exporters attribute to it; GPUs only a report claims are *unverified* and count nowhere else.
+- **job reports** say how many model FLOPs are useful.
+
+Cluster MFU = Σ useful FLOP/s ÷ (Σ dense peak of the busy GPUs it covers + Σ bf16 peak of idle GPUs), where a
+reporting job contributes its reported MFU x the peak of its attributed GPUs (at its dtype), and unreported GPUs
+contribute their hardware estimate x their bf16 peak. Busy GPUs with no number (a job whose MFU is unknown, GPUs
+without tensor counters) are left out of both sides. Allocated MFU is the same without the idle GPUs; pool MFU covers
+the GPUs of the pool's nodes; team MFU the team's jobs' GPUs. Coverage = reporting GPUs ÷ busy GPUs: how much of
+the figure rests on reports rather than estimates. Resource satisfaction = Σ allocated ÷ Σ requested over the
+pool's running and pending jobs. Pools are those of the nodes exporters report: a job's ``pool`` label creates none.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Container
+from dataclasses import dataclass, field
 
+from api.mfu import agreement_ratio
 from api.state.store import Snapshot
-from api.state.views import JobView
+from api.state.views import GpuView, JobShare, JobView, NodeView, gpu_busy
+
+STATES: tuple[str, ...] = ("reporting", "unreported", "idle", "down")
 
 
 @dataclass(slots=True)
 class GroupTotals:
-    model_flops_per_second: float = 0.0
-    peak_flops_per_second: float = 0.0  # jobs' peaks only
-    idle_peak_flops_per_second: float = 0.0
-    gpus_allocated: int = 0
-    gpus_requested: int = 0
+    """The cluster, a pool or a team. GPU states and FLOP/s come from the GPUs; job counts from the jobs."""
+
+    gpus_reporting: int = 0
+    gpus_unreported: int = 0
     gpus_idle: int = 0
+    gpus_down: int = 0
+    model_flops_per_second: float = 0.0  # reported MFU x peak of reporting GPUs + hardware estimates of the others
+    estimated_flops_per_second: float = 0.0  # the hardware-estimate part of it
+    peak_flops_per_second: float = 0.0  # dense peak of the busy GPUs with a number
+    idle_peak_flops_per_second: float = 0.0
+    gpus_allocated: int = 0  # GPUs exporters attribute to the group's running jobs
+    gpus_requested: int = 0
     jobs_running: int = 0
     jobs_pending: int = 0
+
+    def states(self) -> dict[str, int]:
+        return {
+            "reporting": self.gpus_reporting,
+            "unreported": self.gpus_unreported,
+            "idle": self.gpus_idle,
+            "down": self.gpus_down,
+        }
+
+    @property
+    def gpus_busy(self) -> int:
+        return self.gpus_reporting + self.gpus_unreported
 
     @property
     def mfu(self) -> float | None:
@@ -41,8 +69,69 @@ class GroupTotals:
         return self.model_flops_per_second / self.peak_flops_per_second
 
     @property
+    def reported_coverage(self) -> float | None:
+        return self.gpus_reporting / self.gpus_busy if self.gpus_busy else None
+
+    @property
     def resource_satisfaction(self) -> float | None:
         return self.gpus_allocated / self.gpus_requested if self.gpus_requested > 0 else None
+
+
+@dataclass(slots=True)
+class JobHardware:
+    """What the exporters say about one job id: its GPUs and their tensor activity."""
+
+    gpus_attributed: int = 0
+    estimated: int = 0  # of those, GPUs with a hardware estimate
+    estimate_sum: float = 0.0
+    pool: str | None = None  # the first, by name, of the pools of the nodes holding its GPUs
+
+    @property
+    def hardware_mfu(self) -> float | None:
+        """Mean hardware estimate over the job's GPUs that have one; None when none has."""
+        return self.estimate_sum / self.estimated if self.estimated else None
+
+
+@dataclass(frozen=True, slots=True)
+class JobAccount:
+    """A job's GPUs by source: what exporters confirm, what the report claims, and the difference."""
+
+    status: str  # pending | running, or "unregistered": exporters attribute GPUs to an id with no live job
+    reporting: bool
+    gpus_attributed: int
+    gpus_reported: int | None
+    hardware_mfu: float | None
+    mfu: float | None = None  # the reported MFU, for reporting jobs
+    dtype: str | None = None
+    pool: str | None = None  # the pool of the nodes holding its GPUs (the first by name)
+
+    @property
+    def agreement(self) -> float | None:
+        """Reported MFU ÷ hardware-estimated MFU (``api.mfu.agreement_ratio``); fp32 runs outside the tensor pipes."""
+        if not self.reporting or self.dtype == "fp32":
+            return None
+        return agreement_ratio(self.mfu, self.hardware_mfu)
+
+    @property
+    def gpus_unverified(self) -> int:
+        """GPUs the report claims beyond those exporters attribute (only running jobs claim any)."""
+        if self.status != "running" or not self.gpus_reported:
+            return 0
+        return max(0, self.gpus_reported - self.gpus_attributed)
+
+    @property
+    def gpus_unreported(self) -> int:
+        return 0 if self.reporting else self.gpus_attributed
+
+    @property
+    def gpu_count_mismatch(self) -> bool:
+        """Exporters see the job, but on another number of GPUs than it reports."""
+        return (
+            self.reporting
+            and self.gpus_attributed > 0
+            and bool(self.gpus_reported)
+            and (self.gpus_reported != self.gpus_attributed)
+        )
 
 
 @dataclass(slots=True)
@@ -50,66 +139,140 @@ class Summary:
     cluster: GroupTotals
     pools: dict[str, GroupTotals]
     teams: dict[str, GroupTotals]
-    allocated: dict[str, int]  # job_id -> GPUs allocated
+    jobs: dict[str, JobAccount]  # every visible job and every job id exporters attribute GPUs to
     gpus_known: int = 0
-    gpus_down: int = 0
     gpus_unknown_model: int = 0
+    gpus_unverified: int = 0
+    jobs_gpu_mismatch: int = 0
     nodes: int = 0
+    allocated: dict[str, int] = field(default_factory=dict)  # job_id -> GPUs exporters attribute to it
+
+
+def node_gpu_states(node: NodeView, reporting: Container[str]) -> dict[str, int]:
+    """One node's GPUs by state, given the ids of the jobs that report; the four add up to ``len(node.gpus)``."""
+    held = sum(share.count for share in node.shares.values())
+    in_reporting_jobs = sum(share.count for job_id, share in node.shares.items() if job_id in reporting)
+    unattributed = node.unattributed.count if node.unattributed is not None else 0
+    return {
+        "reporting": in_reporting_jobs,
+        "unreported": held - in_reporting_jobs + unattributed,
+        "idle": node.gpus_idle,
+        "down": node.gpus_down,
+    }
+
+
+def gpu_state(gpu: GpuView, reporting: Container[str]) -> str:
+    """One GPU's state, the definition that :func:`node_gpu_states` and :func:`summarize` sum per node."""
+    if not gpu.up:
+        return "down"
+    if gpu.job_id is not None:
+        return "reporting" if gpu.job_id in reporting else "unreported"
+    return "unreported" if gpu_busy(gpu.counters) else "idle"
+
+
+def reporting_jobs(snapshot: Snapshot) -> set[str]:
+    """Ids of the jobs that post throughput: running ones (a job silent past the job TTL is no longer visible)."""
+    return {job.job_id for job in snapshot.jobs if job.status == "running"}
 
 
 def _requested(job: JobView, allocated: int) -> int:
     return job.gpus_requested or job.num_gpus or allocated
 
 
+def _add_share(groups: list[GroupTotals], share: JobShare, job: JobView | None) -> None:
+    """Add one node's share of a job (or its unattributed busy GPUs, ``job=None``) to the groups it belongs to."""
+    latest = (job.latest or {}) if job is not None else {}
+    if job is not None:  # reporting: the reported MFU over the attributed GPUs, at the job's dtype
+        mfu, per_gpu = latest.get("mfu"), latest.get("peak_flops_per_gpu")
+        useful = estimated = peak = 0.0
+        if mfu is not None and per_gpu:
+            peak = per_gpu * share.count
+            useful = mfu * peak
+    else:  # unreported: what the tensor pipes executed, over the GPUs that can tell
+        useful = estimated = share.estimated_flops
+        peak = share.estimated_peak_flops
+    for group in groups:
+        if job is not None:
+            group.gpus_reporting += share.count
+        else:
+            group.gpus_unreported += share.count
+        group.model_flops_per_second += useful
+        group.estimated_flops_per_second += estimated
+        group.peak_flops_per_second += peak
+
+
 def summarize(snapshot: Snapshot) -> Summary:
-    """Derive every cluster-level number from one snapshot in O(nodes + jobs)."""
-    running = {j.job_id for j in snapshot.jobs if j.status == "running"}
-    attributed: dict[str, int] = {}
-    job_node_pool: dict[str, str] = {}
+    """Derive every cluster-level and per-job number from one snapshot in O(nodes + jobs)."""
+    jobs = {j.job_id: j for j in snapshot.jobs}
+    running = {job_id: j for job_id, j in jobs.items() if j.status == "running"}
+    hardware: dict[str, JobHardware] = {}
     cluster = GroupTotals()
     pools: dict[str, GroupTotals] = {}
     teams: dict[str, GroupTotals] = {}
-    summary = Summary(cluster=cluster, pools=pools, teams=teams, allocated={})
+    summary = Summary(cluster=cluster, pools=pools, teams=teams, jobs={})
 
     for node in snapshot.nodes:
         summary.nodes += 1
         summary.gpus_known += len(node.gpus)
-        summary.gpus_down += node.gpus_down
         summary.gpus_unknown_model += node.gpus_unknown_model
         pool = pools.setdefault(node.pool, GroupTotals()) if node.pool else None
+        groups = [cluster] if pool is None else [cluster, pool]
+        for group in groups:
+            group.gpus_down += node.gpus_down
+            group.gpus_idle += node.gpus_idle
+            group.idle_peak_flops_per_second += node.idle_bf16_peak_flops
+        if node.unattributed is not None:
+            _add_share(groups, node.unattributed, None)
         for job_id, share in node.shares.items():
-            if job_id is not None and job_id in running:
-                attributed[job_id] = attributed.get(job_id, 0) + share.count
-                if node.pool:
-                    job_node_pool.setdefault(job_id, node.pool)
-                continue
-            for group in (cluster, pool):
-                if group is not None:
-                    group.gpus_idle += share.count
-                    group.idle_peak_flops_per_second += share.bf16_peak_flops
+            account = hardware.setdefault(job_id, JobHardware())
+            account.gpus_attributed += share.count
+            account.estimated += share.estimated
+            account.estimate_sum += share.estimate_sum
+            if node.pool and (account.pool is None or node.pool < account.pool):
+                account.pool = node.pool  # the same pool whatever order the nodes come in
+            job = jobs.get(job_id)
+            team = teams.setdefault(job.team, GroupTotals()) if job is not None and job.team else None
+            _add_share(groups if team is None else [*groups, team], share, running.get(job_id))
 
     for job in snapshot.jobs:
-        pool_name = job.pool or job_node_pool.get(job.job_id)
+        account = hardware.get(job.job_id, JobHardware())
+        pool_name = job.pool if job.pool in pools else account.pool
         groups = [cluster]
         if pool_name:
-            groups.append(pools.setdefault(pool_name, GroupTotals()))
+            groups.append(pools[pool_name])
         if job.team:
             groups.append(teams.setdefault(job.team, GroupTotals()))
-        if job.status == "pending":
-            summary.allocated[job.job_id] = 0
-            for group in groups:
-                group.jobs_pending += 1
-                group.gpus_requested += _requested(job, 0)
-            continue
-        allocated = attributed.get(job.job_id) or job.num_gpus or 0
+        allocated = account.gpus_attributed
         summary.allocated[job.job_id] = allocated
-        latest = job.latest or {}
-        has_mfu = latest.get("mfu") is not None
+        summary.jobs[job.job_id] = JobAccount(
+            status=job.status,
+            reporting=job.status == "running",
+            gpus_attributed=account.gpus_attributed,
+            gpus_reported=job.num_gpus,
+            hardware_mfu=account.hardware_mfu,
+            mfu=(job.latest or {}).get("mfu") if job.status == "running" else None,
+            dtype=job.dtype,
+            pool=account.pool,
+        )
         for group in groups:
-            group.jobs_running += 1
+            if job.status == "pending":
+                group.jobs_pending += 1
+            else:
+                group.jobs_running += 1
             group.gpus_allocated += allocated
             group.gpus_requested += _requested(job, allocated)
-            if has_mfu:
-                group.model_flops_per_second += latest["model_flops_per_second"]
-                group.peak_flops_per_second += latest["peak_flops_per_second"]
+    for job_id, account in hardware.items():
+        if job_id not in jobs:
+            summary.allocated[job_id] = account.gpus_attributed
+            summary.jobs[job_id] = JobAccount(
+                status="unregistered",
+                reporting=False,
+                gpus_attributed=account.gpus_attributed,
+                gpus_reported=None,
+                hardware_mfu=account.hardware_mfu,
+                pool=account.pool,
+            )
+    for job_account in summary.jobs.values():
+        summary.gpus_unverified += job_account.gpus_unverified
+        summary.jobs_gpu_mismatch += job_account.gpu_count_mismatch
     return summary

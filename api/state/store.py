@@ -47,8 +47,6 @@ class ClusterState:
 
     def _index_jobs(self, node: NodeView | None, *, remove: bool) -> None:
         for job_id in node.shares if node is not None else ():
-            if job_id is None:
-                continue
             nodes = self._job_nodes.setdefault(job_id, set())
             if remove:
                 nodes.discard(node.name)  # type: ignore[union-attr]

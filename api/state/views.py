@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from api.mfu import hardware_mfu
+
 
 @dataclass(frozen=True, slots=True)
 class GpuView:
@@ -27,12 +29,19 @@ class GpuView:
 
 @dataclass(frozen=True, slots=True)
 class JobShare:
-    """The GPUs one job holds on one node."""
+    """A group of one node's up GPUs (one job's, or the unattributed busy ones) and what the cluster sums need."""
 
     count: int
     gpu_name: str
     mig_profile: str | None
     bf16_peak_flops: float  # sum over those GPUs; 0 for unknown devices
+    estimated: int = 0  # GPUs with a hardware MFU estimate (tensor-activity counters)
+    estimate_sum: float = 0.0  # sum of their estimates (for the mean over the job's GPUs)
+    estimated_flops: float = 0.0  # sum of estimate x bf16 peak over those of them with a known peak
+    estimated_peak_flops: float = 0.0  # sum of the bf16 peak of the same GPUs
+
+    def mean_estimate(self) -> float | None:
+        return self.estimate_sum / self.estimated if self.estimated else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,14 +53,36 @@ class NodeView:
     samples_received: int
     updated_at: float
     gpus: tuple[GpuView, ...]
-    # Precomputed when the view is built, so cluster sums cost O(nodes), not O(GPUs), per scrape.
-    shares: dict[str | None, JobShare] = field(default_factory=dict)  # job_id (None = unattributed) -> share
+    # Precomputed when the view is built, so cluster sums cost O(nodes), not O(GPUs), per scrape. Every GPU is in
+    # exactly one of: a job's share, the unattributed busy share, idle, down.
+    shares: dict[str, JobShare] = field(default_factory=dict)  # job_id -> the GPUs exporters attribute to it
+    unattributed: JobShare | None = None  # up, no job id, but running compute work
+    gpus_idle: int = 0  # up, no job id, no compute work
+    idle_bf16_peak_flops: float = 0.0
     gpus_down: int = 0
     gpus_unknown_model: int = 0
 
     @property
     def revision(self) -> tuple[float, float]:
         return (self.updated_at, self.last_seen_at)
+
+
+def gpu_busy(counters: dict[str, Any]) -> bool:
+    """Whether compute work runs on a GPU: its compute processes when the source lists them, else any activity.
+
+    NVML lists compute processes; a source that cannot (dcgm-exporter) leaves ``compute_processes`` out, and then a
+    kernel that ran during the sample (utilization, SM or tensor activity above 0) is the evidence.
+    """
+    processes = counters.get("compute_processes")
+    if processes is not None:
+        return bool(processes > 0)
+    return any((counters.get(name) or 0) > 0 for name in ("utilization", "sm_active", "tensor_active"))
+
+
+def gpu_hardware_mfu(gpu: GpuView) -> float | None:
+    """The GPU's hardware MFU estimate (``api.mfu.hardware_mfu`` of its counters), None without tensor counters."""
+    c = gpu.counters
+    return hardware_mfu(c.get("tensor_active"), c.get("sm_clock_hz"), c.get("max_sm_clock_hz"))
 
 
 def build_node_view(
@@ -64,19 +95,32 @@ def build_node_view(
     updated_at: float,
     gpus: tuple[GpuView, ...],
 ) -> NodeView:
-    """Build a node view and its per-job GPU shares (down GPUs hold no share)."""
-    counts: dict[str | None, list[Any]] = {}
-    down = unknown = 0
+    """Build a node view: each GPU goes to its job's share, the unattributed busy share, idle or down."""
+    groups: dict[str | None, list[Any]] = {}
+    down = unknown = idle = 0
+    idle_peak = 0.0
     for gpu in gpus:
         if not gpu.up:
             down += 1
             continue
         if gpu.bf16_peak_flops is None:
             unknown += 1
-        entry = counts.setdefault(gpu.job_id, [0, gpu.name, gpu.mig_profile, 0.0])
+        if gpu.job_id is None and not gpu_busy(gpu.counters):
+            idle += 1
+            idle_peak += gpu.bf16_peak_flops or 0.0
+            continue
+        entry = groups.setdefault(gpu.job_id, [0, gpu.name, gpu.mig_profile, 0.0, 0, 0.0, 0.0, 0.0])
         entry[0] += 1
         entry[3] += gpu.bf16_peak_flops or 0.0
-    shares = {job: JobShare(c, n, m, p) for job, (c, n, m, p) in counts.items()}
+        estimate = gpu_hardware_mfu(gpu)
+        if estimate is not None:
+            entry[4] += 1
+            entry[5] += estimate
+            if gpu.bf16_peak_flops:
+                entry[6] += estimate * gpu.bf16_peak_flops
+                entry[7] += gpu.bf16_peak_flops
+    shares = {job: JobShare(*values) for job, values in groups.items() if job is not None}
+    unattributed = JobShare(*groups[None]) if None in groups else None
     return NodeView(
         name=name,
         pool=pool,
@@ -86,6 +130,9 @@ def build_node_view(
         updated_at=updated_at,
         gpus=gpus,
         shares=shares,
+        unattributed=unattributed,
+        gpus_idle=idle,
+        idle_bf16_peak_flops=idle_peak,
         gpus_down=down,
         gpus_unknown_model=unknown,
     )

@@ -32,8 +32,11 @@ def test_report_returns_mfu_and_exports_it(client: TestClient) -> None:
     assert metric_value(text, "mfumon_job_mfu_ratio", job_id="train-1", kind="training") == pytest.approx(expected)
     assert metric_value(text, "mfumon_job_comm_ratio", job_id="train-1") == pytest.approx(0.25)
     assert metric_value(text, "mfumon_job_tokens_per_second", job_id="train-1") == 25_000
-    assert metric_value(text, "mfumon_job_gpus_allocated", job_id="train-1") == 8
-    assert metric_value(text, "mfumon_cluster_mfu_ratio") == pytest.approx(expected)
+    # No exporter has seen its GPUs: the report's num_gpus allocates none, it sits apart as unverified, and the
+    # cluster (the GPUs exporters report) has no MFU yet.
+    assert metric_value(text, "mfumon_job_gpus_allocated", job_id="train-1") == 0
+    assert metric_value(text, "mfumon_job_gpus_unverified", job_id="train-1") == 8
+    assert metric_value(text, "mfumon_cluster_mfu_ratio") is None
 
 
 def test_tokens_and_interval_equal_rate(client: TestClient) -> None:
@@ -105,6 +108,7 @@ def test_missing_gpu_information_gives_reason(client: TestClient) -> None:
 
 
 def test_pending_job_counts_as_requested_and_lowers_satisfaction(client: TestClient) -> None:
+    client.post("/v1/nodes/n1/samples", json=node_sample(8, job_id="run", pool="train"))
     client.post("/v1/jobs/run/reports", json=report(pool="train", gpus_requested=8))
     assert (
         client.put("/v1/jobs/wait", json={"pool": "train", "gpus_requested": 24, "kind": "training"}).status_code == 200

@@ -30,13 +30,13 @@ def test_sample_becomes_gpu_series_and_node_view(client: TestClient) -> None:
 
 def test_idle_gpus_count_in_cluster_mfu(client: TestClient) -> None:
     client.post("/v1/nodes/a/samples", json=node_sample(8, job_id="busy"))
-    client.post("/v1/nodes/b/samples", json=node_sample(8))  # idle node
+    client.post("/v1/nodes/b/samples", json=node_sample(8, compute_processes=0))  # idle node
     result = client.post("/v1/jobs/busy/reports", json=report()).json()
     text = scrape(client)
     assert metric_value(text, "mfumon_cluster_mfu_ratio") == pytest.approx(result["mfu"] / 2)
     assert metric_value(text, "mfumon_cluster_allocated_mfu_ratio") == pytest.approx(result["mfu"])
     assert metric_value(text, "mfumon_cluster_gpus", state="idle") == 8
-    assert metric_value(text, "mfumon_cluster_gpus", state="allocated") == 8
+    assert metric_value(text, "mfumon_cluster_gpus", state="reporting") == 8
     assert metric_value(text, "mfumon_pool_mfu_ratio", pool="train") == pytest.approx(result["mfu"] / 2)
     summary = client.get("/v1/cluster").json()
     assert summary["mfu"] == pytest.approx(result["mfu"] / 2) and summary["gpus_known"] == 16
@@ -85,7 +85,7 @@ def test_mig_slices_count_their_fraction_of_idle_peak(client: TestClient) -> Non
 def test_unknown_gpu_model_is_counted_not_guessed(client: TestClient) -> None:
     client.post("/v1/nodes/n/samples", json={"timestamp": 1.7e9, "gpus": [gpu(0, name="Mystery GPU")]})
     text = scrape(client)
-    assert metric_value(text, "mfumon_cluster_gpus", state="unknown_model") == 1
+    assert metric_value(text, "mfumon_cluster_gpus_unknown_model") == 1
     assert metric_value(text, "mfumon_cluster_peak_flops_per_second") == 0
 
 

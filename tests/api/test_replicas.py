@@ -12,7 +12,7 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.conftest import POSTGRES_URL_ENV, start_server
+from tests.conftest import POSTGRES_URL_ENV, LiveServer, start_server
 from tests.utils.factories import metric_value, node_sample, report
 
 
@@ -76,7 +76,71 @@ def test_push_to_one_replica_read_from_the_other(shared_postgres: str, tmp_path:
         summary_b = httpx.get(f"{b.url}/v1/cluster").json()
         assert summary_a["mfu"] == pytest.approx(summary_b["mfu"])
 
-        # Ending the job on b removes its series from a too.
+        # Ending the job on b removes its report series from a too; while the exporter still attributes GPUs to it,
+        # those GPUs are unreported (the hardware says they are busy) ...
         assert httpx.post(f"{b.url}/v1/jobs/rep/end").status_code == 200
-        gone = _eventually(lambda: 'job_id="rep"' not in httpx.get(f"{a.url}/metrics").text.split("mfumon_gpu_info")[0])
-        assert gone
+
+        def replica_a_dropped_its_mfu() -> str | None:
+            body = httpx.get(f"{a.url}/metrics").text
+            return body if metric_value(body, "mfumon_job_mfu_ratio", job_id="rep") is None else None
+
+        ended = _eventually(replica_a_dropped_its_mfu)
+        assert ended, "replica a kept the ended job's MFU"
+        assert metric_value(ended, "mfumon_job_gpus_unreported", job_id="rep") == 8
+        assert metric_value(ended, "mfumon_cluster_gpus", state="unreported") == 8
+        # ... and once the exporter stops attributing them, nothing of the job is left on either replica.
+        assert (
+            httpx.post(f"{b.url}/v1/nodes/node-7/samples", json=node_sample(8, compute_processes=0)).status_code == 200
+        )
+        for replica in (a, b):
+            gone = _eventually(lambda r=replica: 'job_id="rep"' not in httpx.get(f"{r.url}/metrics").text)
+            assert gone, f"{replica.url} kept series of job rep"
+
+
+def test_a_replica_that_got_no_push_shows_the_same_cluster_truth(shared_postgres: str, tmp_path: Path) -> None:
+    """GPU states, unverified GPUs, hardware estimates and the cross-check all rest on what every replica reads."""
+    env = {"MFUMON_REFRESH_INTERVAL_SECONDS": "0.5"}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with (
+        start_server(tmp_path / "a", env=env, database_url=shared_postgres) as a,
+        start_server(tmp_path / "b", env=env, database_url=shared_postgres) as b,
+    ):
+        clocks = {"sm_clock_hz": 1485e6, "max_sm_clock_hz": 1980e6}  # x 0.75
+        busy = node_sample(4, job_id="wrapped", tensor_active=0.5, **clocks)
+        busy["gpus"] += node_sample(4, job_id="bare", tensor_active=0.4, **clocks)["gpus"][:4]
+        for i, g in enumerate(busy["gpus"]):
+            g["index"], g["uuid"] = i, f"GPU-busy-{i}"
+        idle = node_sample(8, pool="infer", compute_processes=0, utilization=0.0)
+        for g in idle["gpus"]:
+            g["uuid"] = g["uuid"].replace("GPU-", "GPU-idle-")
+        assert httpx.post(f"{a.url}/v1/nodes/busy/samples", json=busy).status_code == 200
+        assert httpx.post(f"{a.url}/v1/nodes/free/samples", json=idle).status_code == 200
+        result = httpx.post(f"{a.url}/v1/jobs/wrapped/reports", json=report(num_gpus=6)).json()
+
+        def cluster_of(server: LiveServer) -> dict | None:  # type: ignore[type-arg]
+            body = httpx.get(f"{server.url}/v1/cluster").json()
+            return body if body["gpus_known"] == 16 and body["gpus_reporting"] == 4 else None
+
+        on_a, on_b = cluster_of(a), _eventually(lambda: cluster_of(b))
+        assert on_a and on_b, "replica b never loaded the cluster pushed to replica a"
+        for key in ("gpus_reporting", "gpus_unreported", "gpus_idle", "gpus_down", "gpus_unverified"):
+            assert on_a[key] == on_b[key], key
+        assert (on_b["gpus_reporting"], on_b["gpus_unreported"], on_b["gpus_idle"], on_b["gpus_unverified"]) == (
+            4,
+            4,
+            8,
+            2,
+        )
+        for key in ("mfu", "reported_coverage", "estimated_flops_per_second"):
+            assert on_b[key] == pytest.approx(on_a[key]), key
+        text_b = httpx.get(f"{b.url}/metrics").text
+        assert metric_value(text_b, "mfumon_pool_gpus", pool="infer", state="idle") == 8
+        assert metric_value(text_b, "mfumon_job_hardware_mfu_ratio", job_id="bare") == pytest.approx(0.3)
+        assert metric_value(text_b, "mfumon_job_gpus_unreported", job_id="bare") == 4
+        assert metric_value(text_b, "mfumon_job_mfu_hardware_agreement_ratio", job_id="wrapped") == pytest.approx(
+            result["mfu"] / 0.375
+        )
+        job_b = httpx.get(f"{b.url}/v1/jobs/wrapped").json()
+        assert (job_b["gpus_reported"], job_b["gpus_attributed"], job_b["gpus_unverified"]) == (6, 4, 2)
+        assert job_b["accounting"]["verdict"] in {"consistent", "over_claims", "under_claims"}

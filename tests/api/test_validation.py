@@ -105,6 +105,8 @@ BAD_SAMPLES: list[tuple[str, dict[str, Any], str]] = [
     ("unknown throttle", node_sample(1, throttle_reasons=["cosmic_rays"]), "throttle_reasons"),
     ("bad job id", node_sample(1, job_id="x y"), "job_id"),
     ("missing name", {**node_sample(0), "gpus": [{"uuid": "GPU-1", "index": 0}]}, "name"),
+    ("negative processes", node_sample(1, compute_processes=-1), "compute_processes"),
+    ("fractional processes", node_sample(1, compute_processes=1.5), "compute_processes"),
 ]
 
 

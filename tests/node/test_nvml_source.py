@@ -238,10 +238,23 @@ def test_jobs_are_attributed_from_compute_process_environments(
     ]
     source = _source(fake_nvml, gpus, resolver=JobResolver(root, str(mapping)))
     try:
-        jobs = [s.job_id for s in source.collect()]
+        samples = source.collect()
     finally:
         source.close()
-    assert jobs == ["4242", "llm-pretrain-7", "slurm-99", None, None]
+    assert [s.job_id for s in samples] == ["4242", "llm-pretrain-7", "slurm-99", None, None]
+    # The process count goes out too: a GPU running work without a job id is busy, not idle, to the aggregator.
+    assert [s.compute_processes for s in samples] == [1, 2, 1, 1, None]  # unlistable: left out, never 0
+
+
+def test_compute_processes_are_counted_without_a_job_resolver(fake_nvml: ModuleType) -> None:
+    gpus = [fake_nvml.FakeGpu(uuid="GPU-0", processes=[(1, 1024), (2, 1024)]), fake_nvml.FakeGpu(uuid="GPU-1")]
+    source = _source(fake_nvml, gpus)
+    try:
+        samples = source.collect()
+    finally:
+        source.close()
+    assert [(s.job_id, s.compute_processes) for s in samples] == [(None, 2), (None, 0)]
+    assert samples[1].to_json()["compute_processes"] == 0
 
 
 def test_nvml_that_does_not_initialise_is_unavailable(fake_nvml: ModuleType) -> None:

@@ -157,7 +157,9 @@ class NvmlSource:
         if state.lost:
             logger.warning("GPU %s (%s) answers again", device.key, device.uuid)
             state.lost = False
-        job_id = self._job_id(device, state)
+        processes = self._processes(device, state)
+        counters["compute_processes"] = None if processes is None else len(processes)
+        job_id = self._resolver.resolve(device.key, processes or ()) if self._resolver is not None else None
         return GpuSample.build(
             device.uuid, device.index, device.name, counters, job_id=job_id, mig_profile=device.mig_profile
         )
@@ -249,14 +251,12 @@ class NvmlSource:
             return {}
         return {"nvlink_tx_bytes_per_second": tx / elapsed_s, "nvlink_rx_bytes_per_second": rx / elapsed_s}
 
-    def _job_id(self, device: DeviceInfo, state: _DeviceState) -> str | None:
-        if self._resolver is None:
-            return None
-        processes: list[GpuProcess] = []
+    def _processes(self, device: DeviceInfo, state: _DeviceState) -> list[GpuProcess] | None:
+        """The device's compute processes (their count is sent; they name the job), None when NVML cannot list them."""
         try:
             listed = self._read(device, state, "processes", lambda: self._api.compute_processes(device.handle))
         except GpuLost:
-            listed = None
-        for pid, used in listed or ():
-            processes.append(GpuProcess(pid=pid, used_memory_bytes=used))
-        return self._resolver.resolve(device.key, processes)
+            return None
+        if listed is None:
+            return None
+        return [GpuProcess(pid=pid, used_memory_bytes=used) for pid, used in listed]

@@ -209,6 +209,7 @@ class SimSource:
             xid_errors_total=0,
             ecc_uncorrected_total=0,
             ecc_corrected_total=0,
+            compute_processes=0 if work.profile == "idle" else 1,
         )
         return GpuSample.build(uuid, index, name, counters, job_id=work.job_id)
 

@@ -1,0 +1,154 @@
+"""Property: over random cluster snapshots, every GPU exporters report is in exactly one state.
+
+Checked in the summary, per pool, per node, in ``/metrics`` as rendered, and against a direct per-GPU count;
+unverified GPUs never leak into a state, and no pool exists without a node.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from api.metrics.render import MetricsRenderer
+from api.metrics.self_metrics import SelfMetrics
+from api.state.aggregate import STATES, gpu_state, node_gpu_states, reporting_jobs, summarize
+from api.state.store import Snapshot
+from api.state.views import GpuView, JobView, NodeView, build_node_view
+from tests.utils.factories import metric_samples
+
+JOB_IDS = ("j0", "j1", "j2", "j3", "j4")
+POOLS = (None, "p0", "p1", "p2")
+MODELS = (("NVIDIA H100 80GB HBM3", "h100-sxm", 989e12), ("Mystery GPU", None, None))
+
+_ratio = st.one_of(st.none(), st.floats(0.0, 1.0))
+_counters = st.fixed_dictionaries(
+    {},
+    optional={
+        "utilization": st.floats(0.0, 1.0),
+        "sm_active": st.floats(0.0, 1.0),
+        "tensor_active": st.floats(0.0, 1.0),
+        "sm_clock_hz": st.floats(1e8, 2e9),
+        "max_sm_clock_hz": st.floats(1e8, 2e9),
+        "compute_processes": st.integers(0, 3),
+    },
+)
+
+
+@st.composite
+def _gpu(draw: st.DrawFn, node: str, index: int) -> GpuView:
+    name, device, peak = draw(st.sampled_from(MODELS))
+    up = draw(st.booleans().map(lambda b: b or draw(st.integers(0, 9)) > 0))  # ~1 in 20 down
+    return GpuView(
+        uuid=f"{node}-{index}",
+        node=node,
+        index=index,
+        name=name,
+        mig_profile=None,
+        job_id=draw(st.one_of(st.none(), st.sampled_from(JOB_IDS))),
+        up=up,
+        counters=draw(_counters) if up else {},
+        sample_timestamp=1.0,
+        device=device,
+        bf16_peak_flops=peak,
+    )
+
+
+@st.composite
+def _node(draw: st.DrawFn, index: int) -> NodeView:
+    name = f"node-{index}"
+    gpus = tuple(draw(_gpu(name, i)) for i in range(draw(st.integers(0, 8))))
+    return build_node_view(
+        name=name,
+        pool=draw(st.sampled_from(POOLS)),
+        last_seen_at=1.0,
+        last_sample_timestamp=1.0,
+        samples_received=1,
+        updated_at=1.0,
+        gpus=gpus,
+    )
+
+
+@st.composite
+def _job(draw: st.DrawFn, job_id: str) -> JobView:
+    status = draw(st.sampled_from(("running", "pending")))
+    mfu = draw(_ratio) if status == "running" else None
+    latest: dict[str, Any] | None = None
+    if status == "running":
+        latest = {"mfu": mfu, "peak_flops_per_gpu": 989e12 if mfu is not None else None}
+    return JobView(
+        job_id=job_id,
+        status=status,
+        kind="training",
+        name=None,
+        team=draw(st.sampled_from((None, "t0", "t1"))),
+        pool=draw(st.sampled_from((*POOLS, "no-such-pool"))),
+        gpu_model=None,
+        dtype="bf16",
+        num_gpus=draw(st.one_of(st.none(), st.integers(1, 200))),
+        gpus_requested=draw(st.one_of(st.none(), st.integers(1, 64))),
+        model_key=None,
+        created_at=1.0,
+        started_at=1.0,
+        last_report_at=1.0,
+        ended_at=None,
+        latest=latest,
+        updated_at=1.0,
+    )
+
+
+@st.composite
+def _snapshot(draw: st.DrawFn) -> Snapshot:
+    nodes = tuple(draw(_node(i)) for i in range(draw(st.integers(0, 12))))
+    job_ids = draw(st.lists(st.sampled_from(JOB_IDS), unique=True))
+    return Snapshot(now=1.0, nodes=nodes, jobs=tuple(draw(_job(j)) for j in job_ids), baselines={})
+
+
+@settings(max_examples=200, deadline=None)
+@given(_snapshot())
+def test_gpu_states_add_up_per_cluster_pool_and_node(snapshot: Snapshot) -> None:
+    summary = summarize(snapshot)
+    reporting = reporting_jobs(snapshot)
+    cluster = summary.cluster.states()
+    assert set(cluster) == set(STATES)
+    assert sum(cluster.values()) == summary.gpus_known == sum(len(n.gpus) for n in snapshot.nodes)
+
+    direct: dict[str | None, dict[str, int]] = {}
+    for node in snapshot.nodes:
+        per_node = node_gpu_states(node, reporting)
+        assert sum(per_node.values()) == len(node.gpus)
+        counted = {s: 0 for s in STATES}
+        for gpu in node.gpus:
+            counted[gpu_state(gpu, reporting)] += 1  # one GPU at a time, against the O(nodes) sums
+        assert per_node == counted
+        pool = direct.setdefault(node.pool, {s: 0 for s in STATES})
+        for state, n in counted.items():
+            pool[state] += n
+
+    assert set(summary.pools) == {p for p in direct if p is not None}  # pools come from nodes only
+    for name, group in summary.pools.items():
+        assert group.states() == direct[name]
+    for state in STATES:
+        assert cluster[state] == sum(counts[state] for counts in direct.values())
+
+    # Unverified GPUs are apart: a job's allocated GPUs are the attributed ones, never its num_gpus.
+    attributed = {j: sum(1 for n in snapshot.nodes for g in n.gpus if g.up and g.job_id == j) for j in JOB_IDS}
+    for job_id, account in summary.jobs.items():
+        assert account.gpus_attributed == attributed[job_id]
+        assert account.gpus_unverified >= 0
+    coverage = summary.cluster.reported_coverage
+    assert coverage is None or 0.0 <= coverage <= 1.0
+    for group in (summary.cluster, *summary.pools.values(), *summary.teams.values()):
+        for value in (group.mfu, group.allocated_mfu):
+            assert value is None or 0.0 <= value <= 1.0 + 1e-9
+
+    # /metrics says the same.
+    text = MetricsRenderer(SelfMetrics(), lambda: (0.0, 0)).render(snapshot, summary).decode()
+    samples = metric_samples(text)
+    exposed = {s: samples[("mfumon_cluster_gpus", frozenset({("state", s)}))] for s in STATES}
+    assert exposed == cluster
+    for name in summary.pools:
+        for state in STATES:
+            labels = frozenset({("pool", name), ("state", state)})
+            assert samples[("mfumon_pool_gpus", labels)] == direct[name][state]
