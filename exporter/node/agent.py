@@ -2,7 +2,8 @@
 
 Reads GPU counters every ``--interval`` seconds from NVML (default when it loads), a local dcgm-exporter, or a
 simulation; attributes GPUs to jobs; pushes one batch per cycle to ``POST /v1/nodes/{node}/samples``, spooling what
-the aggregator cannot take; serves its own ``/metrics`` and ``/healthz`` on ``--web.listen-address``.
+the aggregator cannot take; serves its own ``/metrics`` and ``/healthz`` on ``--web.listen-address``. In a thread of
+its own it reads the serving engines on the node (``--inference.url``, local discovery) and posts inference reports.
 Exit codes: 0 after a clean stop (SIGTERM/SIGINT), 1 when no counter source can be opened, 2 for invalid settings.
 """
 
@@ -13,11 +14,14 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
 
 from exporter.errors import ConfigError, ExporterError, SourceUnavailable
 from exporter.node.attribution import JobResolver
+from exporter.node.inference.collector import InferenceCollector
+from exporter.node.inference.discovery import discover_endpoints
+from exporter.node.inference.endpoints import InferenceEndpoint, parse_endpoint, split_endpoint_list
 from exporter.node.pipeline import Agent
 from exporter.node.push import RetryPolicy, Sender
 from exporter.node.selfmetrics import ExporterMetrics, MetricsServer
@@ -26,7 +30,7 @@ from exporter.node.sources import Source, open_source
 from exporter.node.spool import DiskSpool, MemorySpool, Spool
 from exporter.samples import NodeBatch
 
-__all__ = ["build_agent", "main", "open_configured_source"]
+__all__ = ["build_agent", "build_inference_collector", "main", "open_configured_source"]
 
 logger = logging.getLogger("exporter.node.agent")
 
@@ -73,6 +77,52 @@ def build_agent(settings: Settings, source: Source, metrics: ExporterMetrics | N
     )
 
 
+def build_inference_collector(
+    settings: Settings, metrics: ExporterMetrics, node_gpu_model: Callable[[], str | None] | None = None
+) -> InferenceCollector | None:
+    """The serving-engine reader the settings ask for, or None (no endpoints configured and discovery off)."""
+    endpoints = [parse_endpoint(spec) for spec in split_endpoint_list(settings.INFERENCE_URLS)]
+    discover = None
+    if settings.INFERENCE_DISCOVERY == "local":
+        proc_root, node = settings.PROC_ROOT, settings.NODE
+
+        def discover() -> list[InferenceEndpoint]:
+            return discover_endpoints(proc_root, node)
+
+    if not endpoints and discover is None:
+        return None
+    return InferenceCollector(
+        url=settings.URL,
+        endpoints=endpoints,
+        discover=discover,
+        node=settings.NODE,
+        token=settings.inference_token(),
+        interval_s=settings.INFERENCE_INTERVAL or settings.INTERVAL,
+        metrics=metrics,
+        node_gpu_model=node_gpu_model,
+    )
+
+
+def _list_inference(settings: Settings) -> int:
+    collector = build_inference_collector(settings, ExporterMetrics())
+    listed = []
+    for endpoint in collector.endpoints() if collector else []:
+        reading = collector.read(endpoint) if collector else None
+        listed.append(
+            {
+                "url": endpoint.url,
+                "origin": endpoint.origin,
+                "job_id": endpoint.job_id,
+                **endpoint.report_metadata(),
+                "reading": None if reading is None else {**vars(reading), "counters": dict(reading.counters)},
+            }
+        )
+    if collector is not None:
+        collector.stop()
+    print(json.dumps(listed, indent=2, default=dict))
+    return 0
+
+
 def _print_once(settings: Settings, source: Source) -> int:
     import time
 
@@ -87,10 +137,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings(args)
         settings.token()  # fail early on an unreadable token file
+        settings.inference_token()
+        for spec in split_endpoint_list(settings.INFERENCE_URLS):
+            parse_endpoint(spec)
     except ConfigError as exc:
         print(f"mfumon exporter: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=settings.LOG_LEVEL, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if getattr(args, "inference.list", False):
+        return _list_inference(settings)
     try:
         source = open_configured_source(settings)
     except SourceUnavailable as exc:
@@ -127,6 +182,9 @@ def _serve(settings: Settings, source: Source) -> int:
 
     previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     agent.start()
+    inference = build_inference_collector(settings, agent.metrics, lambda: agent.gpu_model)
+    if inference is not None:
+        inference.start()
     where = f", self-metrics on http://{settings.LISTEN_ADDRESS}/metrics" if server else ""
     print(
         f"mfumon exporter: node {settings.NODE}, source {source.name}, pushing to {settings.URL} "
@@ -137,6 +195,8 @@ def _serve(settings: Settings, source: Source) -> int:
         while not stop.wait(1.0):
             pass
     finally:
+        if inference is not None:
+            inference.stop()
         agent.stop()
         if server is not None:
             server.stop()

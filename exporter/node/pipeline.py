@@ -48,6 +48,7 @@ class Agent:
         self._started_at = time.monotonic()
         self._last_success: float | None = None
         self._source_errors_seen = 0
+        self.gpu_model: str | None = None  # the node's most common GPU name, for the inference collector
         self.metrics.info.labels(node, source.name).set(1)
 
     def start(self) -> None:
@@ -81,6 +82,9 @@ class Agent:
                 self._source_errors_seen = self.source.error_count
         batch = NodeBatch(node=self.node, timestamp=self._clock(), gpus=tuple(gpus), pool=self.pool)
         self.sender.submit(batch)
+        names = [gpu.name for gpu in gpus if gpu.up]
+        if names:
+            self.gpu_model = max(set(names), key=names.count)
         up, lost = count_up(gpus)
         self.metrics.gpus.labels("up").set(up)
         self.metrics.gpus.labels("lost").set(lost)

@@ -67,6 +67,28 @@ class ExporterMetrics:
             "mfumon_exporter_last_push_success_timestamp_seconds", "When a push last succeeded.", registry=r
         )
         self.info = Gauge("mfumon_exporter_info", "Exporter identity (value 1).", ["node", "source"], registry=r)
+        # Serving engines read by the inference collector (exporter/node/inference).
+        self.inference_endpoints = Gauge(
+            "mfumon_exporter_inference_endpoints", "Serving endpoints read, by origin.", ["origin"], registry=r
+        )
+        self.inference_scrapes = Counter(
+            "mfumon_exporter_inference_scrapes",
+            "Reads of serving engines' metrics by outcome.",
+            ["outcome"],
+            registry=r,
+        )
+        self.inference_reports = Counter(
+            "mfumon_exporter_inference_reports", "Inference reports posted, by outcome.", ["outcome"], registry=r
+        )
+        for origin in ("config", "discovered"):
+            self.inference_endpoints.labels(origin)
+        for outcome in ("success", "error"):
+            self.inference_scrapes.labels(outcome)
+        for outcome in PUSH_OUTCOMES:
+            self.inference_reports.labels(outcome)
+        self.inference_restarts = Counter(
+            "mfumon_exporter_inference_engine_restarts", "Serving engine restarts seen (counters reset).", registry=r
+        )
 
 
 def parse_listen_address(address: str) -> tuple[str, int]:

@@ -62,6 +62,11 @@ class Settings(BaseSettings):
     SIM_MFU: float = Field(0.4, ge=0, le=1)
     SIM_SEED: int = 0
     LOG_LEVEL: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # Serving engines (exporter/node/inference): endpoint specs separated by whitespace, and local discovery.
+    INFERENCE_URLS: str = ""
+    INFERENCE_DISCOVERY: Literal["local", "off"] = "local"
+    INFERENCE_INTERVAL: float | None = Field(None, gt=0, le=3600)
+    INFERENCE_TOKEN_FILE: Path | None = None
 
     @field_validator("SPOOL_MAX_BYTES", mode="before")
     @classmethod
@@ -97,6 +102,15 @@ class Settings(BaseSettings):
                 raise ConfigError(f"cannot read token file {self.TOKEN_FILE}: {exc}") from exc
         return self.TOKEN.get_secret_value() if self.TOKEN is not None else None
 
+    def inference_token(self) -> str | None:
+        """The token for inference reports: its own file (a token allowed to write jobs), else the ingest token."""
+        if self.INFERENCE_TOKEN_FILE is None:
+            return self.token()
+        try:
+            return self.INFERENCE_TOKEN_FILE.read_text().strip() or None
+        except OSError as exc:
+            raise ConfigError(f"cannot read inference token file {self.INFERENCE_TOKEN_FILE}: {exc}") from exc
+
 
 #: flag -> Settings field
 _FLAGS: dict[str, str] = {
@@ -120,6 +134,9 @@ _FLAGS: dict[str, str] = {
     "sim.mfu": "SIM_MFU",
     "sim.seed": "SIM_SEED",
     "log.level": "LOG_LEVEL",
+    "inference.discovery": "INFERENCE_DISCOVERY",
+    "inference.interval": "INFERENCE_INTERVAL",
+    "inference.token_file": "INFERENCE_TOKEN_FILE",
 }
 
 
@@ -152,12 +169,33 @@ def build_parser() -> argparse.ArgumentParser:
     add("--sim.seed", type=int, help="seed of the simulation [default 0]")
     add("--log.level", help="DEBUG, INFO, WARNING or ERROR [default INFO]")
     add("--once", action="store_true", help="collect once, print the JSON body to stdout and exit")
+    inference = p.add_argument_group("serving engines (vLLM, SGLang, TGI): MFU, MBU and queue of inference jobs")
+    inference.add_argument(
+        "--inference.url",
+        action="append",
+        metavar="URL[,job_id=ID,model=PATH|REPO,...]",
+        help="a serving engine's metrics URL with options (repeatable) [MFUMON_INFERENCE_URLS, space-separated]",
+    )
+    inference.add_argument(
+        "--inference.discovery",
+        choices=("local", "off"),
+        help="find vLLM/SGLang/TGI processes on this node and read them [default local]",
+    )
+    inference.add_argument("--inference.interval", type=float, help="seconds between reads [default: --interval]")
+    inference.add_argument(
+        "--inference.token-file", help="token for inference reports, one allowed to write jobs [default: --token-file]"
+    )
+    inference.add_argument(
+        "--inference.list", action="store_true", help="print the serving endpoints found and one reading each, exit"
+    )
     return p
 
 
 def load_settings(args: argparse.Namespace) -> Settings:
     """Settings from the environment with the given flags on top; ``ConfigError`` with a readable message."""
     given = {field: getattr(args, flag) for flag, field in _FLAGS.items() if getattr(args, flag, None) is not None}
+    if getattr(args, "inference.url", None):
+        given["INFERENCE_URLS"] = "\n".join(getattr(args, "inference.url"))
     try:
         return Settings(**given)
     except ValidationError as exc:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from exporter.job.models import ModelSpec, count_parameters, describe_model, from_hf_config, from_module
+from exporter.modelspec import serving_dtype_from_hf_config
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LLAMA2 = FIXTURES / "meta-llama__Llama-2-7b-hf.config.json"
@@ -74,6 +75,7 @@ def test_config_folder_and_to_dict() -> None:
         "head_dim": 128,
         "seq_len": 4096,
         "name": "meta-llama/Llama-2-7b-hf",
+        "kv_heads": 32,
     }
 
 
@@ -214,3 +216,39 @@ def test_from_module_of_hf_moe_model_keeps_active_share() -> None:
     assert spec.params == count_parameters(model)
     assert spec.active_params == spec.params - 3 * 2 * expert  # two idle experts in each of three layers
     assert (spec.layers, spec.heads, spec.head_dim, spec.seq_len) == (3, 4, 16, 16)
+
+
+@pytest.mark.parametrize(("config", "kv_heads"), [(LLAMA2, 32), (LLAMA3, 8), (MIXTRAL, 8), (DEEPSEEK_V3, None)])
+def test_kv_heads_size_the_kv_cache(config: Path, kv_heads: int | None) -> None:
+    # Llama-2-7B is MHA, Llama-3-8B and Mixtral use GQA with 8 KV heads, DeepSeek-V3's MLA caches a latent.
+    assert from_hf_config(config).kv_heads == kv_heads
+
+
+QUANTIZED = [
+    ({"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}, "int4"),
+    ({"quant_method": "gptq", "bits": 8, "group_size": 128, "desc_act": False}, "int8"),
+    ({"quant_method": "fp8", "activation_scheme": "dynamic"}, "fp8"),
+    ({"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4"}, "int4"),
+    (
+        {
+            "quant_method": "compressed-tensors",
+            "config_groups": {"group_0": {"weights": {"num_bits": 8, "type": "float", "strategy": "tensor"}}},
+        },
+        "fp8",
+    ),
+    ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "fp4"),
+]
+
+
+@pytest.mark.parametrize(
+    ("quantization", "expected"), QUANTIZED, ids=[q[1] + "-" + q[0]["quant_method"] for q in QUANTIZED]
+)
+def test_serving_dtype_from_the_quantization_config(quantization: dict[str, object], expected: str) -> None:
+    config = dict(json.loads(LLAMA3.read_text()), quantization_config=quantization)
+    assert serving_dtype_from_hf_config(config) == expected
+
+
+def test_serving_dtype_falls_back_to_torch_dtype() -> None:
+    assert serving_dtype_from_hf_config(LLAMA3) == "bf16"
+    assert serving_dtype_from_hf_config(LLAMA2) == "fp16"
+    assert serving_dtype_from_hf_config({"model_type": "llama"}) is None

@@ -10,13 +10,22 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from exporter.job.models._hf import from_hf_config, load_hf_config
-from exporter.job.models._spec import ModelSpec
 from exporter.job.models._torch import count_parameters, from_module
+from exporter.modelspec import ModelSpec, from_hf_config, load_hf_config
 
 __all__ = ["ModelSpec", "count_parameters", "describe_model", "from_hf_config", "from_module", "load_hf_config"]
 
-_SPEC_KEYS = {"params", "active_params", "layers", "heads", "head_dim", "seq_len", "flops_per_token", "name"}
+_SPEC_KEYS = {
+    "params",
+    "active_params",
+    "layers",
+    "heads",
+    "kv_heads",
+    "head_dim",
+    "seq_len",
+    "flops_per_token",
+    "name",
+}
 
 
 def describe_model(model: Any, *, seq_len: int | None = None) -> ModelSpec:

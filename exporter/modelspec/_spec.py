@@ -2,6 +2,7 @@
 
 The aggregator owns the authoritative formula; the copy here (`flops_per_token_for`) exists only so that
 ``mfumon wrap`` can turn a log line that prints achieved TFLOP/s (Megatron-LM) back into tokens/s.
+Shared by the job side and the node agent (which describes the models of the serving engines it reads).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class ModelSpec:
     ``params`` is the total count of unique parameters, ``active_params`` the part a token goes through in a
     mixture of experts (left empty for dense models). The attention term of the FLOPs formula needs all of
     ``layers``, ``heads``, ``head_dim`` and ``seq_len``; ``flops_per_token`` overrides the formula.
+    ``kv_heads`` (grouped-query attention) sizes the KV cache of a serving job, for MBU.
     """
 
     params: int | None = None
@@ -33,6 +35,7 @@ class ModelSpec:
     seq_len: int | None = None
     flops_per_token: float | None = None
     name: str | None = None
+    kv_heads: int | None = None
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):

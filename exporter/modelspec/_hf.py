@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from exporter.job.models._spec import ModelSpec
+from exporter.modelspec._spec import ModelSpec
 
 # transformers' per-class defaults for tie_word_embeddings when config.json omits it.
 _TIED_BY_DEFAULT = {"gpt2", "gemma", "gemma2", "gemma3_text"}
@@ -92,7 +92,62 @@ def from_hf_config(
         head_dim=head_dim,
         seq_len=seq_len,
         name=str(label)[:128] if label else None,
+        kv_heads=_kv_heads(cfg, heads),
     )
+
+
+def _kv_heads(cfg: Mapping[str, Any], heads: int) -> int | None:
+    """Key/value heads of grouped-query attention; None for MLA, whose cache is a compressed latent instead."""
+    if cfg.get("kv_lora_rank"):
+        return None
+    kv_heads = cfg.get("num_key_value_heads") or cfg.get("num_kv_heads") or cfg.get("multi_query_group_num")
+    if cfg.get("multi_query") is True:  # Falcon-7B style MQA
+        return 1
+    return int(kv_heads) if kv_heads else heads
+
+
+# transformers' torch_dtype spellings -> the storage names job reports use
+_TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "half": "fp16", "float": "fp32"}
+
+
+def serving_dtype_from_hf_config(config: Mapping[str, Any] | str | os.PathLike[str] | Any) -> str | None:
+    """How the weights are stored, from ``quantization_config`` or ``torch_dtype``: int4, int8, fp8, fp4, bf16...
+
+    AWQ/GPTQ/bitsandbytes give their bit width, FP8 and ModelOpt/compressed-tensors their number format;
+    quantisation scales are not counted (a few percent more bytes at group size 128). None when unknown.
+    """
+    cfg = load_hf_config(config)
+    quant = cfg.get("quantization_config")
+    if isinstance(quant, Mapping):
+        quantized = _quantized_dtype(quant)
+        if quantized is not None:
+            return quantized
+    dtype = cfg.get("torch_dtype") or cfg.get("dtype")
+    return _TORCH_DTYPES.get(str(dtype)) if dtype else None
+
+
+def _quantized_dtype(quant: Mapping[str, Any]) -> str | None:
+    method = str(quant.get("quant_method", "")).lower()
+    if method in ("fp8", "fbgemm_fp8"):
+        return "fp8"
+    if method == "mxfp4":
+        return "fp4"
+    if method == "bitsandbytes":
+        return "int4" if quant.get("load_in_4bit") else "int8" if quant.get("load_in_8bit") else None
+    if method == "modelopt":
+        algo = str(quant.get("quant_algo", "")).upper()
+        return "fp8" if "FP8" in algo else "fp4" if "FP4" in algo else None
+    if method == "compressed-tensors":
+        for group in (quant.get("config_groups") or {}).values():
+            weights = group.get("weights") if isinstance(group, Mapping) else None
+            if isinstance(weights, Mapping) and weights.get("num_bits"):
+                kind = "fp" if weights.get("type") == "float" else "int"
+                return f"{kind}{int(weights['num_bits'])}" if int(weights["num_bits"]) in (4, 8) else None
+        return None
+    bits = quant.get("bits") or quant.get("w_bit")
+    if bits in (4, 8) and method in ("awq", "gptq", "marlin", "gptq_marlin", "awq_marlin", "hqq", "quark"):
+        return f"int{bits}"
+    return None
 
 
 def _shape(cfg: Mapping[str, Any]) -> tuple[int, int, int]:

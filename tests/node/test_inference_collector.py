@@ -1,0 +1,175 @@
+"""The inference collector end to end: engine /metrics text -> reports -> a real aggregator, restart included."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from exporter.node.inference.collector import InferenceCollector
+from exporter.node.inference.endpoints import parse_endpoint
+from tests.conftest import LiveServer
+from tests.utils.factories import metric_value
+
+FIXTURES = Path(__file__).parent / "fixtures" / "inference"
+SHAPE_70B = "params=70e9,layers=80,heads=64,kv_heads=8,head_dim=128"
+
+
+class EngineServer:
+    """Serves fixture files as /metrics, one per scrape, in order (the last one repeats)."""
+
+    def __init__(self, files: list[str]) -> None:
+        self.texts = [(FIXTURES / name).read_text() for name in files]
+        self.scrapes = 0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                text = server.texts[min(server.scrapes, len(server.texts) - 1)]
+                server.scrapes += 1
+                body = text.encode()
+                self.send_response(200 if self.path == "/metrics" else 404)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/metrics"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def engine() -> Iterator[EngineServer]:
+    server = EngineServer(["vllm-v0.9-v1engine-a.prom", "vllm-v0.9-v1engine-b.prom", "vllm-v0.9-v1engine-restart.prom"])
+    yield server
+    server.close()
+
+
+def ticking(step: float = 10.0) -> Any:
+    times = iter(range(0, 10_000, int(step)))
+    return lambda: float(next(times))
+
+
+def test_reports_reach_the_aggregator_and_survive_an_engine_restart(
+    live_server: LiveServer, engine: EngineServer
+) -> None:
+    endpoint = parse_endpoint(f"{engine.url},job_id=chat-70b,{SHAPE_70B},num_gpus=8,gpu_model=NVIDIA H100 80GB HBM3")
+    collector = InferenceCollector(url=live_server.url, endpoints=[endpoint], node="n1", clock=ticking())
+    try:
+        assert collector.collect_once() == []  # the first reading only sets the baseline
+        (first,) = collector.collect_once()
+        (after_restart,) = collector.collect_once()
+    finally:
+        collector.stop()
+    assert first["prefill_tokens"] == 32_000 and first["decode_tokens"] == 20_000
+    assert after_restart["decode_tokens"] == 350  # counted from zero after the restart, not negative
+    assert collector.metrics.inference_restarts._value.get() == 1
+
+    job = httpx.get(f"{live_server.url}/v1/jobs/chat-70b").json()
+    assert job["kind"] == "inference" and job["reports_received"] == 2
+    decode_rates = [entry["decode_tokens_per_second"] for entry in job["history"]]
+    assert decode_rates == [2_000, 35]
+    # MBU of the first interval: batch 32, context 0.41 x 160,000 / 32 = 2,050 tokens, 2,000 decode tokens/s:
+    # (140e9 + 32 x 2,050 x 327,680) x 2,000 / 32 / (8 x 3.35e12)
+    expected_mbu = (140e9 + 32 * 2_050 * 327_680) * 2_000 / 32 / 26.8e12
+    assert job["history"][0]["mbu"] == pytest.approx(expected_mbu)
+    text = httpx.get(f"{live_server.url}/metrics").text
+    assert metric_value(text, "mfumon_job_requests_running", job_id="chat-70b") == 2
+    assert metric_value(text, "mfumon_job_phase_tokens_per_second", job_id="chat-70b", phase="decode") == 35
+
+
+def _mock(statuses: list[int], posted: list[dict[str, Any]]) -> httpx.MockTransport:
+    texts = iter(
+        (FIXTURES / name).read_text()
+        for name in ("tgi-3.3.6-a.prom", "tgi-3.3.6-b.prom", "tgi-3.3.6-b.prom", "tgi-3.3.6-b.prom")
+    )
+    answers = iter(statuses)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(200, text=next(texts))
+        posted.append(json.loads(request.content))
+        status = next(answers)
+        return httpx.Response(status, json={"detail": "nope"} if status >= 400 else {"ok": True})
+
+    return httpx.MockTransport(handler)
+
+
+def test_a_failed_post_keeps_the_older_reading_so_the_next_report_covers_the_gap() -> None:
+    posted: list[dict[str, Any]] = []
+    collector = InferenceCollector(
+        url="http://aggregator",
+        endpoints=[parse_endpoint("http://tgi:3000/metrics,job_id=t")],
+        node="n1",
+        clock=ticking(),
+        transport=_mock([503, 200], posted),
+    )
+    collector.collect_once()
+    collector.collect_once()  # a -> b posted, answered 503: kept for later
+    collector.collect_once()  # a -> b again, now over 20 s
+    collector.stop()
+    assert [body["interval_seconds"] for body in posted] == [10.0, 20.0]
+    assert posted[1]["prefill_tokens"] == 30_000 and posted[1]["prefill_busy_seconds"] == pytest.approx(2.5)
+    assert collector.metrics.inference_reports.labels("error")._value.get() == 1
+
+
+def test_a_rejected_report_is_dropped_and_the_next_interval_starts_fresh() -> None:
+    posted: list[dict[str, Any]] = []
+    collector = InferenceCollector(
+        url="http://aggregator",
+        endpoints=[parse_endpoint("http://tgi:3000/metrics,job_id=t")],
+        node="n1",
+        clock=ticking(),
+        transport=_mock([422, 200], posted),
+    )
+    for _ in range(3):
+        collector.collect_once()
+    collector.stop()
+    assert [body["interval_seconds"] for body in posted] == [10.0, 10.0]
+    assert posted[1]["decode_tokens"] == 0  # b -> b: nothing new
+    assert collector.metrics.inference_reports.labels("rejected")._value.get() == 1
+
+
+def test_an_unreachable_engine_is_counted_not_fatal() -> None:
+    collector = InferenceCollector(
+        url="http://aggregator",
+        endpoints=[parse_endpoint("http://127.0.0.1:9/metrics,job_id=gone")],
+        node="n1",
+        scrape_timeout_s=0.5,
+    )
+    assert collector.collect_once() == []
+    collector.stop()
+    assert collector.metrics.inference_scrapes.labels("error")._value.get() == 1
+
+
+def test_cli_lists_endpoints_with_a_reading(engine: EngineServer) -> None:
+    cmd = [sys.executable, "-m", "exporter", "exporter", "--inference.list", "--inference.discovery", "off"]
+    cmd += ["--inference.url", f"{engine.url},job_id=chat-70b,num_gpus=8"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    (listed,) = json.loads(done.stdout)
+    assert listed["job_id"] == "chat-70b" and listed["num_gpus"] == 8
+    assert listed["reading"]["engine"] == "vllm" and listed["reading"]["counters"]["generation_tokens"] == 100_000
+
+
+def test_cli_rejects_a_bad_inference_url() -> None:
+    cmd = [sys.executable, "-m", "exporter", "exporter", "--inference.url", "http://h/metrics,engine=triton"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert "engine must be vllm, sglang or tgi" in done.stderr
