@@ -111,15 +111,20 @@ def _mock(statuses: list[int], posted: list[dict[str, Any]]) -> httpx.MockTransp
     return httpx.MockTransport(handler)
 
 
-def test_a_failed_post_keeps_the_older_reading_so_the_next_report_covers_the_gap() -> None:
-    posted: list[dict[str, Any]] = []
-    collector = InferenceCollector(
+def _tgi_collector(statuses: list[int], posted: list[dict[str, Any]]) -> InferenceCollector:
+    """A collector reading a TGI endpoint (a, b, b, b) and posting to an aggregator answering ``statuses``."""
+    return InferenceCollector(
         url="http://aggregator",
         endpoints=[parse_endpoint("http://tgi:3000/metrics,job_id=t")],
         node="n1",
         clock=ticking(),
-        transport=_mock([503, 200], posted),
+        transport=_mock(statuses, posted),
     )
+
+
+def test_a_failed_post_keeps_the_older_reading_so_the_next_report_covers_the_gap() -> None:
+    posted: list[dict[str, Any]] = []
+    collector = _tgi_collector([503, 200], posted)
     collector.collect_once()
     collector.collect_once()  # a -> b posted, answered 503: kept for later
     collector.collect_once()  # a -> b again, now over 20 s
@@ -131,13 +136,7 @@ def test_a_failed_post_keeps_the_older_reading_so_the_next_report_covers_the_gap
 
 def test_a_rejected_report_is_dropped_and_the_next_interval_starts_fresh() -> None:
     posted: list[dict[str, Any]] = []
-    collector = InferenceCollector(
-        url="http://aggregator",
-        endpoints=[parse_endpoint("http://tgi:3000/metrics,job_id=t")],
-        node="n1",
-        clock=ticking(),
-        transport=_mock([422, 200], posted),
-    )
+    collector = _tgi_collector([422, 200], posted)
     for _ in range(3):
         collector.collect_once()
     collector.stop()
