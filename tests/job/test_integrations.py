@@ -79,8 +79,8 @@ def test_hf_trainer_callback_counts_tokens_from_batch_shape(
     # The Trainer's own summary line, as printed, is understood by `mfumon wrap` too.
     summary = [line for line in capsys.readouterr().out.splitlines() if "train_samples_per_second" in line]
     assert summary, "the Trainer printed no summary"
-    observed = LogParser(ParseContext(seq_len=SEQ)).feed(summary[-1], now=0.0)
-    assert observed is not None and observed.pattern == "hf_trainer" and observed.tokens_per_second > 0
+    (observed,) = LogParser(ParseContext(seq_len=SEQ)).feed(summary[-1], now=0.0)
+    assert observed.pattern == "hf_trainer" and observed.tokens_per_second > 0
 
 
 def test_hf_trainer_callback_uses_num_input_tokens_seen(
@@ -94,8 +94,8 @@ def test_hf_trainer_callback_uses_num_input_tokens_seen(
     # Progress-bar mode prints formatted floats ('3319'); the per-step lines carry the token counter.
     lines = [line for line in capsys.readouterr().out.splitlines() if "train_tokens_per_second" in line]
     parser = LogParser(ParseContext())
-    rates = [parser.feed(line, now=float(i)) for i, line in enumerate(lines)]
-    assert len(lines) >= 2 and all(r is not None and r.tokens_per_second > 0 for r in rates)
+    rates = [r for i, line in enumerate(lines) for r in parser.feed(line, now=float(i))]
+    assert len(lines) >= 2 and len(rates) == len(lines) and all(r.tokens_per_second > 0 for r in rates)
     assert rates[1].tokens_per_second == 2 * BATCH * SEQ  # two steps per log line, one "second" apart
 
 

@@ -127,3 +127,17 @@ def test_concurrent_steps_lose_nothing() -> None:
     report = window.take()
     taken += report["tokens"] if report else 0
     assert taken == 80_000
+
+
+def test_times_from_log_lines_join_the_rates_of_their_interval(clock: Clock) -> None:
+    window = StepWindow(clock)
+    window.add_rate(None, comm_seconds=0.2, data_wait_seconds=0.01)  # a timers table before any rate
+    assert window.take() is None  # times alone are no report; they wait for a rate
+    window.add_rate(1000.0, step_seconds=1.0, step=10)
+    window.add_rate(3000.0, step_seconds=1.2, comm_seconds=0.1, data_wait_seconds=0.03, step=20)
+    report = window.take()
+    assert report == pytest.approx(
+        {"tokens_per_second": 2000.0, "step_seconds": 1.1, "comm_seconds": 0.15, "data_wait_seconds": 0.02, "step": 20}
+    )
+    window.add_rate(500.0)
+    assert window.take() == {"tokens_per_second": 500.0, "step": 20}  # the times were spent with their interval

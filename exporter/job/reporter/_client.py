@@ -110,6 +110,8 @@ class Delivery:
                 self._sent += 1
             if request.path.endswith("/reports"):
                 self.last_response = response
+                if logger.isEnabledFor(logging.DEBUG):
+                    logger.debug("%s", describe_exchange(request.body or {}, response))
         self._log_round(error)
         return error is None
 
@@ -156,3 +158,23 @@ class Delivery:
         except ValueError:
             return None
         return parsed if isinstance(parsed, dict) else None
+
+
+def describe_exchange(report: dict[str, Any], answer: dict[str, Any] | None) -> str:
+    """One line for a report and the aggregator's answer: what ``mfumon wrap -v`` prints for each report."""
+    rate = report.get("tokens_per_second")
+    if rate is None and report.get("interval_seconds"):
+        rate = report.get("tokens", 0) / report["interval_seconds"]
+    parts = [f"report sent: {rate or 0:,.0f} tokens/s"]
+    if report.get("step") is not None:
+        parts.append(f"step {report['step']}")
+    for key, label in (("step_seconds", "s/step"), ("comm_seconds", "s comm"), ("data_wait_seconds", "s data wait")):
+        if report.get(key) is not None:
+            parts.append(f"{report[key]:.3f} {label}")
+    if answer is None:
+        outcome = "the aggregator sent no JSON answer"
+    elif answer.get("mfu") is None:
+        outcome = f"MFU null: {answer.get('reason') or 'no reason given'}"
+    else:
+        outcome = f"MFU {answer['mfu']:.3f}"
+    return f"{', '.join(parts)} -> {outcome}"

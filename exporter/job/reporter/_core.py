@@ -164,6 +164,8 @@ class JobReporter:
         tokens_per_second: float,
         *,
         step_seconds: float | None = None,
+        comm_seconds: float | None = None,
+        data_wait_seconds: float | None = None,
         source: str = "",
         step: int | None = None,
     ) -> None:
@@ -172,7 +174,17 @@ class JobReporter:
         Observations from one ``source`` in an interval are averaged; different sources (e.g. several
         inference engines of one job) are added up.
         """
-        self._window.add_rate(tokens_per_second, step_seconds, source, step)
+        self._window.add_rate(tokens_per_second, step_seconds, source, step, comm_seconds, data_wait_seconds)
+
+    def record_times(
+        self,
+        *,
+        step_seconds: float | None = None,
+        comm_seconds: float | None = None,
+        data_wait_seconds: float | None = None,
+    ) -> None:
+        """Record per-step times measured elsewhere without a throughput (a trainer's timers table)."""
+        self._window.add_rate(None, step_seconds, comm_seconds=comm_seconds, data_wait_seconds=data_wait_seconds)
 
     def update(self, **fields: Any) -> None:
         """Change static metadata (``kind``, ``model``, ``num_gpus``, ...) from the next report on.

@@ -91,22 +91,34 @@ class StepWindow:
 
     def add_rate(
         self,
-        tokens_per_second: float,
+        tokens_per_second: float | None,
         step_seconds: float | None = None,
         source: str = "",
         step: int | None = None,
+        comm_seconds: float | None = None,
+        data_wait_seconds: float | None = None,
     ) -> None:
-        """Record a throughput someone else measured (a log line); sources are summed, repeats averaged."""
+        """Record figures someone else measured (a log line): sources are summed, repeats averaged.
+
+        ``tokens_per_second`` None records only the times (a timers table printed apart from the rate).
+        """
         with self._lock:
-            entry = self._rates.get(source)
-            if entry is None:
-                self._rates[source] = [tokens_per_second, 1.0]
-            else:
-                entry[0] += tokens_per_second
-                entry[1] += 1.0
+            if tokens_per_second is not None:
+                entry = self._rates.get(source)
+                if entry is None:
+                    self._rates[source] = [tokens_per_second, 1.0]
+                else:
+                    entry[0] += tokens_per_second
+                    entry[1] += 1.0
             if step_seconds is not None:
                 self._rate_step_sum += step_seconds
                 self._rate_step_n += 1
+            if comm_seconds is not None:
+                self._comm_sum += comm_seconds
+                self._comm_n += 1
+            if data_wait_seconds is not None:
+                self._wait_sum += data_wait_seconds
+                self._wait_n += 1
             if step is not None:
                 self._reported_step = step
 
@@ -154,6 +166,10 @@ class StepWindow:
         if self._rate_step_n:
             fields["step_seconds"] = self._rate_step_sum / self._rate_step_n
             self.last_mean_step_seconds = fields["step_seconds"]
+        if self._comm_n:
+            fields["comm_seconds"] = self._comm_sum / self._comm_n
+        if self._wait_n:
+            fields["data_wait_seconds"] = self._wait_sum / self._wait_n
         if self._reported_step is not None:
             fields["step"] = self._reported_step
         self._rates = {}

@@ -1,8 +1,8 @@
 """``mfumon wrap [options] -- CMD ARGS...``: run a training or inference command and report its throughput.
 
-The command's output is passed through unchanged while its log lines are read for throughput (Megatron-LM,
-Hugging Face Trainer, torchtitan, nanoGPT, vLLM, or ``--pattern``); a background `JobReporter` posts it to the
-aggregator, and the job is ended with the command's exit status, which ``mfumon wrap`` also exits with.
+The command's output is passed through unchanged while its log lines are read for throughput (the formats in
+:mod:`.patterns`, or ``--pattern``) by :mod:`.relay`; a background `JobReporter` posts it to the aggregator, and the
+job is ended with the command's exit status, which ``mfumon wrap`` also exits with.
 """
 
 from __future__ import annotations
@@ -11,30 +11,53 @@ import argparse
 import json
 import logging
 import os
-import re
 from collections.abc import Sequence
 
 from exporter.job.models import ModelSpec, from_hf_config
 from exporter.job.reporter import JobReporter
 from exporter.job.reporter._env import default_world_size, read_token
-from exporter.job.wrap.patterns import LogParser, Observation, ParseContext, compile_user_pattern
+from exporter.job.wrap.cmdline import micro_batch_from_command, seq_len_from_command
+from exporter.job.wrap.patterns import RATE_GROUPS, LogParser, ParseContext, compile_user_pattern, to_number
 from exporter.job.wrap.proc import run_child
+from exporter.job.wrap.relay import Relay
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("exporter.job.wrap")
 
-# Flags through which trainers take their sequence length (Megatron, HF examples, nanoGPT, torchtitan, ...).
-_SEQ_LEN_FLAGS = (
-    "--seq-length",
-    "--seq_length",
-    "--seq-len",
-    "--seq_len",
-    "--max-seq-length",
-    "--max_seq_length",
-    "--max_seq_len",
-    "--block_size",
-    "--block-size",
-    "--training.seq_len",
-)
+
+def _whole(text: str) -> int:
+    """A whole number >= 1, as users write it (``4096``, ``4,096``)."""
+    try:
+        value = to_number(text)
+    except ValueError:
+        value = 0.0
+    if value < 1 or value != int(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return int(value)
+
+
+def _positive(text: str) -> float:
+    """A number > 0: ``15``, ``0.5``, ``989e12``, ``989T``."""
+    try:
+        value = to_number(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number > 0")
+    return value
+
+
+def _count(text: str) -> int:
+    """A parameter count written any usual way: ``8030261248``, ``8,030,261,248``, ``8.03e9``, ``8B``, ``125M``."""
+    cleaned = text.strip()
+    if cleaned[-1:] in ("b", "m", "k", "t"):
+        cleaned = cleaned[:-1] + cleaned[-1].upper()
+    try:
+        value = to_number(cleaned)
+    except ValueError:
+        value = 0.0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a parameter count; write it like 8030261248, 8.03e9 or 8B")
+    return int(value)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,63 +69,71 @@ def build_parser() -> argparse.ArgumentParser:
     conn = parser.add_argument_group("aggregator")
     conn.add_argument("--url", help="aggregator URL (env MFUMON_URL, default http://127.0.0.1:8000)")
     conn.add_argument("--token-file", help="file holding the ingest token (default: env MFUMON_TOKEN)")
-    conn.add_argument("--interval", type=float, default=15.0, help="seconds between reports (default 15)")
+    conn.add_argument("--interval", type=_positive, default=15.0, help="seconds between reports (default 15)")
     job = parser.add_argument_group("job")
     job.add_argument("--job-id", help="default: MFUMON_JOB_ID, SLURM_JOB_ID, TORCHELASTIC_RUN_ID, ... or generated")
     job.add_argument("--kind", choices=("training", "inference"), help="default training (inference for vLLM)")
-    job.add_argument("--num-gpus", type=int, help="GPUs of the whole job (default WORLD_SIZE or CUDA_VISIBLE_DEVICES)")
+    job.add_argument(
+        "--num-gpus", type=_whole, help="GPUs of the whole job (default WORLD_SIZE or CUDA_VISIBLE_DEVICES)"
+    )
     job.add_argument("--gpu-model", help='e.g. "NVIDIA H100 80GB HBM3" or "h100-sxm" (default: exporters attribute)')
     job.add_argument("--dtype", choices=("bf16", "fp16", "fp8", "tf32", "fp32"))
-    job.add_argument("--peak-flops-per-gpu", type=float, help="dense peak FLOP/s of one device (overrides the table)")
-    job.add_argument("--gpus-requested", type=int)
+    job.add_argument("--peak-flops-per-gpu", type=_positive, help="dense peak FLOP/s of one device (e.g. 989e12)")
+    job.add_argument("--gpus-requested", type=_whole)
     job.add_argument("--recompute-activations", action="store_true", default=None, help="full activation recompute")
     for label in ("name", "team", "pool"):
         job.add_argument(f"--{label}")
     model = parser.add_argument_group("model")
     model.add_argument("--model", help="HF config.json (or its folder), or a JSON object of model fields")
     for label in ("params", "active-params"):
-        model.add_argument(f"--{label}", type=_count, help="e.g. 8030261248 or 8.03e9")
+        model.add_argument(f"--{label}", type=_count, help="e.g. 8030261248, 8.03e9 or 8B")
     for label in ("layers", "heads", "head-dim"):
-        model.add_argument(f"--{label}", type=int)
-    model.add_argument("--flops-per-token", type=float)
-    model.add_argument("--seq-len", type=int, help="default: the command's --seq-length/--max_seq_length/...")
+        model.add_argument(f"--{label}", type=_whole)
+    model.add_argument("--flops-per-token", type=_positive)
+    model.add_argument("--seq-len", type=_whole, help="default: the command's --seq-length/--max_seq_length/...")
     logs = parser.add_argument_group("log parsing")
-    logs.add_argument("--tokens-per-step", type=int, help="whole-job tokens of one iteration (nanoGPT, custom)")
+    logs.add_argument(
+        "--tokens-per-step", type=_whole, help="whole-job tokens of one iteration (nanoGPT, LitGPT, it/s lines)"
+    )
     logs.add_argument(
         "--pattern",
         action="append",
         default=[],
-        help="regex with a named group tokens_per_second, tokens_per_second_per_gpu, or tokens and seconds",
+        help="regex whose named group says what its number is: " + ", ".join(RATE_GROUPS[:2]) + ", "
+        "tokens and seconds, " + ", ".join(RATE_GROUPS[3:]) + r"; \N matches a number (12,345 or 14.2K)",
     )
     logs.add_argument("--no-builtin-patterns", action="store_true", help="use only --pattern")
-    parser.add_argument("-v", "--verbose", action="store_true", help="also log what is reported, to stderr")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log every report and the aggregator's answer")
     parser.add_argument("-q", "--quiet", action="store_true", help="no messages of our own on stderr")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the command to run, after --")
     return parser
 
 
-def _count(text: str) -> int:
-    """A parameter count written either way: ``8030261248`` or ``8.03e9``."""
-    return int(float(text))
-
-
-def seq_len_from_command(command: Sequence[str]) -> int | None:
-    """The sequence length in the command line (``--seq-length 4096``, ``--block_size=1024``)."""
-    for index, arg in enumerate(command):
-        flag, _, value = arg.partition("=")
-        if flag in _SEQ_LEN_FLAGS:
-            if not value and index + 1 < len(command):
-                value = command[index + 1]
-            if value.isdigit() and int(value) > 0:
-                return int(value)
-    return None
-
-
 def _model_spec(args: argparse.Namespace) -> ModelSpec | None:
+    """The model from --model and the per-field flags; ``ValueError`` with a message in the user's terms."""
     spec: ModelSpec | None = None
     if args.model:
         text = args.model.strip()
-        spec = ModelSpec(**json.loads(text)) if text.startswith("{") else from_hf_config(text)
+        if text.startswith("{"):
+            try:
+                fields = json.loads(text)
+            except ValueError as exc:
+                raise ValueError(f"--model {text!r} is not valid JSON ({exc})") from None
+            try:
+                spec = ModelSpec(**fields)
+            except TypeError:
+                known = "params, active_params, layers, heads, head_dim, seq_len, flops_per_token, name"
+                raise ValueError(f"--model {text!r} has a field mfumon does not know; the fields are {known}") from None
+        else:
+            if not os.path.exists(text):
+                raise ValueError(
+                    f"--model {text!r}: no such file or folder (give a HF config.json, the model folder holding "
+                    "it, or a JSON object such as '{\"params\": 7e9}')"
+                )
+            try:
+                spec = from_hf_config(text)
+            except (OSError, ValueError, KeyError) as exc:
+                raise ValueError(f"--model {text!r} is not a Hugging Face config mfumon can read ({exc})") from None
     explicit = {
         "params": args.params,
         "active_params": args.active_params,
@@ -118,51 +149,16 @@ def _model_spec(args: argparse.Namespace) -> ModelSpec | None:
     return spec.replace(**explicit) if spec is not None else ModelSpec(**explicit)
 
 
-def _num_gpus(args: argparse.Namespace) -> int | None:
+def _num_gpus(args: argparse.Namespace) -> tuple[int | None, str]:
+    """The job's GPU count and where it came from."""
     if args.num_gpus:
-        return int(args.num_gpus)
+        return int(args.num_gpus), "--num-gpus"
     world = default_world_size()
     if world:
-        return world
+        return world, "WORLD_SIZE"
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
     devices = [d for d in visible.split(",") if d.strip() and d.strip() != "-1"]
-    return len(devices) or None
-
-
-class _Relay:
-    """Turns parsed observations into reporter calls, filling in what a line alone cannot say."""
-
-    def __init__(self, reporter: JobReporter, model: ModelSpec | None, num_gpus: int, kind_given: bool):
-        self.reporter = reporter
-        self.model = model
-        self.num_gpus = num_gpus
-        self.kind = reporter.kind
-        self._kind_given = kind_given
-        self._warned: set[str] = set()
-
-    def observe(self, obs: Observation) -> None:
-        if obs.kind and obs.kind != self.kind and not self._kind_given:
-            self.kind = obs.kind
-            self.reporter.update(kind=obs.kind)
-        rate = obs.tokens_per_second
-        flops = obs.flops_per_second_per_gpu
-        if rate is None and flops is not None:
-            per_token = self.model.flops_per_token_for(self.kind) if self.model else None
-            if not per_token:
-                self._warn_once("flops", "log shows FLOP/s but not tokens: pass --seq-len or describe the model")
-                return
-            rate = flops * self.num_gpus / per_token
-        elif rate and flops and self.model is None:
-            # Megatron printed both: its own FLOPs per token stands in for a model nobody described.
-            self.model = ModelSpec(flops_per_token=flops * self.num_gpus / rate)
-            self.reporter.update(model=self.model)
-        if rate is not None and rate >= 0:
-            self.reporter.record_throughput(rate, step_seconds=obs.step_seconds, source=obs.source, step=obs.step)
-
-    def _warn_once(self, key: str, message: str) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            logger.warning("mfumon wrap: %s", message)
+    return (len(devices), "CUDA_VISIBLE_DEVICES") if devices else (None, "unknown")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -176,19 +172,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("no command given; usage: mfumon wrap [options] -- CMD ARGS...")
     level = logging.CRITICAL + 1 if args.quiet else logging.INFO if args.verbose else logging.WARNING
     logging.basicConfig(level=level, format="%(asctime)s mfumon wrap %(levelname)s: %(message)s")
+    if args.verbose:  # every report and the aggregator's answer (logged by the reporter at DEBUG)
+        logging.getLogger("exporter.job.reporter").setLevel(logging.DEBUG)
     try:
         patterns = tuple(compile_user_pattern(p) for p in args.pattern)
         model = _model_spec(args)
-    except (ValueError, OSError, TypeError, re.error) as exc:
+    except ValueError as exc:
         parser.error(str(exc))
-    seq_len = args.seq_len or (model.seq_len if model else None) or seq_len_from_command(command)
+    seq_from_command = seq_len_from_command(command)
+    seq_len = args.seq_len or (model.seq_len if model else None) or seq_from_command
     if model is not None and seq_len and model.seq_len is None:
         model = model.replace(seq_len=seq_len)
-    num_gpus = _num_gpus(args)
+    num_gpus, gpus_from = _num_gpus(args)
     if model is None:
         logger.warning(
             "no model described (--model, --params or --flops-per-token): the aggregator refuses reports "
-            "without one, unless the log states FLOP/s too (Megatron-LM --log-throughput)"
+            "without one, unless the log states FLOP/s too (Megatron-LM --log-throughput, NeMo, MaxText, nanotron)"
         )
     reporter = JobReporter(
         args.job_id,
@@ -207,13 +206,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         gpus_requested=args.gpus_requested,
         interval_seconds=args.interval,
     )
-    context = ParseContext(seq_len=seq_len, num_gpus=num_gpus or 1, tokens_per_step=args.tokens_per_step)
+    context = ParseContext(
+        seq_len=seq_len,
+        num_gpus=num_gpus,
+        tokens_per_step=args.tokens_per_step,
+        micro_batch_size=micro_batch_from_command(command),
+    )
     log_parser = LogParser(context, patterns, builtin=not args.no_builtin_patterns)
-    relay = _Relay(reporter, model, num_gpus or 1, kind_given=args.kind is not None)
+    relay = Relay(reporter, model, context, kind_given=args.kind is not None)
+    lines = 0
 
     def on_line(line: str, now: float) -> None:
-        observation = log_parser.feed(line, now)
-        if observation is not None:
+        nonlocal lines
+        lines += 1
+        for observation in log_parser.feed(line, now):
             relay.observe(observation)
 
     env = {**os.environ, "MFUMON_JOB_ID": reporter.job_id}
@@ -221,10 +227,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     env.setdefault("PYTHONUNBUFFERED", "1")
     if reporter.active:
         logger.info("reporting job %s to %s every %gs", reporter.job_id, reporter.url, args.interval)
+        logger.info(
+            "GPUs: %s (%s); sequence length: %s; model: %s",
+            num_gpus or "unknown",
+            gpus_from,
+            seq_len or "unknown",
+            model.to_dict() if model else "none",
+        )
     try:
         status = run_child(command, on_line, env=env)
     except OSError as exc:
         logger.error("cannot run %s: %s", command[0], exc)
         status = 126 if isinstance(exc, PermissionError) else 127
+    for observation in log_parser.close():
+        relay.observe(observation)
+    if reporter.active:
+        relay.finish(lines)
     reporter.close(exit_code=status)
     return status
