@@ -82,12 +82,8 @@ class StepWindow:
             if step_seconds is not None:
                 self._step_sum += step_seconds
                 self._step_n += 1
-            if comm_seconds is not None:
-                self._comm_sum += comm_seconds
-                self._comm_n += 1
-            if data_wait_seconds is not None:
-                self._wait_sum += data_wait_seconds
-                self._wait_n += 1
+            if comm_seconds is not None or data_wait_seconds is not None:
+                self._add_times(comm_seconds, data_wait_seconds)
 
     def add_rate(
         self,
@@ -113,14 +109,19 @@ class StepWindow:
             if step_seconds is not None:
                 self._rate_step_sum += step_seconds
                 self._rate_step_n += 1
-            if comm_seconds is not None:
-                self._comm_sum += comm_seconds
-                self._comm_n += 1
-            if data_wait_seconds is not None:
-                self._wait_sum += data_wait_seconds
-                self._wait_n += 1
+            if comm_seconds is not None or data_wait_seconds is not None:
+                self._add_times(comm_seconds, data_wait_seconds)
             if step is not None:
                 self._reported_step = step
+
+    def _add_times(self, comm_seconds: float | None, data_wait_seconds: float | None) -> None:
+        """Add a step's exposed communication and data wait (the caller holds the lock)."""
+        if comm_seconds is not None:
+            self._comm_sum += comm_seconds
+            self._comm_n += 1
+        if data_wait_seconds is not None:
+            self._wait_sum += data_wait_seconds
+            self._wait_n += 1
 
     def take(self, stall_after_seconds: float | None = None) -> dict[str, Any] | None:
         """Cut the interval: the report's throughput fields, or None when there is nothing to say.
