@@ -15,6 +15,7 @@ import json
 import sys
 from pathlib import Path
 
+from _inference import inference
 from _infrastructure import nodes_gpus, pools
 from _workloads import cluster_overview, job_drilldown
 
@@ -23,6 +24,7 @@ OUTPUT_DIR = Path(__file__).resolve().parent / "dashboards"
 DASHBOARDS = {
     "mfumon-cluster-overview.json": cluster_overview,
     "mfumon-job-drilldown.json": job_drilldown,
+    "mfumon-inference.json": inference,
     "mfumon-nodes-gpus.json": nodes_gpus,
     "mfumon-pools.json": pools,
 }

@@ -2,8 +2,9 @@
 
 Starts ``mfumon serve`` as a subprocess (SQLite in a temporary or given directory) and, in this process, a simulated
 cluster (:func:`exporter.demo.simcluster.default_cluster`: 4 nodes x 8 GPUs, H100 and A100, two pools) whose nodes push
-samples through the real exporter pipeline while its jobs post reports over HTTP. Runs until Ctrl-C or
-``--duration``.
+samples through the real exporter pipeline while its jobs post reports over HTTP, and simulated serving engines
+(vLLM- and TGI-style ``/metrics`` on loopback ports) that the real inference collector reads and reports. Runs until
+Ctrl-C or ``--duration``.
 
 Other code reuses the simulation against any aggregator with :func:`run_simulation`.
 """
@@ -28,9 +29,12 @@ from types import FrameType
 import httpx
 
 from exporter.demo.simcluster import ClusterSpec, SimJob, default_cluster
+from exporter.demo.simserving import SimulatedEngine
+from exporter.node.inference.collector import InferenceCollector
+from exporter.node.inference.endpoints import parse_endpoint
 from exporter.node.pipeline import Agent
 from exporter.node.push import RetryPolicy, Sender
-from exporter.node.sources.sim import SimSource
+from exporter.node.sources.sim import SimSource, SimWorkload
 from exporter.node.spool import MemorySpool
 
 __all__ = ["SimulationResult", "main", "run_simulation"]
@@ -71,6 +75,11 @@ def _start_nodes(url: str, cluster: ClusterSpec, interval_s: float, seed: int, t
             for node_name, index in job.placement:
                 if node_name == node.name:
                     source.assign(index, job.workload())
+        for serving in cluster.serving:
+            decode = SimWorkload(profile="inference", target_mfu=0.05, job_id=serving.job_id, step_seconds=0.05)
+            for node_name, index in serving.placement:
+                if node_name == node.name:
+                    source.assign(index, decode)
         sender = Sender(
             url, MemorySpool(16 * 1024**2), token=token, retry=RetryPolicy(initial_s=0.2, max_s=max(2.0, interval_s))
         )
@@ -111,6 +120,15 @@ def run_simulation(
     client = httpx.Client(base_url=url.rstrip("/"), headers=_auth(token), timeout=5.0)
     _register_jobs(client, cluster)
     agents = _start_nodes(url, cluster, interval_s, seed, token)
+    engines = [SimulatedEngine(job, seed).start() for job in cluster.serving]
+    collector = InferenceCollector(
+        url=url,
+        endpoints=[parse_endpoint(f"{engine.url},{engine.job.endpoint_options()}") for engine in engines],
+        node="demo",
+        token=token,
+        interval_s=interval_s,
+    )
+    collector.start()
     cycles = posted = failed = 0
     last = time.time() - interval_s
     try:
@@ -129,6 +147,9 @@ def run_simulation(
             if wait <= 0 or stop.wait(wait):
                 break
     finally:
+        collector.stop(timeout_s=5.0)
+        for engine in engines:
+            engine.stop()
         for agent in agents:
             agent.stop(timeout_s=5.0)
         client.close()
@@ -195,7 +216,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mfumon demo: aggregator at {url} (data in {data_dir})", flush=True)
         print(f"  metrics:  {url}/metrics\n  API docs: {url}/docs\n  cluster:  {url}/v1/cluster", flush=True)
         print(f"  jobs:     {url}/v1/jobs\n  nodes:    {url}/v1/nodes", flush=True)
-        print("Simulating 4 nodes x 8 GPUs (H100, A100) with 3 running jobs and 1 pending. Ctrl-C stops.", flush=True)
+        print(
+            "Simulating 4 nodes x 8 GPUs (H100, A100): 3 reporting jobs, 1 pending, and 3 serving jobs behind "
+            "simulated vLLM/TGI endpoints read by the exporter. Ctrl-C stops.",
+            flush=True,
+        )
         cluster = default_cluster(checkpoints=not args.no_checkpoints)
         result = run_simulation(url, args.duration, args.interval, stop, seed=args.seed, cluster=cluster)
         print(

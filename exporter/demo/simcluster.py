@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from exporter.demo.simserving import SimServingJob
 from exporter.node.sources.sim import SimWorkload, job_mfu_at
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "SimJob",
     "SimNode",
     "default_cluster",
+    "default_serving",
     "flops_per_token",
 ]
 
@@ -175,6 +177,7 @@ class ClusterSpec:
     nodes: tuple[SimNode, ...]
     jobs: tuple[SimJob, ...]
     pending: tuple[PendingJob, ...] = ()
+    serving: tuple[SimServingJob, ...] = ()  # behind simulated engines that the demo's exporter reads
 
 
 def _on(node: str, gpus: range) -> tuple[tuple[str, int], ...]:
@@ -253,4 +256,80 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
             model=ModelShape("llama3-70b", 70.6e9, layers=80, heads=64, head_dim=128, seq_len=8192),
         ),
     )
-    return ClusterSpec(nodes=nodes, jobs=jobs, pending=pending)
+    return ClusterSpec(nodes=nodes, jobs=jobs, pending=pending, serving=default_serving())
+
+
+def default_serving() -> tuple[SimServingJob, ...]:
+    """Three serving jobs on gpu-a100-02 behind simulated engines: well batched, badly batched, short of KV cache.
+
+    - ``serve-chat-70b`` (vLLM-style, 4 GPUs): batch 32 at 55% MBU with a short queue: healthy.
+    - ``serve-code-8b`` (vLLM-style, 1 GPU): batch 2 at 12% MBU while a dozen requests wait: badly batched.
+    - ``serve-rag-32b`` (TGI-style, 2 GPUs): KV cache 97% full with a queue, and prompts computed at 15% MFU.
+    """
+    return (
+        SimServingJob(
+            job_id="serve-chat-70b",
+            name="llama3-70b chat (vLLM)",
+            team="product",
+            pool="infer-a100",
+            engine="vllm",
+            gpu_model=A100,
+            served_model="meta-llama/Llama-3.1-70B-Instruct",
+            params=70.6e9,
+            layers=80,
+            heads=64,
+            kv_heads=8,
+            head_dim=128,
+            placement=_on("gpu-a100-02", range(4)),
+            batch=32,
+            prompt_tokens=800,
+            output_tokens=400,
+            target_mbu=0.55,
+            waiting=1,
+            kv_cache_usage=0.55,
+            prefix_cache_hit_ratio=0.25,
+        ),
+        SimServingJob(
+            job_id="serve-code-8b",
+            name="llama3-8b code completion (vLLM)",
+            team="devtools",
+            pool="infer-a100",
+            engine="vllm",
+            gpu_model=A100,
+            served_model="meta-llama/Llama-3.1-8B-Instruct",
+            params=8.03e9,
+            layers=32,
+            heads=32,
+            kv_heads=8,
+            head_dim=128,
+            placement=_on("gpu-a100-02", range(4, 5)),
+            batch=2,
+            prompt_tokens=1200,
+            output_tokens=300,
+            target_mbu=0.12,
+            waiting=12,
+            kv_cache_usage=0.08,
+        ),
+        SimServingJob(
+            job_id="serve-rag-32b",
+            name="qwen2.5-32b RAG answers (TGI)",
+            team="search",
+            pool="infer-a100",
+            engine="tgi",
+            gpu_model=A100,
+            served_model="Qwen/Qwen2.5-32B-Instruct",
+            params=32.8e9,
+            layers=64,
+            heads=40,
+            kv_heads=8,
+            head_dim=128,
+            placement=_on("gpu-a100-02", range(5, 7)),
+            batch=24,
+            prompt_tokens=400,
+            output_tokens=200,
+            target_mbu=0.20,
+            waiting=9,
+            kv_cache_usage=0.97,
+            prefill_active_mfu=0.15,
+        ),
+    )

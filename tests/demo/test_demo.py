@@ -24,8 +24,10 @@ def test_job_sizes_give_the_target_mfu_with_the_dense_peaks() -> None:
 def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -> None:
     cluster = default_cluster(checkpoints=False)
     result = demo.run_simulation(live_server.url, duration_s=3.0, interval_s=0.5, cluster=cluster)
-    assert result.report_failures == 0 and result.reports_posted >= 3 * 5
-    assert result.batches_delivered >= 4 * 4
+    # Every cycle posts each running job's report; how many cycles fit in 3 s depends on the machine's load.
+    assert result.report_failures == 0 and result.cycles >= 2
+    assert result.reports_posted == 3 * result.cycles
+    assert result.batches_delivered >= 4 * 2
     with httpx.Client(base_url=live_server.url, timeout=5) as client:
         jobs = {j["job_id"]: j for j in client.get("/v1/jobs").json()["data"]}
         pools = {p["name"]: p for p in client.get("/v1/cluster").json()["pools"]}
@@ -50,7 +52,7 @@ def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -
 
     assert len(nodes) == 4 and all(len(n["gpus"]) == 8 for n in nodes.values())
     assert {n["pool"] for n in nodes.values()} == {"train-h100", "infer-a100"}
-    idle = [g for g in nodes["gpu-a100-02"]["gpus"] + nodes["gpu-h100-02"]["gpus"][4:]]
+    idle = [nodes["gpu-a100-02"]["gpus"][7], *nodes["gpu-h100-02"]["gpus"][4:]]
     assert all(g["job_id"] is None and g["counters"]["tensor_active"] == 0 for g in idle)
     # The GPUs' tensor activity is consistent with their job's MFU (the pipe is ~1.15x busier than MFU).
     trained = [g for g in nodes["gpu-h100-01"]["gpus"]]
@@ -69,3 +71,25 @@ def test_demo_command_starts_the_aggregator_and_stops(tmp_path: object, capsys: 
     assert "stopped after" in out
     with pytest.raises(httpx.TransportError):
         httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)  # the aggregator went down with the demo
+
+
+def test_serving_engines_are_read_through_their_metrics(live_server: LiveServer) -> None:
+    """The demo's vLLM- and TGI-style endpoints, read by the real inference collector, give the intended picture."""
+    cluster = default_cluster(checkpoints=False)
+    demo.run_simulation(live_server.url, duration_s=6.0, interval_s=0.5, cluster=cluster)
+    with httpx.Client(base_url=live_server.url, timeout=5) as client:
+        jobs = {j["job_id"]: j for j in client.get("/v1/jobs").json()["data"]}
+    for job in cluster.serving:
+        served = jobs[job.job_id]
+        assert served["kind"] == "inference" and served["gpus_allocated"] == job.num_gpus
+        assert served["team"] == job.team  # the endpoint's options reach the job
+        assert served["latest"]["mbu"] == pytest.approx(job.target_mbu, rel=0.35)
+    chat = jobs["serve-chat-70b"]["latest"]
+    assert chat["inference"]["batch_size"] == pytest.approx(32, rel=0.1)
+    assert chat["inference"]["context_tokens"] == pytest.approx(1000, rel=0.1)  # prompt 800 + half of 400
+    code = jobs["serve-code-8b"]["latest"]
+    assert code["requests_waiting"] > 0 and code["kv_cache_usage"] < 0.2  # badly batched: a queue, room to spare
+    rag = jobs["serve-rag-32b"]["latest"]
+    assert rag["kv_cache_usage"] == pytest.approx(0.97) and rag["requests_waiting"] > 0
+    assert rag["inference"]["phases"]["prefill"]["active_mfu"] == pytest.approx(0.15, rel=0.05)
+    assert jobs["serve-llama3-70b"]["latest"]["mbu"] is None  # the hand-reporting job sends no phase split

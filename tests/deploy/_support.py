@@ -32,7 +32,13 @@ AGGREGATOR_JOB = "mfumon-aggregator"
 #: Recording-rule names that operators define in their own rule files (threshold overrides): referenced, never
 #: recorded by the shipped rules.
 OVERRIDE_SERIES = frozenset(
-    {"job_id:mfumon_job_mfu_threshold_ratio:override", "kind:mfumon_job_mfu_threshold_ratio:override"}
+    {
+        "job_id:mfumon_job_mfu_threshold_ratio:override",
+        "kind:mfumon_job_mfu_threshold_ratio:override",
+        "job_id:mfumon_job_mbu_threshold_ratio:override",
+        "job_id:mfumon_job_prefill_mfu_threshold_ratio:override",
+        "job_id:mfumon_job_kv_cache_usage_threshold_ratio:override",
+    }
 )
 
 _KEYWORDS = frozenset(

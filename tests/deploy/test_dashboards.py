@@ -28,6 +28,7 @@ from tests.deploy._support import (
 EXPECTED = {
     "mfumon-cluster-overview.json": ("mfumon-cluster-overview", {"pool", "team"}),
     "mfumon-job-drilldown.json": ("mfumon-job-drilldown", {"pool", "team", "job"}),
+    "mfumon-inference.json": ("mfumon-inference", {"pool", "team", "job"}),
     "mfumon-nodes-gpus.json": ("mfumon-nodes-gpus", {"node"}),
     "mfumon-pools.json": ("mfumon-pools", {"pool"}),
 }
@@ -112,6 +113,14 @@ def test_required_panels_exist() -> None:
         "XID and uncorrectable ECC errors",
     } <= (titles["mfumon-nodes-gpus.json"])
     assert {"Resource satisfaction", "GPUs requested vs allocated", "Pending jobs"} <= titles["mfumon-pools.json"]
+    assert {
+        "Tokens/s by phase",
+        "MFU by phase",
+        "MBU",
+        "Running and waiting requests",
+        "Batch size",
+        "KV cache use",
+    } <= titles["mfumon-inference.json"]
 
 
 def test_job_gpu_panels_join_through_gpu_info() -> None:

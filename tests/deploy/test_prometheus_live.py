@@ -219,6 +219,21 @@ def test_mfu_alerts_fire_for_the_low_mfu_jobs_only(prometheus: str) -> None:
     assert not _firing(prometheus, "MfumonExporterSilent")
 
 
+def test_serving_alerts_judge_each_serving_job_by_its_own_number(prometheus: str) -> None:
+    expected = {
+        "MfumonInferenceBadlyBatched": {"serve-code-8b"},  # 12% MBU, a queue, room in its KV cache
+        "MfumonInferenceKVCacheSaturated": {"serve-rag-32b"},  # 97% full with a queue
+        "MfumonInferencePrefillMFULow": {"serve-rag-32b"},  # prompts at 15% MFU while prefilling (TGI busy time)
+    }
+    for alertname, jobs in expected.items():
+        firing = _wait_for(f"{alertname} to fire", lambda name=alertname: _firing(prometheus, name))  # type: ignore[misc]
+        assert {alert["labels"]["job_id"] for alert in firing} == jobs, alertname
+    inference = {a["labels"]["job_id"] for a in _firing(prometheus, "MfumonInferenceMFULow")}
+    assert not inference & {"serve-chat-70b", "serve-code-8b", "serve-rag-32b"}  # MBU judges them, not MFU
+    training = {a["labels"]["job_id"] for a in _firing(prometheus, "MfumonTrainingMFULow")}
+    assert not training & {"serve-chat-70b", "serve-code-8b", "serve-rag-32b", INFERENCE_JOB}
+
+
 def test_dashboard_variables_resolve(prometheus: str) -> None:
     _wait_for("job series", lambda: _query(prometheus, "job_id:mfumon_job_info:topk1"))
     for name, dashboard in load_dashboards().items():
@@ -233,8 +248,9 @@ def test_dashboard_variables_resolve(prometheus: str) -> None:
 
 def test_every_dashboard_query_returns_data(prometheus: str) -> None:
     values = {"pool": ".*", "team": ".*", "node": ".*", "job": HEALTHY_JOB}
+    per_dashboard = {"mfumon-inference.json": {**values, "job": ".*"}}  # every serving job of the demo
     queries = [
-        (name, title, fill_variables(expr, values))
+        (name, title, fill_variables(expr, per_dashboard.get(name, values)))
         for name, dashboard in load_dashboards().items()
         for title, expr in iter_queries(dashboard)
     ]

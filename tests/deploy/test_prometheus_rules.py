@@ -115,12 +115,29 @@ def test_required_alerts_exist_and_watch_the_right_metrics() -> None:
         "MfumonGPUXidErrors": ["increase(mfumon_gpu_xid_errors_total"],
         "MfumonGPUThermalThrottling": ['mfumon_gpu_throttled{reason="thermal"}'],
         "MfumonGPUEccUncorrectable": ["mfumon_gpu_ecc_uncorrected_total"],
+        "MfumonInferenceBadlyBatched": [
+            "job_id:mfumon_job_mbu_ratio:max",
+            "job_id:mfumon_job_requests_waiting:max > 0",
+            "job_id:mfumon_job_mbu_threshold_ratio:effective",
+        ],
+        "MfumonInferencePrefillMFULow": [
+            'job_id:mfumon_job_phase_active_mfu_ratio:max{phase="prefill"}',
+            "job_id:mfumon_job_prefill_mfu_threshold_ratio:effective",
+        ],
+        "MfumonInferenceKVCacheSaturated": [
+            "job_id:mfumon_job_kv_cache_usage_ratio:max",
+            "job_id:mfumon_job_requests_waiting:max > 0",
+        ],
     }
     for name, fragments in expected.items():
         for fragment in fragments:
             assert fragment in exprs[name], (name, fragment)
-    for name in ("MfumonTrainingMFULow", "MfumonInferenceMFULow", "MfumonGPUsBusyButMFULow", "MfumonCommRatioHigh"):
+    warming = ("MfumonTrainingMFULow", "MfumonInferenceMFULow", "MfumonGPUsBusyButMFULow", "MfumonCommRatioHigh")
+    serving = ("MfumonInferenceBadlyBatched", "MfumonInferencePrefillMFULow", "MfumonInferenceKVCacheSaturated")
+    for name in warming + serving:
         assert "cluster:mfumon_job_warmup_seconds:default" in exprs[name], f"{name} must skip warm-up"
+    for name in ("MfumonInferenceMFULow", "MfumonGPUsBusyButMFULow"):  # serving jobs with MBU are judged by it
+        assert re.search(r"unless on \(job_id\)\s+job_id:mfumon_job_mbu_ratio:max", exprs[name]), name
 
 
 def test_recording_rules_follow_level_metric_operations() -> None:
