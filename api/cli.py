@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from api.core.config import Settings
 from api.core.security import InsecureConfigError, check_startup_security
+from api.server import BindError, bind_socket, run_app
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -20,7 +21,7 @@ def _parser() -> argparse.ArgumentParser:
         "migrations are applied on start.",
     )
     parser.add_argument("--host", help="address to listen on (default 127.0.0.1, env MFUMON_HOST)")
-    parser.add_argument("--port", type=int, help="port to listen on (default 8000, env MFUMON_PORT)")
+    parser.add_argument("--port", type=int, help="port; 0 picks a free one (default 8000, env MFUMON_PORT)")
     parser.add_argument(
         "--insecure",
         action="store_true",
@@ -47,17 +48,14 @@ def main(argv: Sequence[str]) -> int:
     except (ValidationError, InsecureConfigError, OSError) as exc:
         print(f"mfumon serve: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    try:
+        sock = bind_socket(settings.HOST, settings.PORT)
+    except BindError as exc:
+        print(f"mfumon serve: {exc.strerror}", file=sys.stderr)
+        return 1
     logging.basicConfig(level=settings.LOG_LEVEL.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
-    import uvicorn
 
     from api.main import create_app
 
-    uvicorn.run(
-        create_app(settings),
-        host=settings.HOST,
-        port=settings.PORT,
-        log_level=settings.LOG_LEVEL.lower(),
-        access_log=False,
-    )
+    run_app(create_app(settings), settings, sock)
     return 0

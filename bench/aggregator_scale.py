@@ -17,7 +17,6 @@ import argparse
 import http.client
 import json
 import multiprocessing
-import os
 import statistics
 import subprocess
 import sys
@@ -29,7 +28,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.conftest import free_port, stop_process
+from tests.conftest import launch_server, stop_process, wait_healthy
 
 GPUS_PER_NODE = 8
 
@@ -58,19 +57,9 @@ def _sample(node: int, ts: float) -> dict[str, object]:
 
 
 def _start(database_url: str, workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MFUMON_")}
-    env.update(MFUMON_DATABASE_URL=database_url, MFUMON_LOG_LEVEL="WARNING")
-    cmd = [sys.executable, "-m", "exporter", "serve", "--port", str(port)]
-    proc = subprocess.Popen(cmd, env=env, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            time.sleep(0.1)
-    raise RuntimeError("server did not start")
+    server = launch_server(workdir, {"MFUMON_LOG_LEVEL": "WARNING"}, database_url=database_url)  # port 0, read back
+    wait_healthy(server)
+    return server.process, server.url
 
 
 def _push_all(url: str, nodes: int, threads: int) -> None:

@@ -21,7 +21,6 @@ import argparse
 import gc
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -111,23 +110,15 @@ def make_fake_nvml_agent() -> tuple[Agent, Callable[[], None]]:
 
 def push_cost(cycles: int) -> float:
     """Client-side CPU of one POST of an 8-GPU batch to a local ``mfumon serve`` (seconds)."""
-    import httpx
 
-    from tests.conftest import free_port
+    from tests.conftest import launch_server, wait_healthy
 
-    port = free_port()
     workdir = Path(tempfile.mkdtemp(prefix="mfumon-bench-"))
-    env = {**os.environ, "MFUMON_DATABASE_URL": f"sqlite:///{workdir / 'bench.db'}"}
-    cmd = [sys.executable, "-m", "exporter", "serve", "--host", "127.0.0.1", "--port", str(port)]
-    server = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=workdir)
+    live = launch_server(workdir, database_url=f"sqlite:///{workdir / 'bench.db'}")  # port 0, read back
+    server = live.process
     try:
-        url = f"http://127.0.0.1:{port}"
-        for _ in range(300):
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
+        url = live.url
+        wait_healthy(live)
         sender = Sender(url, MemorySpool(1024**2))
         source = SimSource(node="bench-push", count=GPUS)
         batches = [NodeBatch("bench-push", time.time() + i * 1e-3, tuple(source.collect())) for i in range(cycles + 50)]

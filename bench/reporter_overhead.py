@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import socket
 import statistics
 import time
 from collections.abc import Callable
@@ -32,12 +31,6 @@ def _time_ns(call: Callable[..., object], calls: int, repeats: int) -> float:
     return min(results)
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--calls", type=int, default=200_000)
@@ -45,7 +38,13 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
 
-    url = f"http://127.0.0.1:{_closed_port()}"
+    from tests.conftest import reserved_port
+
+    with reserved_port() as port:  # refused, and no other process can be given it meanwhile
+        _measure(args, f"http://127.0.0.1:{port}")
+
+
+def _measure(args: argparse.Namespace, url: str) -> None:
     active = JobReporter("bench", url=url, num_gpus=8, gpu_model=None, interval_seconds=0.01, rank=0)
     inactive = JobReporter("bench", url=url, rank=1)
     sink: list[int] = []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -22,11 +23,38 @@ import pytest
 POSTGRES_URL_ENV = "MFUMON_TEST_POSTGRES_URL"
 
 
-def free_port() -> int:
-    """Return a TCP port that is free on 127.0.0.1 right now."""
+_LISTENING = re.compile(r"mfumon serve: listening on (http://\S+:(\d+))")
+
+
+@contextlib.contextmanager
+def reserved_port() -> Iterator[int]:
+    """A loopback port held for the block: bound with SO_REUSEADDR but not listening.
+
+    Connections to it are refused, and no other process's port-0 bind or outgoing connection can be given it, yet a
+    server (``mfumon serve`` binds with SO_REUSEADDR too) can listen on it and stop and start again: the race of
+    "pick a free port, close it, start a server on it later" cannot happen.
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        yield int(sock.getsockname()[1])
+
+
+def wait_for_listening(
+    proc: subprocess.Popen[bytes], log_path: Path, pattern: re.Pattern[str] = _LISTENING, timeout_s: float = 60.0
+) -> re.Match[str]:
+    """Wait until a child process's log shows the address it listens on (a server started on port 0 says it)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        text = log_path.read_text(errors="replace") if log_path.exists() else ""
+        match = pattern.search(text)
+        if match:
+            return match
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args!r} exited with {proc.returncode} before listening:\n{text[-3000:]}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{proc.args!r} did not say where it listens:\n{text[-3000:]}")
+        time.sleep(0.05)
 
 
 @dataclass
@@ -55,35 +83,61 @@ def start_server(
     env: Mapping[str, str] | None = None,
     args: Sequence[str] = (),
     *,
-    port: int | None = None,
+    port: int = 0,
     database_url: str | None = None,
-    timeout_s: float = 30.0,
+    timeout_s: float = 60.0,
 ) -> Iterator[LiveServer]:
-    """Start ``mfumon serve`` on a free loopback port and wait until ``/healthz`` answers."""
-    port = port or free_port()
-    database_url = database_url or f"sqlite:///{tmp_path / 'mfumon.db'}"
-    full_env = _clean_env({"MFUMON_DATABASE_URL": database_url, **(env or {})})
-    log_path = tmp_path / f"serve-{port}-{uuid.uuid4().hex[:6]}.log"
-    cmd = [sys.executable, "-m", "exporter", "serve", "--host", "127.0.0.1", "--port", str(port), *args]
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, env=full_env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
-    server = LiveServer(f"http://127.0.0.1:{port}", port, database_url, proc, log_path)
+    """Start ``mfumon serve`` and wait until ``/healthz`` answers.
+
+    Port 0 (the default) lets the server's kernel pick the port, read back from its ``listening on`` line; a fixed
+    port comes from :func:`reserved_port`, so it stays ours across restarts.
+    """
+    server = launch_server(tmp_path, env, args, port=port, database_url=database_url)
     try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"mfumon serve exited with {proc.returncode}:\n{server.log()}")
-            try:
-                if httpx.get(f"{server.url}/healthz", timeout=1.0).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"mfumon serve did not become healthy:\n{server.log()}")
-            time.sleep(0.1)
+        wait_healthy(server, timeout_s)
         yield server
     finally:
+        stop_process(server.process)
+
+
+def launch_server(
+    workdir: Path,
+    env: Mapping[str, str] | None = None,
+    args: Sequence[str] = (),
+    *,
+    port: int = 0,
+    database_url: str | None = None,
+) -> LiveServer:
+    """Start ``mfumon serve`` (the caller stops it) and return once it has bound its port; it may not answer yet."""
+    database_url = database_url or f"sqlite:///{workdir / 'mfumon.db'}"
+    full_env = _clean_env({"MFUMON_DATABASE_URL": database_url, **(env or {})})
+    log_path = workdir / f"serve-{uuid.uuid4().hex[:8]}.log"
+    cmd = [sys.executable, "-m", "exporter", "serve", "--host", "127.0.0.1", "--port", str(port), *args]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, env=full_env, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
+    try:
+        match = wait_for_listening(proc, log_path)
+    except BaseException:
         stop_process(proc)
+        raise
+    return LiveServer(match.group(1), int(match.group(2)), database_url, proc, log_path)
+
+
+def wait_healthy(server: LiveServer, timeout_s: float = 60.0) -> None:
+    """Poll ``/healthz`` until the server answers (migrations run before it does)."""
+    proc = server.process
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"mfumon serve exited with {proc.returncode}:\n{server.log()}")
+        try:
+            if httpx.get(f"{server.url}/healthz", timeout=1.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"mfumon serve did not become healthy:\n{server.log()}")
+        time.sleep(0.1)
 
 
 def stop_process(proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
@@ -95,6 +149,13 @@ def stop_process(proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture
+def held_port() -> Iterator[int]:
+    """A port of our own for the test (see :func:`reserved_port`): refused until a server listens on it."""
+    with reserved_port() as port:
+        yield port
 
 
 @pytest.fixture

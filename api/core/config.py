@@ -20,7 +20,7 @@ class Settings(BaseSettings):
 
     DATABASE_URL: str = DEFAULT_DATABASE_URL
     HOST: str = "127.0.0.1"
-    PORT: int = Field(default=8000, ge=1, le=65535)
+    PORT: int = Field(default=8000, ge=0, le=65535)  # 0: the kernel picks a free port
 
     # Security: tokens for ingest (PUT/POST). Comma separated in the environment, or one per line in a file.
     INGEST_TOKENS: str = Field(default="", repr=False)

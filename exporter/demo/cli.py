@@ -28,6 +28,7 @@ from types import FrameType
 
 import httpx
 
+from api.server import LISTENING_PREFIX
 from exporter.demo.simcluster import ClusterSpec, SimJob, default_cluster
 from exporter.demo.simserving import SimulatedEngine
 from exporter.node.inference.collector import InferenceCollector
@@ -163,7 +164,7 @@ def _build_parser() -> argparse.ArgumentParser:
         description="Run the aggregator (mfumon serve) with a simulated cluster of 4 nodes x 8 GPUs and its jobs.",
     )
     p.add_argument("--host", default="127.0.0.1", help="aggregator listen host [127.0.0.1]")
-    p.add_argument("--port", type=int, default=8000, help="aggregator port [8000]")
+    p.add_argument("--port", type=int, default=8000, help="aggregator port; 0 picks a free one [8000]")
     p.add_argument("--data-dir", help="directory for the SQLite database and server log [a temporary one]")
     p.add_argument("--duration", type=float, help="stop after this many seconds [run until Ctrl-C]")
     p.add_argument("--interval", type=float, default=5.0, help="seconds between samples and reports [5]")
@@ -177,6 +178,26 @@ def _start_server(host: str, port: int, data_dir: Path) -> subprocess.Popen[byte
     cmd = [sys.executable, "-m", "exporter", "serve", "--host", host, "--port", str(port)]
     with open(data_dir / "serve.log", "wb") as log:  # the child keeps its own copy of the descriptor
         return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=data_dir)
+
+
+def _wait_listening(log_path: Path, proc: subprocess.Popen[bytes], timeout_s: float = 60.0) -> str | None:
+    """The URL our own server bound (never whatever else answers on the port), or None if it exited first."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for line in log_path.read_text(errors="replace").splitlines():
+            if line.startswith(LISTENING_PREFIX):
+                return line.removeprefix(LISTENING_PREFIX).strip()
+        if proc.poll() is not None:
+            return None
+        time.sleep(0.05)
+    return None
+
+
+def _startup_error(log_path: Path) -> str:
+    """The server's own reason for not starting, or the tail of its log."""
+    text = log_path.read_text(errors="replace")
+    reasons = [line for line in text.splitlines() if line.startswith("mfumon serve: ")]
+    return reasons[-1].removeprefix("mfumon serve: ") if reasons else text[-2000:]
 
 
 def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 60.0) -> bool:
@@ -200,7 +221,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     temporary = args.data_dir is None
     data_dir = Path(tempfile.mkdtemp(prefix="mfumon-demo-") if temporary else args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
-    url = f"http://{args.host}:{args.port}"
     proc = _start_server(args.host, args.port, data_dir)
     stop = threading.Event()
 
@@ -209,9 +229,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        if not _wait_healthy(url, proc):
-            log = (data_dir / "serve.log").read_text(errors="replace")[-2000:]
-            print(f"mfumon demo: the aggregator did not start on {url}:\n{log}", file=sys.stderr)
+        log_path = data_dir / "serve.log"
+        url = _wait_listening(log_path, proc)
+        if url is None or not _wait_healthy(url, proc):
+            reason = _startup_error(log_path)
+            print(f"mfumon demo: the aggregator could not start on {args.host}:{args.port}: {reason}", file=sys.stderr)
+            if "in use" in reason:
+                print("mfumon demo: is another mfumon running there? Pick a free port with --port.", file=sys.stderr)
             return 1
         print(f"mfumon demo: aggregator at {url} (data in {data_dir})", flush=True)
         print(f"  metrics:  {url}/metrics\n  API docs: {url}/docs\n  cluster:  {url}/v1/cluster", flush=True)

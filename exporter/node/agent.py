@@ -185,7 +185,9 @@ def _serve(settings: Settings, source: Source) -> int:
     inference = build_inference_collector(settings, agent.metrics, lambda: agent.gpu_model)
     if inference is not None:
         inference.start()
-    where = f", self-metrics on http://{settings.LISTEN_ADDRESS}/metrics" if server else ""
+    # The bound port, not the configured one: ":0" asks the kernel for a free port and this line says which.
+    host = settings.LISTEN_ADDRESS.rpartition(":")[0]
+    where = f", self-metrics on http://{host}:{server.port}/metrics" if server else ""
     print(
         f"mfumon exporter: node {settings.NODE}, source {source.name}, pushing to {settings.URL} "
         f"every {settings.INTERVAL:g}s{where}",

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import httpx
 import pytest
 
 from exporter.demo import cli as demo
 from exporter.demo.simcluster import PEAK_BF16_DENSE, default_cluster
-from tests.conftest import LiveServer, free_port
+from tests.conftest import LiveServer
 
 
 def test_job_sizes_give_the_target_mfu_with_the_dense_peaks() -> None:
@@ -62,10 +64,12 @@ def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -
 
 
 def test_demo_command_starts_the_aggregator_and_stops(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
-    port = free_port()
-    rc = demo.main(["--port", str(port), "--duration", "1.5", "--interval", "0.5", "--data-dir", str(tmp_path)])
+    rc = demo.main(["--port", "0", "--duration", "1.5", "--interval", "0.5", "--data-dir", str(tmp_path)])
     out = capsys.readouterr().out
     assert rc == 0, out
+    found = re.search(r"aggregator at http://127\.0\.0\.1:(\d+) ", out)
+    assert found, out  # port 0: the banner names the port the server bound
+    port = int(found.group(1))
     for path in ("/metrics", "/docs", "/v1/cluster"):
         assert f"http://127.0.0.1:{port}{path}" in out
     assert "stopped after" in out
@@ -93,3 +97,18 @@ def test_serving_engines_are_read_through_their_metrics(live_server: LiveServer)
     assert rag["kv_cache_usage"] == pytest.approx(0.97) and rag["requests_waiting"] > 0
     assert rag["inference"]["phases"]["prefill"]["active_mfu"] == pytest.approx(0.15, rel=0.05)
     assert jobs["serve-llama3-70b"]["latest"]["mbu"] is None  # the hand-reporting job sends no phase split
+
+
+def test_demo_on_a_busy_port_fails_at_once(
+    live_server: LiveServer, tmp_path: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 10 #9: the demo used to print its banner and push its cluster into whatever listened on the port."""
+    rc = demo.main(["--port", str(live_server.port), "--duration", "60", "--data-dir", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert rc == 1
+    assert "aggregator at" not in out and "stopped after" not in out  # no banner, no simulation
+    assert f"could not start on 127.0.0.1:{live_server.port}" in err and "Address already in use" in err
+    assert "--port" in err
+    with httpx.Client(base_url=live_server.url, timeout=5) as client:
+        assert client.get("/v1/jobs").json()["count"] == 0  # nothing was sent to the server already there
+        assert client.get("/v1/nodes").json()["count"] == 0

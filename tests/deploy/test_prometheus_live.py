@@ -9,6 +9,7 @@ a 1-second scrape and evaluation interval, every alert's `for:` cut to 2 s and t
 from __future__ import annotations
 
 import dataclasses
+import re
 import subprocess
 import threading
 import time
@@ -23,7 +24,7 @@ import yaml
 
 from exporter.demo.cli import run_simulation
 from exporter.demo.simcluster import ClusterSpec, SimJob, default_cluster
-from tests.conftest import LiveServer, free_port, start_server, stop_process
+from tests.conftest import LiveServer, start_server, stop_process, wait_for_listening
 from tests.deploy._support import (
     AGGREGATOR_JOB,
     PROMETHEUS_DIR,
@@ -45,6 +46,8 @@ INFERENCE_JOB = "serve-llama3-70b"  # target MFU 0.07
 SHORT_FOR = "2s"
 SHORT_WARMUP_S = 2
 WAIT_S = 90.0
+# Prometheus logs the address it bound, so "127.0.0.1:0" needs no port picked in advance.
+_PROMETHEUS_LISTENING = re.compile(r'msg="Listening on"[^\n]*? address=(127\.0\.0\.1:\d+)')
 
 T = TypeVar("T")
 
@@ -151,19 +154,18 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory, aggregator: LiveServer,
     binary = require_tool("prometheus")
     work = tmp_path_factory.mktemp("prometheus")
     config = _write_config(work, aggregator)
-    port = free_port()
     log_path = work / "prometheus.log"
     cmd = [
         binary,
         f"--config.file={config}",
         f"--storage.tsdb.path={work / 'data'}",
-        f"--web.listen-address=127.0.0.1:{port}",
+        "--web.listen-address=127.0.0.1:0",  # the kernel picks the port; the log says which
         "--storage.tsdb.retention.time=1h",
     ]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=work)
-    url = f"http://127.0.0.1:{port}"
     try:
+        url = "http://" + wait_for_listening(proc, log_path, _PROMETHEUS_LISTENING).group(1)
 
         def _ready() -> bool:
             assert proc.poll() is None, f"prometheus exited:\n{log_path.read_text(errors='replace')[-3000:]}"

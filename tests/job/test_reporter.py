@@ -16,7 +16,7 @@ import pytest
 
 from exporter.job.reporter import JobReporter, default_job_id, default_rank, default_world_size
 from exporter.job.reporter._env import sanitize_job_id
-from tests.conftest import LiveServer, free_port, start_server
+from tests.conftest import LiveServer, start_server
 
 
 @pytest.fixture(scope="module")
@@ -120,9 +120,11 @@ def test_exit_without_close_ends_the_job_at_exit(server: LiveServer, tmp_path: P
     assert job["status"] == "ended" and job["reports_received"] == 1
 
 
-def test_down_aggregator_never_raises_and_keeps_a_bounded_queue(caplog: pytest.LogCaptureFixture) -> None:
+def test_down_aggregator_never_raises_and_keeps_a_bounded_queue(
+    caplog: pytest.LogCaptureFixture, held_port: int
+) -> None:
     caplog.set_level(logging.WARNING, logger="exporter.job.reporter")
-    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    url = f"http://127.0.0.1:{held_port}"  # nothing listens there
     reporter = JobReporter("rep-down", url=url, model={"params": 1e6}, max_pending_reports=3, start=False)
     reporter.step(1)
     for _ in range(6):
@@ -136,8 +138,8 @@ def test_down_aggregator_never_raises_and_keeps_a_bounded_queue(caplog: pytest.L
     reporter.close(timeout_seconds=1)
 
 
-def test_buffered_reports_are_sent_once_the_aggregator_is_back(tmp_path: Path) -> None:
-    port = free_port()
+def test_buffered_reports_are_sent_once_the_aggregator_is_back(tmp_path: Path, held_port: int) -> None:
+    port = held_port
     reporter = JobReporter("rep-back", url=f"http://127.0.0.1:{port}", model={"params": 1e6}, num_gpus=2, start=False)
     sent = []
     for tokens in (50, 70):

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from exporter.job.wrap.cli import main
-from tests.conftest import LiveServer, free_port, start_server
+from tests.conftest import LiveServer, start_server
 
 REPO = Path(__file__).parents[2]
 
@@ -64,22 +64,22 @@ def test_output_is_passed_through_byte_for_byte(server: LiveServer, tmp_path: Pa
     assert httpx.get(f"{server.url}/v1/jobs/wrap-bytes").json()["exit_code"] == 0
 
 
-def test_exit_status_is_preserved(tmp_path: Path) -> None:
-    url = f"http://127.0.0.1:{free_port()}"  # reporting fails: the command's status must not change
+def test_exit_status_is_preserved(tmp_path: Path, held_port: int) -> None:
+    url = f"http://127.0.0.1:{held_port}"  # reporting fails: the command's status must not change
     assert _status("-q", "--url", url, "--", sys.executable, "-c", "raise SystemExit(7)") == 7
     assert _status("-q", "--url", url, "--", sys.executable, "-c", "import os; os.kill(os.getpid(), 9)") == 137
     assert _status("-q", "--url", url, "--", str(tmp_path / "no-such-command")) == 127
 
 
-def test_in_process_main_returns_the_status() -> None:
-    url = f"http://127.0.0.1:{free_port()}"
+def test_in_process_main_returns_the_status(held_port: int) -> None:
+    url = f"http://127.0.0.1:{held_port}"
     assert main(["-q", "--url", url, "--", sys.executable, "-c", "raise SystemExit(3)"]) == 3
     with pytest.raises(SystemExit):
         main(["--url", url])  # no command
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
-def test_signals_are_forwarded_to_the_child(tmp_path: Path, signum: int) -> None:
+def test_signals_are_forwarded_to_the_child(tmp_path: Path, signum: int, held_port: int) -> None:
     child = _script(
         tmp_path,
         """
@@ -93,7 +93,7 @@ def test_signals_are_forwarded_to_the_child(tmp_path: Path, signum: int) -> None
         time.sleep(60)
         """,
     )
-    url = f"http://127.0.0.1:{free_port()}"
+    url = f"http://127.0.0.1:{held_port}"
     proc = _wrap("-q", "--url", url, "--", sys.executable, child)
     assert proc.stdout is not None
     assert proc.stdout.readline() == b"ready\n"
@@ -199,10 +199,10 @@ def test_params_are_read_the_way_people_write_them() -> None:
         assert parser.parse_args(["--params", text]).params == value
 
 
-def test_a_missing_sequence_length_is_said_once_with_the_flag(tmp_path: Path) -> None:
+def test_a_missing_sequence_length_is_said_once_with_the_flag(tmp_path: Path, held_port: int) -> None:
     line = (REPO / "tests/job/fixtures/logs/deepspeed.log").read_text().splitlines()[0]
     child = _script(tmp_path, f"for _ in range(5):\n    print({line!r})\n")
-    url = f"http://127.0.0.1:{free_port()}"
+    url = f"http://127.0.0.1:{held_port}"
     proc = _wrap("--url", url, "--params", "7e9", "--num-gpus", "8", "--", sys.executable, child)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0 and out.count(b"\n") == 5
@@ -211,8 +211,8 @@ def test_a_missing_sequence_length_is_said_once_with_the_flag(tmp_path: Path) ->
     assert "the sequence length: pass --seq-len N" in messages[0]
 
 
-def test_output_without_any_throughput_line_is_said_at_the_end(tmp_path: Path) -> None:
-    url = f"http://127.0.0.1:{free_port()}"
+def test_output_without_any_throughput_line_is_said_at_the_end(tmp_path: Path, held_port: int) -> None:
+    url = f"http://127.0.0.1:{held_port}"
     proc = _wrap("--url", url, "--params", "7e9", "--", sys.executable, "-c", "print('hello'); print('world')")
     _, err = proc.communicate(timeout=60)
     assert "no throughput line recognised in 2 line(s) of output" in err.decode()

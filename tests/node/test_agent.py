@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import pytest
 from exporter.errors import ConfigError
 from exporter.node import agent
 from exporter.node.settings import build_parser, load_settings, parse_size
-from tests.conftest import free_port, start_server
+from tests.conftest import start_server
 
 
 def _settings(argv: list[str]) -> object:
@@ -99,15 +100,23 @@ def test_exit_codes(fake_nvml: ModuleType, capsys: pytest.CaptureFixture[str]) -
 
 def test_exporter_process_pushes_and_serves_its_health(tmp_path: Path) -> None:
     (tmp_path / "token").write_text("s3cret\n")
-    metrics_port = free_port()
     with start_server(tmp_path, env={"MFUMON_INGEST_TOKENS": "s3cret"}) as server:
         env = {k: v for k, v in os.environ.items() if not k.startswith("MFUMON_")}
         env |= {"MFUMON_URL": server.url, "MFUMON_INTERVAL": "0.2"}
         cmd = [sys.executable, "-m", "exporter", "exporter", "--source", "sim", "--sim.gpus", "4", "--node", "node-cli"]
         cmd += ["--token-file", str(tmp_path / "token"), "--spool-dir", str(tmp_path / "spool")]
-        cmd += ["--web.listen-address", f"127.0.0.1:{metrics_port}"]
+        cmd += ["--web.listen-address", "127.0.0.1:0"]
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         try:
+            assert proc.stdout is not None
+            banner = b""
+            while b"pushing to" not in banner:  # the banner names the port the kernel picked
+                line = proc.stdout.readline()
+                assert line, "the exporter exited before its banner"
+                banner = line
+            found = re.search(rb"self-metrics on http://127\.0\.0\.1:(\d+)/metrics", banner)
+            assert found, banner
+            metrics_port = int(found.group(1))
             deadline = time.monotonic() + 30
             node = None
             while time.monotonic() < deadline:
@@ -128,4 +137,3 @@ def test_exporter_process_pushes_and_serves_its_health(tmp_path: Path) -> None:
             proc.send_signal(signal.SIGTERM)
             out, _ = proc.communicate(timeout=20)
     assert proc.returncode == 0, out.decode()
-    assert b"pushing to" in out

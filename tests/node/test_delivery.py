@@ -16,7 +16,7 @@ from exporter.node.selfmetrics import ExporterMetrics
 from exporter.node.sources.sim import SimSource, SimWorkload
 from exporter.node.spool import DiskSpool, MemorySpool
 from exporter.samples import GpuSample, NodeBatch
-from tests.conftest import LiveServer, free_port, start_server
+from tests.conftest import LiveServer, start_server
 
 
 def _wait_for(condition: Callable[[], bool], timeout_s: float = 20.0, what: str = "condition") -> None:
@@ -46,8 +46,8 @@ def test_retry_policy_backs_off_exponentially_with_jitter() -> None:
         assert len(set(delays)) > 1  # jittered, so nodes do not retry in lockstep
 
 
-def test_every_batch_arrives_after_the_aggregator_comes_back(tmp_path: Path) -> None:
-    port = free_port()
+def test_every_batch_arrives_after_the_aggregator_comes_back(tmp_path: Path, held_port: int) -> None:
+    port = held_port
     database_url = f"sqlite:///{tmp_path / 'aggregator.db'}"
     node = "node-outage"
     metrics = ExporterMetrics()
