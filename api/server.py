@@ -9,12 +9,10 @@ from __future__ import annotations
 import os
 import socket
 import sys
-from typing import TYPE_CHECKING
+
+from starlette.types import ASGIApp
 
 from api.core.config import Settings
-
-if TYPE_CHECKING:
-    from uvicorn._types import ASGIApplication
 
 LISTENING_PREFIX = "mfumon serve: listening on "
 
@@ -40,7 +38,7 @@ def url_of(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if sock.family == socket.AF_INET6 else f"http://{host}:{port}"
 
 
-def run_app(app: ASGIApplication, settings: Settings, sock: socket.socket | None = None) -> None:
+def run_app(app: ASGIApp, settings: Settings, sock: socket.socket | None = None) -> None:
     """Serve ``app`` on ``sock`` (or a socket bound to the settings' host and port) until a signal stops it."""
     import uvicorn
 
