@@ -40,6 +40,7 @@ def build_context(settings: Settings) -> AppContext:
         node_ttl_s=settings.NODE_TTL_SECONDS,
         job_ttl_s=settings.JOB_TTL_SECONDS,
         pending_job_ttl_s=settings.PENDING_JOB_TTL_SECONDS,
+        health_window_s=settings.HEALTH_WINDOW_SECONDS,
     )
     refresher = Refresher(state, sessions, resolver, overlap_s=settings.REFRESH_OVERLAP_SECONDS)
     refresher.refresh()

@@ -15,13 +15,28 @@ from typing import Any
 
 __all__ = [
     "COUNTER_FIELDS",
+    "HEALTH_COUNTS",
     "THROTTLE_REASONS",
     "GpuSample",
+    "IbPortSample",
     "NodeBatch",
     "count_up",
     "decode_record",
     "sanitize_id",
 ]
+
+#: Fleet health (issue 15): error counts that cost MFU on *some* nodes (integers), 0/1 flags, and energy.
+HEALTH_COUNTS: tuple[str, ...] = (
+    "nvlink_crc_flit_errors_total",
+    "nvlink_crc_data_errors_total",
+    "nvlink_replay_errors_total",
+    "nvlink_recovery_errors_total",
+    "pcie_replays_total",
+    "remapped_rows_correctable_total",
+    "remapped_rows_uncorrectable_total",
+    "last_xid",
+)
+_FLAG_FIELDS = ("row_remap_pending", "row_remap_failure")  # 0 or 1
 
 #: Counters a GPU sample may carry (all optional). Ratios are 0-1; other names carry their unit.
 COUNTER_FIELDS: tuple[str, ...] = (
@@ -44,6 +59,9 @@ COUNTER_FIELDS: tuple[str, ...] = (
     "ecc_uncorrected_total",
     "ecc_corrected_total",
     "compute_processes",
+    *HEALTH_COUNTS,
+    *_FLAG_FIELDS,
+    "energy_joules_total",
 )
 
 #: Clock-event (throttle) reason names the aggregator accepts, in NVML bit order (0x1 ... 0x100).
@@ -60,7 +78,9 @@ THROTTLE_REASONS: tuple[str, ...] = (
 )
 
 _RATIO_FIELDS = frozenset({"utilization", "sm_active", "sm_occupancy", "tensor_active", "dram_active"})
-_INT_FIELDS = frozenset({"xid_errors_total", "ecc_uncorrected_total", "ecc_corrected_total", "compute_processes"})
+_INT_FIELDS = frozenset(
+    {"xid_errors_total", "ecc_uncorrected_total", "ecc_corrected_total", "compute_processes", *HEALTH_COUNTS}
+)
 _ID_BAD_CHARS = re.compile(r"[^A-Za-z0-9._:@+\-]")
 _ID_LEADING = re.compile(r"^[^A-Za-z0-9]+")
 
@@ -106,6 +126,17 @@ class GpuSample:
     ecc_uncorrected_total: int | None = None
     ecc_corrected_total: int | None = None
     compute_processes: int | None = None
+    nvlink_crc_flit_errors_total: int | None = None
+    nvlink_crc_data_errors_total: int | None = None
+    nvlink_replay_errors_total: int | None = None
+    nvlink_recovery_errors_total: int | None = None
+    pcie_replays_total: int | None = None
+    remapped_rows_correctable_total: int | None = None
+    remapped_rows_uncorrectable_total: int | None = None
+    row_remap_pending: int | None = None
+    row_remap_failure: int | None = None
+    energy_joules_total: float | None = None
+    last_xid: int | None = None
     throttle_reasons: tuple[str, ...] | None = None
 
     @classmethod
@@ -119,6 +150,8 @@ class GpuSample:
                 clean[key] = tuple(sorted(set(value)))
             elif key in _RATIO_FIELDS:
                 clean[key] = min(1.0, max(0.0, float(value)))
+            elif key in _FLAG_FIELDS:
+                clean[key] = 1 if value else 0
             elif key in _INT_FIELDS:
                 clean[key] = max(0, int(value))
             elif key in COUNTER_FIELDS:
@@ -156,6 +189,33 @@ class GpuSample:
 
 
 @dataclass(frozen=True, slots=True)
+class IbPortSample:
+    """One InfiniBand or RoCE port (``/sys/class/infiniband/<device>/ports/<port>``) in one collection cycle.
+
+    Units are converted at the source: data counters in bytes (the kernel counts 4-byte words), the rate in bytes/s.
+    ``None`` means the file is absent or unreadable on this host: left out, never sent as zero.
+    """
+
+    device: str
+    port: int
+    link_layer: str | None = None  # "InfiniBand", or "Ethernet" for RoCE
+    state: str | None = None  # ACTIVE, DOWN, INIT, ARMED, ACTIVE_DEFER
+    phys_state: str | None = None  # LinkUp, Polling, Disabled, ...
+    rate_bytes_per_second: float | None = None
+    link_downed_total: int | None = None
+    symbol_errors_total: int | None = None
+    receive_errors_total: int | None = None
+    link_error_recovery_total: int | None = None
+    transmit_discards_total: int | None = None
+    transmit_bytes_total: int | None = None
+    receive_bytes_total: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object for this port in a node-sample body (absent values left out)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+
+@dataclass(frozen=True, slots=True)
 class NodeBatch:
     """One collection cycle of one node: what one ``POST /v1/nodes/{node}/samples`` carries."""
 
@@ -163,12 +223,15 @@ class NodeBatch:
     timestamp: float
     gpus: tuple[GpuSample, ...]
     pool: str | None = None
+    ib_ports: tuple[IbPortSample, ...] | None = None  # None: the node has no RDMA devices (or none are read)
 
     def body(self) -> dict[str, Any]:
-        """The request body (interface: ``timestamp``, optional ``pool``, ``gpus``)."""
+        """The request body (interface: ``timestamp``, optional ``pool``, ``gpus``; optional ``ib_ports``)."""
         out: dict[str, Any] = {"timestamp": self.timestamp, "gpus": [g.to_json() for g in self.gpus]}
         if self.pool is not None:
             out["pool"] = self.pool
+        if self.ib_ports is not None:
+            out["ib_ports"] = [p.to_json() for p in self.ib_ports]
         return out
 
     def encode(self) -> bytes:

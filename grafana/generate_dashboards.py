@@ -15,6 +15,7 @@ import json
 import sys
 from pathlib import Path
 
+from _health import fleet_health
 from _inference import inference
 from _infrastructure import nodes_gpus, pools
 from _workloads import cluster_overview, job_drilldown
@@ -27,6 +28,7 @@ DASHBOARDS = {
     "mfumon-inference.json": inference,
     "mfumon-nodes-gpus.json": nodes_gpus,
     "mfumon-pools.json": pools,
+    "mfumon-fleet-health.json": fleet_health,
 }
 
 

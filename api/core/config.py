@@ -32,6 +32,10 @@ class Settings(BaseSettings):
     JOB_TTL_SECONDS: float = Field(default=600.0, gt=0)
     PENDING_JOB_TTL_SECONDS: float = Field(default=86400.0, gt=0)
 
+    # Fleet health: an error counter fails its check while it has grown within this window (flapping links,
+    # NVLink/PCIe/InfiniBand errors).
+    HEALTH_WINDOW_SECONDS: float = Field(default=900.0, gt=0)
+
     # Replicas: how often each process reads other replicas' writes back from the database.
     REFRESH_INTERVAL_SECONDS: float = Field(default=2.0, gt=0)
     REFRESH_OVERLAP_SECONDS: float = Field(default=30.0, ge=0)

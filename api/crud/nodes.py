@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Table, delete, insert, select, update
 from sqlalchemy.orm import Session
@@ -21,6 +22,7 @@ class NodeState:
     pool: str | None
     last_sample_timestamp: float
     samples_received: int
+    ib_ports: list[dict[str, Any]] | None = None  # of this sample (whether applied or not)
 
 
 def record_node_sample(*, session: Session, node: str, sample: NodeSampleCreate, now: float) -> tuple[NodeState, bool]:
@@ -31,6 +33,7 @@ def record_node_sample(*, session: Session, node: str, sample: NodeSampleCreate,
     hottest write path, and every statement touches only this node's rows.
     """
     nodes: Table = Node.__table__  # type: ignore[assignment]
+    ports = None if sample.ib_ports is None else [p.model_dump(exclude_none=True) for p in sample.ib_ports]
     held = session.execute(
         select(nodes.c.pool, nodes.c.last_sample_timestamp, nodes.c.samples_received)
         .where(nodes.c.name == node)
@@ -38,11 +41,12 @@ def record_node_sample(*, session: Session, node: str, sample: NodeSampleCreate,
     ).one_or_none()
     applied = held is None or sample.timestamp >= held.last_sample_timestamp
     if held is None:
-        state = NodeState(sample.pool, sample.timestamp, 1)
+        state = NodeState(sample.pool, sample.timestamp, 1, ports)
         session.execute(
             insert(nodes).values(
                 name=node,
                 pool=sample.pool,
+                ib_ports=ports,
                 last_seen_at=now,
                 last_sample_timestamp=sample.timestamp,
                 samples_received=1,
@@ -54,7 +58,9 @@ def record_node_sample(*, session: Session, node: str, sample: NodeSampleCreate,
             sample.pool if applied else held.pool,
             sample.timestamp if applied else held.last_sample_timestamp,
             held.samples_received + 1,
+            ports,
         )
+        changes = {"ib_ports": ports} if applied else {}
         session.execute(
             update(nodes)
             .where(nodes.c.name == node)
@@ -64,6 +70,7 @@ def record_node_sample(*, session: Session, node: str, sample: NodeSampleCreate,
                 last_sample_timestamp=state.last_sample_timestamp,
                 samples_received=nodes.c.samples_received + 1,
                 updated_at=now,
+                **changes,
             )
         )
     if applied:

@@ -30,6 +30,8 @@ class Node(Base):
     last_sample_timestamp: Mapped[float] = mapped_column(Float)  # exporter clock, newest sample applied
     samples_received: Mapped[int] = mapped_column(Integer, default=0)
     updated_at: Mapped[float] = mapped_column(Float, index=True)
+    # InfiniBand/RoCE ports of the latest applied sample (None: the exporter reads none on this node).
+    ib_ports: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
 
 
 class Gpu(Base):

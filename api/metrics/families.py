@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+
+from exporter.samples import COUNTER_FIELDS, IbPortSample
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +134,64 @@ COUNTER_METRICS: dict[str, str] = {
     "xid_errors_total": "mfumon_gpu_xid_errors_total",
     "ecc_uncorrected_total": "mfumon_gpu_ecc_uncorrected_total",
     "ecc_corrected_total": "mfumon_gpu_ecc_corrected_total",
+}
+
+# --- Fleet health (issue 15) ---------------------------------------------------------------------------------------
+# Per GPU, per InfiniBand/RoCE port and per node: rendered with the node's chunk, after GPU_FAMILIES.
+HEALTH_FAMILIES: dict[str, Family] = {
+    f.name: f
+    for f in (
+        _c("gpu_nvlink_crc_flit_errors_total", "NVLink flow-control (flit) CRC errors, all links."),
+        _c("gpu_nvlink_crc_data_errors_total", "NVLink data CRC errors, all links."),
+        _c("gpu_nvlink_replay_errors_total", "NVLink replays (retransmissions), all links."),
+        _c("gpu_nvlink_recovery_errors_total", "NVLink recoveries (link retrained), all links."),
+        _c("gpu_pcie_replays_total", "PCIe replays (link-level retransmissions)."),
+        _c("gpu_remapped_rows_correctable_total", "HBM rows remapped for correctable errors."),
+        _c("gpu_remapped_rows_uncorrectable_total", "HBM rows remapped for uncorrectable errors."),
+        _g("gpu_row_remap_pending", "1 while a row remap waits for a GPU reset to take effect."),
+        _g("gpu_row_remap_failure", "1 once a row remap has failed (no spare rows left)."),
+        _c("gpu_energy_joules_total", "Energy the GPU drew since its driver loaded."),
+        _g("gpu_last_xid", "The last XID the GPU reported since the exporter started (0: none)."),
+        _g("gpu_health", "1 while the GPU passes the health check, 0 while it fails it; absent where unsupported."),
+        _g("ib_port_info", "InfiniBand/RoCE port identity; value 1."),
+        _g("ib_port_active", "1 while the port's state is ACTIVE."),
+        _g("ib_port_rate_bytes_per_second", "Port signalling rate (active width x speed)."),
+        _c("ib_port_link_downed_total", "Times the link failed to recover from an error and went down."),
+        _c("ib_port_symbol_errors_total", "Minor link errors detected on physical lanes."),
+        _c("ib_port_receive_errors_total", "Packets received with an error."),
+        _c("ib_port_link_error_recovery_total", "Link retrains that recovered without going down."),
+        _c("ib_port_transmit_discards_total", "Outbound packets discarded (port down or congested)."),
+        _c("ib_port_transmit_bytes_total", "Data bytes transmitted (the kernel's 4-byte words x 4)."),
+        _c("ib_port_receive_bytes_total", "Data bytes received (the kernel's 4-byte words x 4)."),
+        _g("node_health", "1 while the node passes the health check, 0 while it fails it."),
+        _g("node_healthy", "1 while every GPU and node check of the node passes."),
+        _g("node_drain", "1 for each reason the node should leave the scheduler (the drain list); absent otherwise."),
+    )
+}
+
+#: sample counter field -> health metric name: the family named after the field (rendered like COUNTER_METRICS)
+HEALTH_COUNTER_METRICS: dict[str, str] = {
+    field: f"mfumon_gpu_{field}" for field in COUNTER_FIELDS if f"mfumon_gpu_{field}" in HEALTH_FAMILIES
+}
+
+#: InfiniBand port field -> metric name: the family named after the field
+IB_PORT_METRICS: dict[str, str] = {
+    f.name: f"mfumon_ib_port_{f.name}" for f in fields(IbPortSample) if f"mfumon_ib_port_{f.name}" in HEALTH_FAMILIES
+}
+
+# Per pool and cluster: rendered on every scrape after SUMMARY_FAMILIES. The pool counters count from this process's
+# start (use rate()/increase(), which handle restarts; replicas agree on rates, not on totals).
+HEALTH_SUMMARY_FAMILIES: dict[str, Family] = {
+    f.name: f
+    for f in (
+        _c(
+            "pool_idle_energy_joules_total",
+            "Energy drawn by the pool's GPUs in state idle (up, no job, no compute work).",
+        ),
+        _c("pool_idle_gpu_seconds_total", "GPU-seconds the pool's GPUs spent in state idle."),
+        _c("pool_gpu_faults_total", "GPUs of the pool that started failing a check that needs a drain."),
+        _g("cluster_nodes_by_health", "Nodes by health status: healthy, degraded (a check fails), drain."),
+    )
 }
 
 #: NVML clock-event reasons grouped into the ``reason`` label of ``mfumon_gpu_throttled``

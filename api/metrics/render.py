@@ -17,11 +17,13 @@ from api.metrics._text import labels_text, sample_line
 from api.metrics.families import (
     COUNTER_METRICS,
     GPU_FAMILIES,
+    HEALTH_FAMILIES,
     JOB_FAMILIES,
     SUMMARY_FAMILIES,
     THROTTLE_GROUPS,
     Family,
 )
+from api.metrics.health import render_health_summary, render_node_health
 from api.metrics.self_metrics import SelfMetrics
 from api.state.aggregate import GroupTotals, JobAccount, Summary
 from api.state.store import Snapshot
@@ -67,6 +69,7 @@ def render_node(node: NodeView) -> Chunk:
                     labels_text([*ident, ("reason", group)]),
                     1 if active & members else 0,
                 )
+    render_node_health(node, add)
     return {name: "".join(chunk) for name, chunk in lines.items()}
 
 
@@ -186,7 +189,9 @@ class MetricsRenderer:
         parts: list[str] = []
         _join_families(parts, JOB_FAMILIES, job_chunks)
         _join_families(parts, GPU_FAMILIES, node_chunks)
+        _join_families(parts, HEALTH_FAMILIES, node_chunks)
         parts.append(self._render_summary(summary, len(snapshot.jobs)))
+        parts.append(render_health_summary(snapshot))
         body = "".join(parts).encode()
         self._self_metrics.last_scrape_duration_s = time.perf_counter() - started
         return body

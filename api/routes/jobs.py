@@ -23,6 +23,7 @@ from api.schemas.jobs import (
 )
 from api.services import reports
 from api.state.aggregate import JobAccount, summarize
+from api.state.health import job_health
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -34,6 +35,7 @@ def _public(
     account: JobAccount | None,
     history: list[JobReportPublic],
     gpus: list[dict[str, Any]],
+    health: dict[str, Any] | None = None,
 ) -> JobPublic:
     latest = job.latest or {}
     signature = latest.get("signature")
@@ -78,6 +80,7 @@ def _public(
         mfu_vs_baseline=mfu / baseline.mfu if baseline and mfu is not None and baseline.mfu > 0 else None,
         gpus=gpus,
         history=history,
+        health=health,
     )
 
 
@@ -141,4 +144,6 @@ def read_job(job_id: JobIdPath, ctx: ContextDep, history: Annotated[int, Query(g
             for g in read_gpus_of_job(session=session, job_id=job_id)
         ]
     past = [JobReportPublic.model_validate(r, from_attributes=True) for r in rows]
-    return _public(ctx, job, account=account, history=past, gpus=gpus)
+    nodes = [node for node, _share in ctx.state.job_shares(job_id, ctx.clock())]
+    health = job_health(job_id, nodes) if job.status == "running" else None
+    return _public(ctx, job, account=account, history=past, gpus=gpus, health=health)

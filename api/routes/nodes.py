@@ -3,16 +3,36 @@
 from __future__ import annotations
 
 from collections.abc import Container
+from typing import Annotated
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, HTTPException, Query
 
 from api.deps import ContextDep, IngestAuth, NodePath
-from api.schemas.nodes import GpuPublic, NodePublic, NodeSampleCreate, NodesPublic, SampleAccepted
+from api.schemas.nodes import (
+    GpuPublic,
+    HealthReason,
+    NodeHealthPublic,
+    NodePublic,
+    NodeSampleCreate,
+    NodesPublic,
+    SampleAccepted,
+)
 from api.services.samples import record_sample
 from api.state.aggregate import gpu_state, node_gpu_states, reporting_jobs
 from api.state.views import NodeView, gpu_hardware_mfu
 
 router = APIRouter(prefix="/v1/nodes", tags=["nodes"])
+
+
+def _health(node: NodeView) -> NodeHealthPublic | None:
+    if node.health is None:
+        return None
+    return NodeHealthPublic(
+        healthy=node.health.healthy,
+        drain=node.health.drain,
+        reasons=[HealthReason(**reason) for reason in node.health.reasons],
+        checks=dict(node.health.node_checks),
+    )
 
 
 def _public(node: NodeView, reporting: Container[str]) -> NodePublic:
@@ -37,9 +57,12 @@ def _public(node: NodeView, reporting: Container[str]) -> NodePublic:
                 hardware_mfu=gpu_hardware_mfu(g),
                 counters=g.counters,
                 sample_timestamp=g.sample_timestamp,
+                health=node.health.gpu_checks.get(g.uuid) if node.health else None,
             )
             for g in node.gpus
         ],
+        ib_ports=None if node.ib_ports is None else list(node.ib_ports),
+        health=_health(node),
     )
 
 
@@ -52,11 +75,19 @@ def create_sample(node: NodePath, body: NodeSampleCreate, ctx: ContextDep) -> Sa
 
 
 @router.get("", response_model=NodesPublic)
-def read_nodes(ctx: ContextDep) -> NodesPublic:
-    """Nodes that pushed within the node TTL, with their GPUs."""
+def read_nodes(
+    ctx: ContextDep,
+    unhealthy: Annotated[bool, Query(description="only nodes failing a health check (GPU or node)")] = False,
+    drain: Annotated[bool, Query(description="only the drain list: nodes failing a check that needs a drain")] = False,
+) -> NodesPublic:
+    """Nodes that pushed within the node TTL, with their GPUs; ``unhealthy=true`` lists failing ones, with reasons."""
     snapshot = ctx.state.snapshot(ctx.clock())
     reporting = reporting_jobs(snapshot)
     nodes = sorted(snapshot.nodes, key=lambda n: n.name)
+    if unhealthy:
+        nodes = [n for n in nodes if n.health is not None and not n.health.healthy]
+    if drain:
+        nodes = [n for n in nodes if n.health is not None and n.health.drain]
     return NodesPublic(data=[_public(n, reporting) for n in nodes], count=len(nodes))
 
 

@@ -226,6 +226,7 @@ class JobPublic(BaseModel):
     mfu_vs_baseline: float | None
     gpus: list[dict[str, Any]] = []
     history: list[JobReportPublic] = []
+    health: dict[str, Any] | None = None  # the job's unhealthy/throttled GPUs and nodes (GET /v1/jobs/{job_id})
 
 
 class JobsPublic(BaseModel):

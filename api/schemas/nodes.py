@@ -14,6 +14,8 @@ _THROTTLE_REASONS = frozenset(THROTTLE_REASONS)
 
 _Temperature = Annotated[float, Field(ge=-100, le=250, allow_inf_nan=False)]
 _Bounded = Annotated[float, Field(ge=0, le=1e16, allow_inf_nan=False)]
+_Flag = Annotated[int, Field(ge=0, le=1)]
+_Name = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:+\-]+$")]
 
 
 class GpuSample(BaseModel):
@@ -46,6 +48,17 @@ class GpuSample(BaseModel):
     ecc_uncorrected_total: Count | None = None
     ecc_corrected_total: Count | None = None
     compute_processes: Annotated[int, Field(ge=0, le=100_000)] | None = None
+    nvlink_crc_flit_errors_total: Count | None = None
+    nvlink_crc_data_errors_total: Count | None = None
+    nvlink_replay_errors_total: Count | None = None
+    nvlink_recovery_errors_total: Count | None = None
+    pcie_replays_total: Count | None = None
+    remapped_rows_correctable_total: Count | None = None
+    remapped_rows_uncorrectable_total: Count | None = None
+    row_remap_pending: _Flag | None = None
+    row_remap_failure: _Flag | None = None
+    energy_joules_total: _Bounded | None = None
+    last_xid: Annotated[int, Field(ge=0, le=100_000)] | None = None
     throttle_reasons: Annotated[list[str], Field(max_length=16)] | None = None
 
     @field_validator("throttle_reasons")
@@ -68,6 +81,30 @@ class GpuSample(BaseModel):
         return out
 
 
+class IbPortSample(BaseModel):
+    """One InfiniBand/RoCE port of a node (``/sys/class/infiniband/<device>/ports/<port>``), bytes not words."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    device: _Name
+    port: Annotated[int, Field(ge=0, le=255)]
+    link_layer: _Name | None = None
+    state: _Name | None = None
+    phys_state: _Name | None = None
+    rate_bytes_per_second: _Bounded | None = None
+    link_downed_total: Count | None = None
+    symbol_errors_total: Count | None = None
+    receive_errors_total: Count | None = None
+    link_error_recovery_total: Count | None = None
+    transmit_discards_total: Count | None = None
+    transmit_bytes_total: Count | None = None
+    receive_bytes_total: Count | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.device}:{self.port}"
+
+
 class NodeSampleCreate(BaseModel):
     """``POST /v1/nodes/{node}/samples``: one collection cycle of one node."""
 
@@ -76,6 +113,16 @@ class NodeSampleCreate(BaseModel):
     timestamp: Annotated[float, Field(gt=0, lt=1e11, allow_inf_nan=False)]
     pool: Label | None = None
     gpus: Annotated[list[GpuSample], Field(max_length=1024)]
+    ib_ports: Annotated[list[IbPortSample], Field(max_length=64)] | None = None
+
+    @field_validator("ib_ports")
+    @classmethod
+    def _unique_ports(cls, ports: list[IbPortSample] | None) -> list[IbPortSample] | None:
+        keys = [p.key for p in ports or ()]
+        duplicates = sorted({k for k in keys if keys.count(k) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate InfiniBand port(s) {duplicates}")
+        return ports
 
     @field_validator("gpus")
     @classmethod
@@ -93,6 +140,26 @@ class SampleAccepted(BaseModel):
     applied: bool = Field(description="false when the sample was older than the newest one already applied")
 
 
+class HealthReason(BaseModel):
+    """One failing check of a node or of one of its GPUs."""
+
+    check: str
+    drain: bool = Field(description="true when this failure puts the node on the drain list")
+    meaning: str
+    gpu: int | None = None
+    uuid: str | None = None
+    ports: list[str] | None = None
+
+
+class NodeHealthPublic(BaseModel):
+    """A node's health: ``drain`` nodes should leave the scheduler until reset or repaired."""
+
+    healthy: bool
+    drain: bool
+    reasons: list[HealthReason]
+    checks: dict[str, bool] = Field(description="node-level checks: true passes, false fails")
+
+
 class GpuPublic(BaseModel):
     uuid: str
     node: str
@@ -106,6 +173,7 @@ class GpuPublic(BaseModel):
     hardware_mfu: float | None = Field(description="tensor-pipe activity x SM clock / max SM clock")
     counters: dict[str, Any]
     sample_timestamp: float
+    health: dict[str, bool] | None = Field(default=None, description="GPU checks: true passes, false fails")
 
 
 class NodePublic(BaseModel):
@@ -116,6 +184,8 @@ class NodePublic(BaseModel):
     samples_received: int
     gpu_states: dict[str, int] = Field(description="GPUs by state; they add up to the node's GPUs")
     gpus: list[GpuPublic]
+    ib_ports: list[dict[str, Any]] | None = None
+    health: NodeHealthPublic | None = None
 
 
 class NodesPublic(BaseModel):

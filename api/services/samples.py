@@ -31,8 +31,9 @@ def record_sample(ctx: AppContext, node: str, sample: NodeSampleCreate) -> bool:
             )
             for gpu in sorted(sample.gpus, key=lambda g: (g.index, g.uuid))
         )
+        ib_ports = None if row.ib_ports is None else tuple(row.ib_ports)
     elif held is not None:
-        gpus = held.gpus
+        gpus, ib_ports = held.gpus, held.ib_ports
     else:
         # Another replica holds newer GPU state that this one has not loaded: leave the node to the refresh,
         # which sees a revision it does not hold and reads the node's rows in full.
@@ -47,6 +48,7 @@ def record_sample(ctx: AppContext, node: str, sample: NodeSampleCreate) -> bool:
             samples_received=row.samples_received,
             updated_at=now,
             gpus=gpus,
+            ib_ports=ib_ports,
         )
     )
     ctx.self_metrics.count_gpu_samples(len(sample.gpus))

@@ -60,6 +60,7 @@ def node_view(row: Node, gpus: Sequence[GpuView]) -> NodeView:
         samples_received=row.samples_received,
         updated_at=row.updated_at,
         gpus=tuple(sorted(gpus, key=lambda g: (g.index, g.uuid))),
+        ib_ports=None if row.ib_ports is None else tuple(row.ib_ports),
     )
 
 

@@ -7,9 +7,19 @@ through :mod:`api.state.refresh`. Readers take a consistent snapshot under the l
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from api.state.health import advance
 from api.state.views import BaselineView, JobShare, JobView, NodeView
+
+
+@dataclass(slots=True)
+class PoolHealthTotals:
+    """Counters of one pool since this process started (Prometheus ``rate()``/``increase()`` handle restarts)."""
+
+    idle_energy_joules: float = 0.0
+    idle_gpu_seconds: float = 0.0
+    gpu_faults: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,12 +30,15 @@ class Snapshot:
     nodes: tuple[NodeView, ...]
     jobs: tuple[JobView, ...]
     baselines: dict[str, BaselineView]
+    pool_health: dict[str, PoolHealthTotals] = field(default_factory=dict)
 
 
 class ClusterState:
     """Thread-safe holder of the latest views; O(1) per update, O(nodes + jobs) per snapshot."""
 
-    def __init__(self, *, node_ttl_s: float, job_ttl_s: float, pending_job_ttl_s: float) -> None:
+    def __init__(
+        self, *, node_ttl_s: float, job_ttl_s: float, pending_job_ttl_s: float, health_window_s: float = 900.0
+    ) -> None:
         self._lock = threading.Lock()
         self._nodes: dict[str, NodeView] = {}
         self._jobs: dict[str, JobView] = {}
@@ -34,6 +47,8 @@ class ClusterState:
         self.node_ttl_s = node_ttl_s
         self.job_ttl_s = job_ttl_s
         self.pending_job_ttl_s = pending_job_ttl_s
+        self.health_window_s = health_window_s
+        self._pool_health: dict[str, PoolHealthTotals] = {}
 
     # --- updates -------------------------------------------------------------------------------------------
     def apply_node(self, view: NodeView) -> None:
@@ -41,9 +56,19 @@ class ClusterState:
         with self._lock:
             held = self._nodes.get(view.name)
             if held is None or view.revision >= held.revision:
+                view = advance(held, view, self.health_window_s)  # health needs the view it replaces
+                self._count_pool_health(view)
                 self._index_jobs(held, remove=True)
                 self._nodes[view.name] = view
                 self._index_jobs(view, remove=False)
+
+    def _count_pool_health(self, view: NodeView) -> None:
+        if view.pool is None or view.health is None:
+            return
+        totals = self._pool_health.setdefault(view.pool, PoolHealthTotals())
+        totals.idle_energy_joules += view.health.idle_energy_joules
+        totals.idle_gpu_seconds += view.health.idle_gpu_seconds
+        totals.gpu_faults += view.health.faults
 
     def _index_jobs(self, node: NodeView | None, *, remove: bool) -> None:
         for job_id in node.shares if node is not None else ():
@@ -99,7 +124,11 @@ class ClusterState:
             nodes = tuple(v for v in self._nodes.values() if self._node_visible(v, now))
             jobs = tuple(v for v in self._jobs.values() if self._job_visible(v, now))
             baselines = dict(self._baselines)
-        return Snapshot(now=now, nodes=nodes, jobs=jobs, baselines=baselines)
+            pool_health = {
+                pool: PoolHealthTotals(t.idle_energy_joules, t.idle_gpu_seconds, t.gpu_faults)
+                for pool, t in self._pool_health.items()
+            }
+        return Snapshot(now=now, nodes=nodes, jobs=jobs, baselines=baselines, pool_health=pool_health)
 
     def node(self, name: str) -> NodeView | None:
         with self._lock:

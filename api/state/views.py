@@ -7,7 +7,10 @@ renderers can cache by identity of ``revision``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from api.state.health import NodeHealth
 
 from api.mfu import hardware_mfu
 
@@ -61,6 +64,8 @@ class NodeView:
     idle_bf16_peak_flops: float = 0.0
     gpus_down: int = 0
     gpus_unknown_model: int = 0
+    ib_ports: tuple[dict[str, Any], ...] | None = None  # InfiniBand/RoCE ports, as the exporter sent them
+    health: NodeHealth | None = None  # set by api.state.health.advance when the state applies the view
 
     @property
     def revision(self) -> tuple[float, float]:
@@ -94,6 +99,7 @@ def build_node_view(
     samples_received: int,
     updated_at: float,
     gpus: tuple[GpuView, ...],
+    ib_ports: tuple[dict[str, Any], ...] | None = None,
 ) -> NodeView:
     """Build a node view: each GPU goes to its job's share, the unattributed busy share, idle or down."""
     groups: dict[str | None, list[Any]] = {}
@@ -135,6 +141,7 @@ def build_node_view(
         idle_bf16_peak_flops=idle_peak,
         gpus_down=down,
         gpus_unknown_model=unknown,
+        ib_ports=ib_ports,
     )
 
 

@@ -1,8 +1,8 @@
 """``mfumon demo``: the aggregator plus a simulated cluster and jobs, for a machine without GPUs.
 
 Starts ``mfumon serve`` as a subprocess (SQLite in a temporary or given directory) and, in this process, a simulated
-cluster (:func:`exporter.demo.simcluster.default_cluster`: 4 nodes x 8 GPUs, H100 and A100, two pools) whose nodes push
-samples through the real exporter pipeline while its jobs post reports over HTTP, and simulated serving engines
+cluster (:func:`exporter.demo.simcluster.default_cluster`: 5 nodes x 8 GPUs, H100 and A100, three pools) whose nodes
+push samples through the real exporter pipeline while its jobs post reports over HTTP, and simulated serving engines
 (vLLM- and TGI-style ``/metrics`` on loopback ports) that the real inference collector reads and reports. Runs until
 Ctrl-C or ``--duration``.
 
@@ -29,13 +29,13 @@ from types import FrameType
 import httpx
 
 from api.server import LISTENING_PREFIX
-from exporter.demo.simcluster import ClusterSpec, SimJob, default_cluster
+from exporter.demo.simcluster import ClusterSpec, SimJob, SimNode, default_cluster
 from exporter.demo.simserving import SimulatedEngine
 from exporter.node.inference.collector import InferenceCollector
 from exporter.node.inference.endpoints import parse_endpoint
 from exporter.node.pipeline import Agent
 from exporter.node.push import RetryPolicy, Sender
-from exporter.node.sources.sim import SimSource, SimWorkload
+from exporter.node.sources.sim import SimIbPorts, SimPort, SimSource, SimWorkload
 from exporter.node.spool import MemorySpool
 
 __all__ = ["SimulationResult", "main", "run_simulation"]
@@ -68,10 +68,23 @@ def _register_jobs(client: httpx.Client, cluster: ClusterSpec) -> None:
             logger.warning("registering job %s failed: %s", job_id, exc)
 
 
+def _ports(node: SimNode, started: float) -> SimIbPorts:
+    """Two 400 Gb/s InfiniBand ports; the second one flaps when the node is set up to."""
+    traffic = node.ib_traffic_bytes_per_second
+    ports = [
+        SimPort("mlx5_0", traffic_bytes_per_second=traffic),
+        SimPort("mlx5_1", traffic_bytes_per_second=traffic, flap_every_s=node.flapping_link_every_s),
+    ]
+    return SimIbPorts(ports, started=started)
+
+
 def _start_nodes(url: str, cluster: ClusterSpec, interval_s: float, seed: int, token: str | None) -> list[Agent]:
     agents = []
+    started = time.time()
     for node in cluster.nodes:
         source = SimSource(node=node.name, model=node.gpu_model, count=node.gpu_count, seed=seed)
+        if node.fault_gpu is not None:
+            source.schedule_fault(node.fault_gpu, started + node.fault_after_s)
         for job in cluster.jobs:
             for node_name, index in job.placement:
                 if node_name == node.name:
@@ -84,7 +97,14 @@ def _start_nodes(url: str, cluster: ClusterSpec, interval_s: float, seed: int, t
         sender = Sender(
             url, MemorySpool(16 * 1024**2), token=token, retry=RetryPolicy(initial_s=0.2, max_s=max(2.0, interval_s))
         )
-        agent = Agent(source=source, sender=sender, node=node.name, pool=node.pool, interval_s=interval_s)
+        agent = Agent(
+            source=source,
+            sender=sender,
+            node=node.name,
+            pool=node.pool,
+            interval_s=interval_s,
+            ports=_ports(node, started),
+        )
         agent.start()
         agents.append(agent)
     return agents
@@ -161,7 +181,7 @@ def run_simulation(
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="mfumon demo",
-        description="Run the aggregator (mfumon serve) with a simulated cluster of 4 nodes x 8 GPUs and its jobs.",
+        description="Run the aggregator (mfumon serve) with a simulated cluster of 5 nodes x 8 GPUs and its jobs.",
     )
     p.add_argument("--host", default="127.0.0.1", help="aggregator listen host [127.0.0.1]")
     p.add_argument("--port", type=int, default=8000, help="aggregator port; 0 picks a free one [8000]")
@@ -241,7 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  metrics:  {url}/metrics\n  API docs: {url}/docs\n  cluster:  {url}/v1/cluster", flush=True)
         print(f"  jobs:     {url}/v1/jobs\n  nodes:    {url}/v1/nodes", flush=True)
         print(
-            "Simulating 4 nodes x 8 GPUs (H100, A100): 3 reporting jobs, 1 pending, and 3 serving jobs behind "
+            "Simulating 5 nodes x 8 GPUs (H100, A100): 3 reporting jobs, 1 pending, and 3 serving jobs behind "
             "simulated vLLM/TGI endpoints read by the exporter. Ctrl-C stops.",
             flush=True,
         )

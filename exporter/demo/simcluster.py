@@ -73,6 +73,12 @@ class SimNode:
     pool: str
     gpu_model: str
     gpu_count: int = 8
+    # Fleet health: seconds after the start at which GPU ``fault_gpu`` takes an uncorrectable ECC error whose row
+    # remap then waits for a reset (None: no fault); how often one InfiniBand link flaps (None: never).
+    fault_gpu: int | None = None
+    fault_after_s: float = 20.0
+    flapping_link_every_s: float | None = None
+    ib_traffic_bytes_per_second: float = 2e9
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,16 +191,21 @@ def _on(node: str, gpus: range) -> tuple[tuple[str, int], ...]:
 
 
 def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
-    """4 nodes x 8 GPUs, two GPU models, two pools; a healthy, a comm-bound, an inference and a pending job.
+    """5 nodes x 8 GPUs, two GPU models, three pools; a healthy, a comm-bound, an inference and a pending job.
+
+    Fleet health: the comm-bound job's node has an InfiniBand link that flaps every minute (its exposed
+    communication has a cause), ``gpu-a100-02`` takes an uncorrectable ECC error 20 s in and waits for a reset
+    (pending row remap: the drain list), and pool ``reserve-h100`` sits idle, drawing idle power.
 
     ``checkpoints=False`` removes the periodic checkpoint dips (tests compare MFU with targets at any moment).
     """
     every = 900.0 if checkpoints else None
     nodes = (
-        SimNode("gpu-h100-01", "train-h100", H100),
-        SimNode("gpu-h100-02", "train-h100", H100),
-        SimNode("gpu-a100-01", "infer-a100", A100),
-        SimNode("gpu-a100-02", "infer-a100", A100),
+        SimNode("gpu-h100-01", "train-h100", H100, ib_traffic_bytes_per_second=6e9),
+        SimNode("gpu-h100-02", "train-h100", H100, flapping_link_every_s=60.0, ib_traffic_bytes_per_second=20e9),
+        SimNode("gpu-a100-01", "infer-a100", A100, ib_traffic_bytes_per_second=1e8),
+        SimNode("gpu-a100-02", "infer-a100", A100, fault_gpu=5, ib_traffic_bytes_per_second=1e6),
+        SimNode("gpu-h100-03", "reserve-h100", H100, ib_traffic_bytes_per_second=1e6),
     )
     jobs = (
         SimJob(

@@ -22,15 +22,17 @@ from exporter.node.attribution import JobResolver
 from exporter.node.inference.collector import InferenceCollector
 from exporter.node.inference.discovery import discover_endpoints
 from exporter.node.inference.endpoints import InferenceEndpoint, parse_endpoint, split_endpoint_list
-from exporter.node.pipeline import Agent
+from exporter.node.pipeline import Agent, PortReader
 from exporter.node.push import RetryPolicy, Sender
 from exporter.node.selfmetrics import ExporterMetrics, MetricsServer
 from exporter.node.settings import Settings, build_parser, load_settings
 from exporter.node.sources import Source, open_source
+from exporter.node.sources.infiniband import InfinibandReader
+from exporter.node.sources.sim import SimIbPorts, SimPort, SimSource
 from exporter.node.spool import DiskSpool, MemorySpool, Spool
 from exporter.samples import NodeBatch
 
-__all__ = ["build_agent", "build_inference_collector", "main", "open_configured_source"]
+__all__ = ["build_agent", "build_inference_collector", "main", "open_configured_source", "open_port_reader"]
 
 logger = logging.getLogger("exporter.node.agent")
 
@@ -49,6 +51,16 @@ def open_configured_source(settings: Settings) -> Source:
         sim_mfu=settings.SIM_MFU,
         sim_seed=settings.SIM_SEED,
     )
+
+
+def open_port_reader(settings: Settings, source: Source) -> PortReader | None:
+    """The node's InfiniBand/RoCE ports: simulated with a simulated source, else sysfs when the host has any."""
+    if not settings.ib_patterns():
+        return None
+    if isinstance(source, SimSource):
+        return SimIbPorts([SimPort("mlx5_0"), SimPort("mlx5_1")])
+    reader = InfinibandReader(settings.IB_ROOT, settings.ib_patterns())
+    return reader if reader.available() else None
 
 
 def build_agent(settings: Settings, source: Source, metrics: ExporterMetrics | None = None) -> Agent:
@@ -74,6 +86,7 @@ def build_agent(settings: Settings, source: Source, metrics: ExporterMetrics | N
         pool=settings.POOL,
         interval_s=settings.INTERVAL,
         metrics=metrics,
+        ports=open_port_reader(settings, source),
     )
 
 
@@ -126,7 +139,14 @@ def _list_inference(settings: Settings) -> int:
 def _print_once(settings: Settings, source: Source) -> int:
     import time
 
-    batch = NodeBatch(node=settings.NODE, timestamp=time.time(), gpus=tuple(source.collect()), pool=settings.POOL)
+    ports = open_port_reader(settings, source)
+    batch = NodeBatch(
+        node=settings.NODE,
+        timestamp=time.time(),
+        gpus=tuple(source.collect()),
+        pool=settings.POOL,
+        ib_ports=None if ports is None else tuple(ports.collect()),
+    )
     print(json.dumps({"node": batch.node, **batch.body()}, indent=2))
     return 0
 

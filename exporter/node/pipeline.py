@@ -10,16 +10,24 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from exporter.node.push import Sender
 from exporter.node.selfmetrics import ExporterMetrics
 from exporter.node.sources import Source
-from exporter.samples import NodeBatch, count_up
+from exporter.samples import IbPortSample, NodeBatch, count_up
 
-__all__ = ["Agent"]
+__all__ = ["Agent", "PortReader"]
 
 logger = logging.getLogger(__name__)
+
+
+class PortReader(Protocol):
+    """Where a node's InfiniBand/RoCE ports come from (sysfs, or the simulation)."""
+
+    name: str
+
+    def collect(self) -> list[IbPortSample]: ...
 
 
 class Agent:
@@ -35,8 +43,10 @@ class Agent:
         interval_s: float = 10.0,
         metrics: ExporterMetrics | None = None,
         clock: Callable[[], float] = time.time,
+        ports: PortReader | None = None,
     ) -> None:
         self.source = source
+        self.ports = ports
         self.sender = sender
         self.node = node
         self.pool = pool
@@ -80,7 +90,9 @@ class Agent:
             if new_errors > 0:
                 self.metrics.collector_errors.inc(new_errors)
                 self._source_errors_seen = self.source.error_count
-        batch = NodeBatch(node=self.node, timestamp=self._clock(), gpus=tuple(gpus), pool=self.pool)
+        batch = NodeBatch(
+            node=self.node, timestamp=self._clock(), gpus=tuple(gpus), pool=self.pool, ib_ports=self._ports()
+        )
         self.sender.submit(batch)
         names = [gpu.name for gpu in gpus if gpu.up]
         if names:
@@ -93,6 +105,17 @@ class Agent:
         self.metrics.last_collection.set(batch.timestamp)
         self._last_success = time.monotonic()
         return batch
+
+    def _ports(self) -> tuple[IbPortSample, ...] | None:
+        """This cycle's InfiniBand ports; a failure leaves them out of the batch, never the GPUs."""
+        if self.ports is None:
+            return None
+        try:
+            return tuple(self.ports.collect())
+        except Exception as exc:  # a port reader must not cost the GPU samples
+            self.metrics.collector_errors.inc()
+            logger.warning("reading InfiniBand ports from %s failed: %s", self.ports.name, exc)
+            return None
 
     def health(self) -> tuple[bool, dict[str, Any]]:
         """Healthy while the last successful collection is recent (within 3 intervals, after a start-up grace)."""

@@ -54,6 +54,8 @@ class Settings(BaseSettings):
     PROC_ROOT: Path = Path("/proc")
     LISTEN_ADDRESS: str = ":9428"
     DCGM_URL: str = "http://127.0.0.1:9400/metrics"
+    IB_ROOT: Path = Path("/sys/class/infiniband")
+    IB_PORTS: str = "*"  # comma-separated shell patterns of "<device>:<port>" to read; "" reads none
     PUSH_TIMEOUT: float = Field(5.0, gt=0)
     BACKOFF_MAX: float = Field(30.0, gt=0)
     SIM_MODEL: str = "NVIDIA H100 80GB HBM3"
@@ -93,6 +95,9 @@ class Settings(BaseSettings):
             raise ValueError(f"aggregator URL must start with http:// or https://, got {value!r}")
         return value.rstrip("/")
 
+    def ib_patterns(self) -> tuple[str, ...]:
+        return tuple(p.strip() for p in self.IB_PORTS.split(",") if p.strip())
+
     def token(self) -> str | None:
         """The ingest token: the token file wins over ``MFUMON_TOKEN``; ``ConfigError`` if the file is unreadable."""
         if self.TOKEN_FILE is not None:
@@ -126,6 +131,8 @@ _FLAGS: dict[str, str] = {
     "job_mapping_dir": "JOB_MAPPING_DIR",
     "proc_root": "PROC_ROOT",
     "dcgm.url": "DCGM_URL",
+    "ib.root": "IB_ROOT",
+    "ib.ports": "IB_PORTS",
     "push.timeout": "PUSH_TIMEOUT",
     "push.backoff_max": "BACKOFF_MAX",
     "sim.model": "SIM_MODEL",
@@ -160,6 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--proc-root", help="where /proc is mounted (a container may mount the host's elsewhere)")
     add("--web.listen-address", help="address for /metrics and /healthz, '' disables [default :9428]")
     add("--dcgm.url", help="dcgm-exporter metrics URL [default http://127.0.0.1:9400/metrics]")
+    add("--ib.root", help="InfiniBand/RoCE sysfs class directory [MFUMON_IB_ROOT, default /sys/class/infiniband]")
+    add("--ib.ports", help="ports to read, e.g. 'mlx5_*:1' (comma separated, '' for none) [default *]")
     add("--push.timeout", type=float, help="seconds per push request [default 5]")
     add("--push.backoff-max", type=float, help="longest retry backoff in seconds [default 30]")
     add("--sim.model", help="simulated GPU model (NVML name) [default 'NVIDIA H100 80GB HBM3']")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import httpx
@@ -10,6 +11,7 @@ import pytest
 from exporter.demo import cli as demo
 from exporter.demo.simcluster import PEAK_BF16_DENSE, default_cluster
 from tests.conftest import LiveServer
+from tests.utils.factories import metric_value
 
 
 def test_job_sizes_give_the_target_mfu_with_the_dense_peaks() -> None:
@@ -29,7 +31,7 @@ def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -
     # Every cycle posts each running job's report; how many cycles fit in 3 s depends on the machine's load.
     assert result.report_failures == 0 and result.cycles >= 2
     assert result.reports_posted == 3 * result.cycles
-    assert result.batches_delivered >= 4 * 2
+    assert result.batches_delivered >= 5 * 2
     with httpx.Client(base_url=live_server.url, timeout=5) as client:
         jobs = {j["job_id"]: j for j in client.get("/v1/jobs").json()["data"]}
         pools = {p["name"]: p for p in client.get("/v1/cluster").json()["pools"]}
@@ -52,15 +54,39 @@ def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -
     assert pools["train-h100"]["resource_satisfaction"] == pytest.approx(12 / 20)
     assert pools["infer-a100"]["resource_satisfaction"] == pytest.approx(1.0)
 
-    assert len(nodes) == 4 and all(len(n["gpus"]) == 8 for n in nodes.values())
-    assert {n["pool"] for n in nodes.values()} == {"train-h100", "infer-a100"}
-    idle = [nodes["gpu-a100-02"]["gpus"][7], *nodes["gpu-h100-02"]["gpus"][4:]]
+    assert len(nodes) == 5 and all(len(n["gpus"]) == 8 for n in nodes.values())
+    assert {n["pool"] for n in nodes.values()} == {"train-h100", "infer-a100", "reserve-h100"}
+    idle = [nodes["gpu-a100-02"]["gpus"][7], *nodes["gpu-h100-02"]["gpus"][4:], *nodes["gpu-h100-03"]["gpus"]]
     assert all(g["job_id"] is None and g["counters"]["tensor_active"] == 0 for g in idle)
     # The GPUs' tensor activity is consistent with their job's MFU (the pipe is ~1.15x busier than MFU).
     trained = [g for g in nodes["gpu-h100-01"]["gpus"]]
     mfu = jobs["pretrain-llama3-8b"]["latest"]["mfu"]
     assert all(g["job_id"] == "pretrain-llama3-8b" for g in trained)
     assert all(g["counters"]["tensor_active"] / mfu == pytest.approx(1.15, rel=0.1) for g in trained)
+
+
+def test_simulated_cluster_shows_its_health_story(live_server: LiveServer) -> None:
+    """A flapping link under the comm-bound job, a GPU waiting for a reset, an idle pool drawing power."""
+    cluster = default_cluster(checkpoints=False)
+    fast = {"gpu-h100-02": {"flapping_link_every_s": 1.5}, "gpu-a100-02": {"fault_after_s": 1.0}}
+    cluster = dataclasses.replace(
+        cluster, nodes=tuple(dataclasses.replace(n, **fast.get(n.name, {})) for n in cluster.nodes)
+    )
+    demo.run_simulation(live_server.url, duration_s=4.0, interval_s=0.5, cluster=cluster)
+    with httpx.Client(base_url=live_server.url, timeout=5) as client:
+        drain = {n["name"]: n["health"] for n in client.get("/v1/nodes", params={"drain": "true"}).json()["data"]}
+        job = client.get("/v1/jobs/finetune-13b-commbound").json()
+        metrics = client.get("/metrics").text
+    assert set(drain) == {"gpu-h100-02", "gpu-a100-02"}
+    assert "ib_link_flapping" in {r["check"] for r in drain["gpu-h100-02"]["reasons"]}
+    pending = [r for r in drain["gpu-a100-02"]["reasons"] if r["check"] == "row_remap_pending"]
+    assert [r["gpu"] for r in pending] == [5]
+    # The comm-bound job's exposed communication has a named cause: its node's link.
+    assert [n["node"] for n in job["health"]["unhealthy_nodes"]] == ["gpu-h100-02"]
+    assert "ib_link_flapping" in job["health"]["unhealthy_nodes"][0]["failing"]
+    assert metric_value(metrics, "mfumon_pool_idle_energy_joules_total", pool="reserve-h100") > 0
+    assert metric_value(metrics, "mfumon_pool_idle_gpu_seconds_total", pool="reserve-h100") > 0
+    assert metric_value(metrics, "mfumon_pool_gpu_faults_total", pool="infer-a100") == 1
 
 
 def test_demo_command_starts_the_aggregator_and_stops(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:

@@ -31,6 +31,7 @@ EXPECTED = {
     "mfumon-inference.json": ("mfumon-inference", {"pool", "team", "job"}),
     "mfumon-nodes-gpus.json": ("mfumon-nodes-gpus", {"node"}),
     "mfumon-pools.json": ("mfumon-pools", {"pool"}),
+    "mfumon-fleet-health.json": ("mfumon-fleet-health", {"node", "pool"}),
 }
 SAMPLE_VALUES = {"pool": ".*", "team": ".*", "node": ".*", "job": "some-job"}
 
@@ -121,6 +122,16 @@ def test_required_panels_exist() -> None:
         "Batch size",
         "KV cache use",
     } <= titles["mfumon-inference.json"]
+    assert {
+        "Nodes to drain, with the reason",
+        "Failing checks",
+        "NVLink errors per second",
+        "Remapped rows and pending remaps",
+        "Link down events",
+        "Idle GPU power by pool",
+        "Idle GPU-hours by pool (24h)",
+        "Faults per 1,000 GPU-months (7d) by pool",
+    } <= titles["mfumon-fleet-health.json"]
 
 
 def test_job_gpu_panels_join_through_gpu_info() -> None:

@@ -1,7 +1,7 @@
 """The shipped Prometheus config, rules and dashboards against a real Prometheus scraping a real aggregator.
 
 One module-wide setup: `mfumon serve` on a free loopback port, fed by the simulated cluster of `mfumon demo`
-(4 nodes, a healthy training job, a communication-bound one at ~20% MFU, an inference job, a pending job), and a
+(5 nodes, a healthy training job, a communication-bound one at ~20% MFU, an inference job, a pending job), and a
 real `prometheus` whose configuration is deploy/prometheus/prometheus.yml with the aggregator's address filled in,
 a 1-second scrape and evaluation interval, every alert's `for:` cut to 2 s and the warm-up to 2 s.
 """
@@ -43,6 +43,8 @@ pytestmark = pytest.mark.prometheus
 LOW_MFU_JOB = "finetune-13b-commbound"  # target MFU 0.20, below the 30% training threshold
 HEALTHY_JOB = "pretrain-llama3-8b"  # target MFU 0.45
 INFERENCE_JOB = "serve-llama3-70b"  # target MFU 0.07
+FLAPPING_NODE = "gpu-h100-02"  # an InfiniBand link that flaps
+REMAP_NODE = "gpu-a100-02"  # a GPU whose row remap waits for a reset
 SHORT_FOR = "2s"
 SHORT_WARMUP_S = 2
 WAIT_S = 90.0
@@ -69,7 +71,10 @@ def _cluster() -> ClusterSpec:
         else job
         for job in cluster.jobs
     )
-    return dataclasses.replace(cluster, jobs=jobs)
+    # Fleet health within the test's time: the link flaps every 10 s, the GPU fault comes 5 s in.
+    soon = {FLAPPING_NODE: {"flapping_link_every_s": 10.0}, REMAP_NODE: {"fault_after_s": 5.0}}
+    nodes = tuple(dataclasses.replace(node, **soon.get(node.name, {})) for node in cluster.nodes)
+    return dataclasses.replace(cluster, jobs=jobs, nodes=nodes)
 
 
 def _rewrite_rules(target_dir: Path) -> None:
@@ -234,6 +239,18 @@ def test_serving_alerts_judge_each_serving_job_by_its_own_number(prometheus: str
     assert not inference & {"serve-chat-70b", "serve-code-8b", "serve-rag-32b"}  # MBU judges them, not MFU
     training = {a["labels"]["job_id"] for a in _firing(prometheus, "MfumonTrainingMFULow")}
     assert not training & {"serve-chat-70b", "serve-code-8b", "serve-rag-32b", INFERENCE_JOB}
+
+
+def test_drain_alert_fires_for_the_flapping_link_and_the_pending_remap_only(prometheus: str) -> None:
+    def both() -> list[dict[str, Any]] | None:
+        firing = _firing(prometheus, "MfumonNodeDrain")
+        return firing if {a["labels"]["node"] for a in firing} >= {FLAPPING_NODE, REMAP_NODE} else None
+
+    firing = _wait_for("MfumonNodeDrain to fire for both nodes", both)
+    reasons = {(a["labels"]["node"], a["labels"]["reason"]) for a in firing}
+    assert {a["labels"]["node"] for a in firing} == {FLAPPING_NODE, REMAP_NODE}
+    assert (FLAPPING_NODE, "ib_link_flapping") in reasons and (REMAP_NODE, "row_remap_pending") in reasons
+    assert {a["labels"]["pool"] for a in firing} == {"train-h100", "infer-a100"}
 
 
 def test_dashboard_variables_resolve(prometheus: str) -> None:

@@ -128,6 +128,7 @@ def test_required_alerts_exist_and_watch_the_right_metrics() -> None:
             "job_id:mfumon_job_kv_cache_usage_ratio:max",
             "job_id:mfumon_job_requests_waiting:max > 0",
         ],
+        "MfumonNodeDrain": ["node:mfumon_node_drain:max", "node:mfumon_node_info:topk1"],
     }
     for name, fragments in expected.items():
         for fragment in fragments:

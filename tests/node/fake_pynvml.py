@@ -72,9 +72,31 @@ NVML_VOLATILE_ECC = 0
 NVML_AGGREGATE_ECC = 1
 NVML_DEVICE_MIG_DISABLE = 0x0
 NVML_DEVICE_MIG_ENABLE = 0x1
+NVML_VALUE_TYPE_DOUBLE = 0
+NVML_VALUE_TYPE_UNSIGNED_INT = 1
+NVML_VALUE_TYPE_UNSIGNED_LONG = 2
 NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3
+NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4
+NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL = 38
+NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL = 45
+NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL = 52
+NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL = 59
+NVML_FI_DEV_NVLINK_LINK_COUNT = 91
+NVML_FI_DEV_PCIE_REPLAY_COUNTER = 94
 NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX = 138
 NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX = 139
+NVML_FI_DEV_REMAPPED_COR = 142
+NVML_FI_DEV_REMAPPED_UNC = 143
+NVML_FI_DEV_REMAPPED_PENDING = 144
+NVML_FI_DEV_REMAPPED_FAILURE = 145
+NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY = 161
+NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY = 162
+NVML_FI_DEV_NVLINK_ERROR_DL_CRC = 163
+NVML_NVLINK_ERROR_DL_REPLAY = 0
+NVML_NVLINK_ERROR_DL_RECOVERY = 1
+NVML_NVLINK_ERROR_DL_CRC_FLIT = 2
+NVML_NVLINK_ERROR_DL_CRC_DATA = 3
+NVML_NVLINK_ERROR_DL_ECC_DATA = 4
 
 nvmlEventTypeXidCriticalError = 0x0000000000000008
 nvmlClocksEventReasonGpuIdle = 0x0000000000000001
@@ -331,6 +353,13 @@ class FakeGpu:
     lost: bool = False
     mig: list[FakeMig] | None = None
     supported_events: int = nvmlEventTypeXidCriticalError
+    # Health counters. Defaults are what the H200 answered on 2026-11-30 (bench/results/h200-2026-11-30/): energy in
+    # mJ, no PCIe replays, no remapped rows, and no NVLink error field answering (a single-GPU VM: each field comes
+    # back with nvmlReturn NOT_SUPPORTED). ``nvlink_error_fields`` maps a field id to its value where it answers.
+    energy_mj: int = 2674357
+    pcie_replays: int = 0
+    remapped_rows: tuple[int, int, int, int] = (0, 0, 0, 0)  # (correctable, uncorrectable, isPending, failureOccurred)
+    nvlink_error_fields: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -505,6 +534,28 @@ def nvmlDeviceGetTotalEccErrors(handle: Any, errorType: int, counterType: int) -
     return gpu.ecc_corrected if errorType == NVML_MEMORY_ERROR_TYPE_CORRECTED else gpu.ecc_uncorrected
 
 
+def _field_answer(gpu: FakeGpu, mig: FakeMig | None, field_id: int, link: int) -> tuple[int, int, int]:
+    """``(nvmlReturn, valueType, value)`` of one field, as NVML fills them in per field."""
+    if mig is not None:
+        return NVML_ERROR_NOT_SUPPORTED, NVML_VALUE_TYPE_DOUBLE, 0
+    if field_id in (NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX):
+        if gpu.nvlink_links == 0:  # no NVLink at all: the H200 VM answered NOT_SUPPORTED per field
+            return NVML_ERROR_NOT_SUPPORTED, NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, 0
+        if link >= gpu.nvlink_links:
+            return NVML_ERROR_INVALID_ARGUMENT, NVML_VALUE_TYPE_DOUBLE, 0
+        total = gpu.nvlink_tx_kib if field_id == NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX else gpu.nvlink_rx_kib
+        share = total // gpu.nvlink_links + (1 if link < total % gpu.nvlink_links else 0)
+        return NVML_SUCCESS, NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, share
+    if field_id == NVML_FI_DEV_PCIE_REPLAY_COUNTER:  # the H200 answers it as an unsigned int
+        return NVML_SUCCESS, NVML_VALUE_TYPE_UNSIGNED_INT, gpu.pcie_replays
+    remapped = (NVML_FI_DEV_REMAPPED_COR, NVML_FI_DEV_REMAPPED_UNC, NVML_FI_DEV_REMAPPED_PENDING)
+    if field_id in (*remapped, NVML_FI_DEV_REMAPPED_FAILURE):
+        return NVML_SUCCESS, NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, gpu.remapped_rows[field_id - NVML_FI_DEV_REMAPPED_COR]
+    if field_id in gpu.nvlink_error_fields:
+        return NVML_SUCCESS, NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, gpu.nvlink_error_fields[field_id]
+    return NVML_ERROR_NOT_SUPPORTED, NVML_VALUE_TYPE_DOUBLE, 0  # valueType left 0, as the H200 returned it
+
+
 def nvmlDeviceGetFieldValues(handle: Any, fieldIds: list[Any]) -> Any:
     gpu, mig, _ = _resolve(handle, "nvmlDeviceGetFieldValues")
     values = (c_nvmlFieldValue_t * len(fieldIds))()
@@ -515,16 +566,59 @@ def nvmlDeviceGetFieldValues(handle: Any, fieldIds: list[Any]) -> Any:
         except TypeError:
             values[i].fieldId = field_id
         values[i].timestamp = now_us
-        values[i].valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
-        link = values[i].scopeId
-        if mig is not None or values[i].fieldId not in (138, 139) or link >= gpu.nvlink_links:
-            values[i].nvmlReturn = NVML_ERROR_NOT_SUPPORTED if mig is not None else NVML_ERROR_INVALID_ARGUMENT
-            continue
-        total = gpu.nvlink_tx_kib if values[i].fieldId == 138 else gpu.nvlink_rx_kib
-        share = total // gpu.nvlink_links + (1 if link < total % gpu.nvlink_links else 0)
-        values[i].nvmlReturn = NVML_SUCCESS
-        values[i].value.ullVal = share
+        ret, value_type, value = _field_answer(gpu, mig, values[i].fieldId, values[i].scopeId)
+        values[i].nvmlReturn, values[i].valueType = ret, value_type
+        if ret == NVML_SUCCESS:
+            member = "uiVal" if value_type == NVML_VALUE_TYPE_UNSIGNED_INT else "ullVal"
+            setattr(values[i].value, member, value)
     return values
+
+
+def nvmlDeviceGetTotalEnergyConsumption(handle: Any) -> int:
+    gpu, mig, _ = _resolve(handle, "nvmlDeviceGetTotalEnergyConsumption")
+    if mig is not None:  # a board reading: assumed unavailable on a MIG instance's handle, like power
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    return gpu.energy_mj
+
+
+def nvmlDeviceGetPcieReplayCounter(handle: Any) -> int:
+    gpu, _, _ = _resolve(handle, "nvmlDeviceGetPcieReplayCounter")
+    return gpu.pcie_replays
+
+
+def nvmlDeviceGetRemappedRows(device: Any) -> tuple[int, int, int, int]:
+    gpu, _, _ = _resolve(device, "nvmlDeviceGetRemappedRows")
+    return tuple(gpu.remapped_rows)  # type: ignore[return-value]
+
+
+def nvmlDeviceGetRetiredPagesPendingStatus(device: Any) -> int:
+    _resolve(device, "nvmlDeviceGetRetiredPagesPendingStatus")
+    raise NVMLError(NVML_ERROR_NOT_SUPPORTED)  # Hopper: row remapping replaced page retirement
+
+
+def nvmlDeviceGetNvLinkState(device: Any, link: int) -> int:
+    gpu, _, _ = _resolve(device, "nvmlDeviceGetNvLinkState")
+    if not gpu.nvlink_error_fields:  # the H200 VM: every per-link call answered NOT_SUPPORTED
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    if link >= gpu.nvlink_links:
+        raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+    return 1
+
+
+def nvmlDeviceGetNvLinkErrorCounter(device: Any, link: int, counter: int) -> int:
+    gpu, _, _ = _resolve(device, "nvmlDeviceGetNvLinkErrorCounter")
+    if not gpu.nvlink_error_fields:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    if link >= gpu.nvlink_links:
+        raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+    total_field = {
+        NVML_NVLINK_ERROR_DL_REPLAY: NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL,
+        NVML_NVLINK_ERROR_DL_RECOVERY: NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL,
+        NVML_NVLINK_ERROR_DL_CRC_FLIT: NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL,
+        NVML_NVLINK_ERROR_DL_CRC_DATA: NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL,
+    }.get(counter)
+    total = gpu.nvlink_error_fields.get(total_field or -1, 0)
+    return total // gpu.nvlink_links + (1 if link < total % gpu.nvlink_links else 0)
 
 
 def nvmlDeviceGetComputeRunningProcesses(handle: Any) -> list[nvmlFriendlyObject]:

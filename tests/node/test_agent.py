@@ -137,3 +137,39 @@ def test_exporter_process_pushes_and_serves_its_health(tmp_path: Path) -> None:
             proc.send_signal(signal.SIGTERM)
             out, _ = proc.communicate(timeout=20)
     assert proc.returncode == 0, out.decode()
+
+
+def test_once_reads_the_infiniband_ports_of_the_host_with_the_nvml_source(
+    fake_nvml: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake_nvml.reset([fake_nvml.FakeGpu(uuid="GPU-0", gpm_supported=False)])
+    tree = Path(__file__).parent / "fixtures" / "sysfs" / "class" / "infiniband"
+    argv = ["--source", "nvml", "--node", "n-ib", "--once", "--ib.root", str(tree), "--ib.ports", "mlx5_*,mlx4_0:2"]
+    assert agent.main(argv) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert [(p["device"], p["port"]) for p in body["ib_ports"]] == [("mlx4_0", 2), ("mlx5_0", 1)]
+    assert body["ib_ports"][1]["transmit_bytes_total"] == 2880761508848 * 4
+    assert body["gpus"][0]["energy_joules_total"] == pytest.approx(2674.357)
+    # A host without RDMA devices sends no ib_ports at all (not an empty list that would read as "all ports gone").
+    fake_nvml.reset([fake_nvml.FakeGpu(uuid="GPU-0", gpm_supported=False)])
+    assert agent.main(["--source", "nvml", "--once", "--ib.root", str(tree / "missing")]) == 0
+    assert "ib_ports" not in json.loads(capsys.readouterr().out)
+
+
+def test_a_failing_port_reader_costs_the_ports_not_the_gpus() -> None:
+    from exporter.node.pipeline import Agent
+    from exporter.node.push import Sender
+    from exporter.node.sources.sim import SimSource
+    from exporter.node.spool import MemorySpool
+
+    class Broken:
+        name = "broken"
+
+        def collect(self) -> list[object]:
+            raise OSError("sysfs went away")
+
+    sender = Sender("http://127.0.0.1:9", MemorySpool(1024**2))
+    node_agent = Agent(source=SimSource(node="n", count=2), sender=sender, node="n", ports=Broken())  # type: ignore[arg-type]
+    batch = node_agent.collect_once()
+    assert batch is not None and len(batch.gpus) == 2 and batch.ib_ports is None
+    assert node_agent.metrics.collector_errors._value.get() == 1

@@ -18,6 +18,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "dcgm"
 MIB = 1024 * 1024
 RTX = (FIXTURES / "rtx4000ada-k8s-pod.prom").read_text()
 A800 = (FIXTURES / "a800-mig-gpus0-1.prom").read_text()
+LEGACY = (FIXTURES / "dcgm-exporter-1.4.6-two-gpus-nvlink-unsupported.prom").read_text()
 
 
 def test_full_gpu_with_pod_labels_maps_units() -> None:
@@ -68,6 +69,67 @@ def test_mig_instances_are_separate_devices() -> None:
     assert whole.memory_total_bytes == (2 + 81226) * MIB
 
 
+def test_health_fields_of_the_default_counters_map_with_their_units() -> None:
+    (sample,) = DcgmSource("http://unused").samples_from_text(RTX)
+    assert sample.energy_joules_total == pytest.approx(455497.156)  # DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION is mJ
+    assert sample.pcie_replays_total == 0
+    assert (sample.remapped_rows_correctable_total, sample.remapped_rows_uncorrectable_total) == (0, 0)
+    assert sample.row_remap_failure == 0 and sample.last_xid == 0
+    body = sample.to_json()
+    # Not in dcgm-exporter's default counters: absent, never 0.
+    for absent in ("row_remap_pending", "nvlink_replay_errors_total", "nvlink_recovery_errors_total"):
+        assert absent not in body
+
+
+def test_dcgm_blank_sentinels_are_left_out_not_sent_as_huge_counts() -> None:
+    """dcgm-exporter 1.4.6 printed DCGM_INT64_NOT_SUPPORTED (9223372036854775794) for the NVLink error totals, the
+    ECC counters and memory temperature of two GPUs without NVLink or ECC: none of it may reach the aggregator."""
+    first, second = DcgmSource("http://unused").samples_from_text(LEGACY)
+    assert (first.uuid, second.uuid) == (
+        "GPU-c0b5694b-2b5d-6b20-f903-558341437f6b",
+        "GPU-fbe0b676-9b79-be59-aad5-7e7560a23b26",
+    )
+    assert first.energy_joules_total == pytest.approx(15347724.978)
+    assert second.energy_joules_total == pytest.approx(9937726.316)
+    assert first.pcie_replays_total == 0 and first.power_watts == pytest.approx(7.544)
+    for sample in (first, second):
+        body = sample.to_json()
+        for absent in (
+            "nvlink_crc_flit_errors_total",
+            "nvlink_crc_data_errors_total",
+            "nvlink_replay_errors_total",
+            "nvlink_recovery_errors_total",
+            "ecc_uncorrected_total",
+            "ecc_corrected_total",
+        ):
+            assert absent not in body, absent
+    assert second.job_id == "gpu-rs-joo-m4z6t" and first.job_id is None  # pod label; empty for GPU 0
+
+
+def test_nvlink_error_totals_and_pending_remaps_map_when_dcgm_has_values() -> None:
+    """The same recorded output with the sentinels of GPU 1 replaced by counts (the only edit), plus the
+    ``DCGM_FI_DEV_ROW_REMAP_PENDING`` row a counters file that enables field 396 adds, with the exporter's labels."""
+    values = {
+        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL": 3,
+        "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL": 1,
+        "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL": 12,
+        "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL": 2,
+    }
+    lines = []
+    for line in LEGACY.splitlines():
+        name = line.split("{", 1)[0]
+        if name in values and 'gpu="1"' in line:
+            line = f"{line.rsplit(' ', 1)[0]} {values[name]}"
+        lines.append(line)
+    gpu1 = 'gpu="1", UUID="GPU-fbe0b676-9b79-be59-aad5-7e7560a23b26",container="test1",namespace="default"'
+    lines.append(f'DCGM_FI_DEV_ROW_REMAP_PENDING{{{gpu1},pod="gpu-rs-joo-m4z6t"}} 1')
+    first, second = DcgmSource("http://unused").samples_from_text("\n".join(lines) + "\n")
+    assert (second.nvlink_crc_flit_errors_total, second.nvlink_crc_data_errors_total) == (3, 1)
+    assert (second.nvlink_replay_errors_total, second.nvlink_recovery_errors_total) == (12, 2)
+    assert second.row_remap_pending == 1
+    assert first.nvlink_replay_errors_total is None and first.row_remap_pending is None
+
+
 def test_job_from_hpc_job_label_then_mapping_dir(tmp_path: Path) -> None:
     labelled = "\n".join(
         line.replace('gpu="1",', 'gpu="1",hpc_job="slurm-5150",') if not line.startswith("#") else line
@@ -99,6 +161,10 @@ def test_clock_event_counts_become_throttle_reasons() -> None:
         for name, n in (("power_cap", 3), ("sw_thermal", 0), ("hw_slowdown", 1))
     )
     (sample,) = DcgmSource("http://unused").samples_from_text(RTX + events)
+    assert sample.throttle_reasons == ("hw_slowdown", "sw_power_cap")
+    # With its TYPE line (as dcgm-exporter prints it) the parser names the samples ..._COUNT_total: same result.
+    typed = "# HELP DCGM_EXP_CLOCK_EVENTS_COUNT reported clock events\n# TYPE DCGM_EXP_CLOCK_EVENTS_COUNT counter\n"
+    (sample,) = DcgmSource("http://unused").samples_from_text(RTX + typed + events)
     assert sample.throttle_reasons == ("hw_slowdown", "sw_power_cap")
 
 

@@ -2,7 +2,9 @@
 
 What they check: every device enumerates with an NVML identity; each counter that is present is in its physical
 range; on Hopper or newer the GPM metrics (tensor/SM activity) are readable and move under a bf16 matmul load; the
-compute process of a job is attributed through its environment (``MFUMON_JOB_ID``).
+compute process of a job is attributed through its environment (``MFUMON_JOB_ID``); the health counters (energy,
+PCIe replays, remapped rows, NVLink errors, last XID) are present and in range where NVML answers them, and left out
+exactly where NVML answers NOT_SUPPORTED (checked against pynvml called directly).
 """
 
 from __future__ import annotations
@@ -84,6 +86,23 @@ def _check_ranges(sample: GpuSample) -> None:
     for count in ("xid_errors_total", "ecc_uncorrected_total", "ecc_corrected_total"):
         value = getattr(sample, count)
         assert value is None or value >= 0
+    counts = (
+        "pcie_replays_total",
+        "remapped_rows_correctable_total",
+        "remapped_rows_uncorrectable_total",
+        "nvlink_crc_flit_errors_total",
+        "nvlink_crc_data_errors_total",
+        "nvlink_replay_errors_total",
+        "nvlink_recovery_errors_total",
+    )
+    for count in counts:
+        value = getattr(sample, count)
+        assert value is None or 0 <= value < 2**63, (count, value)
+    for flag in ("row_remap_pending", "row_remap_failure"):
+        assert getattr(sample, flag) in (None, 0, 1)
+    if sample.energy_joules_total is not None:  # NVML answers mJ since the driver loaded: J here
+        assert 0 < sample.energy_joules_total < 1e12
+    assert sample.last_xid is None or 0 <= sample.last_xid < 1000
 
 
 def test_counters_present_and_in_range(source: NvmlSource) -> None:
@@ -131,3 +150,51 @@ def test_bf16_matmul_load_shows_in_tensor_activity_and_is_attributed(source: Nvm
     assert sample.tensor_active is not None and sample.tensor_active > 0.2, sample
     assert sample.sm_active is not None and sample.sm_active > 0.5, sample
     assert (sample.utilization or 0) > 0.5 and (sample.power_watts or 0) > 150
+
+
+def _nvml_answers(name: str, *args: object) -> bool:
+    import pynvml
+
+    try:
+        getattr(pynvml, name)(*args)
+    except pynvml.NVMLError:
+        return False
+    return True
+
+
+def test_health_counters_present_exactly_where_nvml_answers(source: NvmlSource) -> None:
+    import pynvml
+
+    time.sleep(GPM_MIN_INTERVAL_S * 3)
+    first = {s.uuid: s for s in source.collect()}
+    time.sleep(1.0)
+    second = {s.uuid: s for s in source.collect()}
+    pynvml.nvmlInit()
+    try:
+        for device in source.devices:
+            if device.mig_profile is not None:
+                continue
+            sample, later, handle = first[device.uuid], second[device.uuid], device.handle
+            _check_ranges(sample)
+            energy = _nvml_answers("nvmlDeviceGetTotalEnergyConsumption", handle)
+            assert (sample.energy_joules_total is not None) == energy, sample
+            if energy:  # a counter: never goes down while the driver stays loaded
+                assert later.energy_joules_total >= sample.energy_joules_total
+            replays = _nvml_answers("nvmlDeviceGetPcieReplayCounter", handle)
+            assert (sample.pcie_replays_total is not None) == replays, sample
+            remaps = _nvml_answers("nvmlDeviceGetRemappedRows", handle)
+            assert (sample.row_remap_pending is not None) == remaps, sample
+            assert (sample.remapped_rows_uncorrectable_total is not None) == remaps, sample
+            # NVLink error totals: per-field answers (nvmlReturn 0 = answered), as the exporter asks for them.
+            values = pynvml.nvmlDeviceGetFieldValues(handle, [38, 45, 52, 59, 161, 162, 163])
+            answered = {int(v.fieldId) for v in values if v.nvmlReturn == pynvml.NVML_SUCCESS}
+            expected = {
+                "nvlink_crc_flit_errors_total": bool(answered & {38, 163}),
+                "nvlink_crc_data_errors_total": 45 in answered,
+                "nvlink_replay_errors_total": bool(answered & {52, 161}),
+                "nvlink_recovery_errors_total": bool(answered & {59, 162}),
+            }
+            present = {name: getattr(sample, name) is not None for name in expected}
+            assert present == expected, (device.name, answered)
+    finally:
+        pynvml.nvmlShutdown()

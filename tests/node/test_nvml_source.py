@@ -277,3 +277,98 @@ def test_nvml_that_cannot_enumerate_is_unavailable(fake_nvml: ModuleType) -> Non
     with pytest.raises(SourceUnavailable, match="cannot enumerate"):
         open_source("nvml", node="n1")
     assert fake_nvml.STATE.initialized is False
+
+
+# -- health counters (issue 15) -----------------------------------------------------------------------------------
+
+
+def test_health_counters_as_the_h200_answered_them(fake_nvml: ModuleType, caplog: pytest.LogCaptureFixture) -> None:
+    """Defaults of FakeGpu mirror bench/results/h200-2026-11-30/nvml_calls.json: energy in mJ, zero replays and
+    remaps, and every NVLink error field answering NOT_SUPPORTED in its own nvmlReturn (a single-GPU VM)."""
+    caplog.set_level(logging.INFO, logger="exporter.node.sources.nvml")
+    h200 = fake_nvml.FakeGpu(uuid="GPU-ef48", name="NVIDIA H200", gpm_supported=False, nvlink_links=0)
+    source = _source(fake_nvml, [h200])
+    try:
+        bodies = [source.collect()[0].to_json() for _ in range(3)]
+    finally:
+        source.close()
+    body = bodies[-1]
+    assert body["energy_joules_total"] == pytest.approx(2674.357)
+    assert body["pcie_replays_total"] == 0
+    assert (body["remapped_rows_correctable_total"], body["remapped_rows_uncorrectable_total"]) == (0, 0)
+    assert (body["row_remap_pending"], body["row_remap_failure"]) == (0, 0)
+    assert body["last_xid"] == 0  # registered for XID events, none seen
+    for absent in ("nvlink_crc_flit_errors_total", "nvlink_replay_errors_total", "nvlink_recovery_errors_total"):
+        assert absent not in body  # unsupported: left out, never 0
+    # One call for the NVLink error fields and one for the throughput fields: each tried once, then remembered
+    # as unsupported (no call per cycle for counters that never answer).
+    assert fake_nvml.STATE.calls["nvmlDeviceGetFieldValues"] == 2
+    assert len([r for r in caplog.records if "nvlink_errors unavailable" in r.getMessage()]) == 1
+    assert source.error_count == 0
+
+
+def test_nvlink_error_totals_from_per_field_answers(fake_nvml: ModuleType) -> None:
+    ampere = fake_nvml.FakeGpu(
+        uuid="GPU-A", gpm_supported=False, nvlink_error_fields={38: 3, 45: 1, 52: 10, 59: 0}, nvlink_links=12
+    )
+    hopper = fake_nvml.FakeGpu(uuid="GPU-H", gpm_supported=False, nvlink_error_fields={161: 4, 162: 1, 163: 2})
+    source = _source(fake_nvml, [ampere, hopper])
+    try:
+        a, h = source.collect()
+        ampere.nvlink_error_fields[52] = 12
+        again = source.collect()[0]
+    finally:
+        source.close()
+    assert (a.nvlink_crc_flit_errors_total, a.nvlink_crc_data_errors_total) == (3, 1)
+    assert (a.nvlink_replay_errors_total, a.nvlink_recovery_errors_total) == (10, 0)
+    assert again.nvlink_replay_errors_total == 12
+    # Hopper's data-link-layer totals stand in where the *_COUNT_TOTAL fields do not answer; CRC data has none.
+    assert (h.nvlink_replay_errors_total, h.nvlink_recovery_errors_total, h.nvlink_crc_flit_errors_total) == (4, 1, 2)
+    assert h.nvlink_crc_data_errors_total is None
+
+
+def test_remapped_rows_pending_and_failure(fake_nvml: ModuleType) -> None:
+    failing = fake_nvml.FakeGpu(uuid="GPU-R", gpm_supported=False, remapped_rows=(2, 1, 1, 0), pcie_replays=17)
+    volta = fake_nvml.FakeGpu(
+        uuid="GPU-V",
+        name="Tesla V100-SXM2-32GB",
+        gpm_supported=False,
+        unsupported={"nvmlDeviceGetRemappedRows", "nvmlDeviceGetTotalEnergyConsumption"},
+    )
+    source = _source(fake_nvml, [failing, volta])
+    try:
+        r, v = (s.to_json() for s in source.collect())
+    finally:
+        source.close()
+    assert (r["remapped_rows_correctable_total"], r["remapped_rows_uncorrectable_total"]) == (2, 1)
+    assert (r["row_remap_pending"], r["row_remap_failure"], r["pcie_replays_total"]) == (1, 0, 17)
+    assert "row_remap_pending" not in v and "remapped_rows_correctable_total" not in v  # page retirement era
+    assert "energy_joules_total" not in v
+
+
+def test_board_health_repeats_on_mig_instances_but_energy_does_not(fake_nvml: ModuleType) -> None:
+    migs = [fake_nvml.FakeMig("MIG-1", "3g.40gb", 1), fake_nvml.FakeMig("MIG-2", "3g.40gb", 2)]
+    gpu = fake_nvml.FakeGpu(uuid="GPU-P", mig=migs, gpm_supported=False, remapped_rows=(0, 1, 1, 0))
+    source = _source(fake_nvml, [gpu])
+    try:
+        samples = source.collect()
+    finally:
+        source.close()
+    assert [s.row_remap_pending for s in samples] == [1, 1]
+    assert [s.energy_joules_total for s in samples] == [None, None]
+
+
+def test_last_xid_is_the_latest_event_of_the_physical_gpu(fake_nvml: ModuleType) -> None:
+    gpus = [fake_nvml.FakeGpu(uuid="GPU-0"), fake_nvml.FakeGpu(uuid="GPU-1", supported_events=0)]
+    source = _source(fake_nvml, gpus)
+    try:
+        fake_nvml.inject_xid(0, 13)
+        fake_nvml.inject_xid(0, 79)
+        deadline = time.monotonic() + 5
+        while source.collect()[0].last_xid != 79 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        first, second = source.collect()
+    finally:
+        source.close()
+    assert first.last_xid == 79 and first.xid_errors_total == 2
+    assert second.last_xid is None  # not registered for XID events: unsupported, not "no XID"

@@ -69,3 +69,24 @@ def scrape(client: httpx.Client | Any) -> str:
     response = client.get("/metrics")
     assert response.status_code == 200
     return str(response.text)
+
+
+def ib_port(device: str = "mlx5_0", port: int = 1, **overrides: Any) -> dict[str, Any]:
+    """An InfiniBand port as the exporter sends it (bytes, not the kernel's 4-byte words)."""
+    body: dict[str, Any] = {
+        "device": device,
+        "port": port,
+        "link_layer": "InfiniBand",
+        "state": "ACTIVE",
+        "phys_state": "LinkUp",
+        "rate_bytes_per_second": 50e9,
+        "link_downed_total": 0,
+        "symbol_errors_total": 0,
+        "receive_errors_total": 0,
+        "link_error_recovery_total": 0,
+        "transmit_discards_total": 0,
+        "transmit_bytes_total": 4 * 2880761508848,
+        "receive_bytes_total": 4 * 18126345378,
+    }
+    body.update(overrides)
+    return body

@@ -9,8 +9,17 @@ Mapping (units converted at the source): ``DCGM_FI_PROF_{SM_ACTIVE,SM_OCCUPANCY,
 ``utilization``; ``FB_USED`` (MiB) -> ``memory_used_bytes`` and ``FB_USED + FB_FREE + FB_RESERVED`` ->
 ``memory_total_bytes``; ``POWER_USAGE`` (W); ``GPU_TEMP`` (°C); ``SM_CLOCK``/``MAX_SM_CLOCK`` (MHz -> Hz);
 ``DCGM_FI_PROF_{NVLINK,PCIE}_{TX,RX}_BYTES`` (B/s); ``ECC_{DBE,SBE}_VOL_TOTAL``; ``DCGM_EXP_CLOCK_EVENTS_COUNT``
--> ``throttle_reasons``. ``DCGM_FI_DEV_XID_ERRORS`` is the *last* XID value, not a count: the source counts its
-changes to a non-zero value since the exporter started (repeats of the same XID cannot be seen this way).
+-> ``throttle_reasons``. ``DCGM_FI_DEV_XID_ERRORS`` is the *last* XID value, not a count: it is sent as ``last_xid``,
+and the source counts its changes to a non-zero value since the exporter started (repeats of the same XID cannot be
+seen this way). Health fields, with the names and units of dcgm-exporter's ``etc/default-counters.csv``:
+``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` (mJ -> J), ``DCGM_FI_DEV_PCIE_REPLAY_COUNTER``,
+``DCGM_FI_DEV_{CORRECTABLE,UNCORRECTABLE}_REMAPPED_ROWS``, ``DCGM_FI_DEV_ROW_REMAP_FAILURE``,
+``DCGM_FI_DEV_ROW_REMAP_PENDING`` (field 396, not in the default file) and the NVLink totals
+``DCGM_FI_DEV_NVLINK_{CRC_FLIT,CRC_DATA,REPLAY,RECOVERY}_ERROR_COUNT_TOTAL`` (commented out in the default file).
+
+DCGM writes a *blank* sentinel where a field is unsupported (``DCGM_INT64_NOT_SUPPORTED`` = 2**63 - 14, printed as
+``9223372036854775794``; ``DCGM_FP64_BLANK`` = 2**47 and up), and dcgm-exporter prints it as a value. Such values
+are dropped, so an unsupported field is left out, never sent as a count of 9.2e18.
 The job comes from the ``hpc_job`` label, then our mapping directory, then the ``pod`` label.
 """
 
@@ -51,7 +60,21 @@ _FIELDS: dict[str, tuple[str, float]] = {
     "DCGM_FI_PROF_PCIE_RX_BYTES": ("pcie_rx_bytes_per_second", 1.0),
     "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": ("ecc_uncorrected_total", 1.0),
     "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": ("ecc_corrected_total", 1.0),
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("energy_joules_total", 1e-3),  # mJ
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": ("pcie_replays_total", 1.0),
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": ("remapped_rows_correctable_total", 1.0),
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": ("remapped_rows_uncorrectable_total", 1.0),
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": ("row_remap_failure", 1.0),
+    "DCGM_FI_DEV_ROW_REMAP_PENDING": ("row_remap_pending", 1.0),
+    "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL": ("nvlink_crc_flit_errors_total", 1.0),
+    "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL": ("nvlink_crc_data_errors_total", 1.0),
+    "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL": ("nvlink_replay_errors_total", 1.0),
+    "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL": ("nvlink_recovery_errors_total", 1.0),
 }
+#: DCGM's blank values (dcgm_structs.h): any int64 value >= DCGM_INT64_BLANK (0x7ffffffffffffff0) and doubles in
+#: [DCGM_FP64_BLANK, DCGM_FP64_BLANK + 16) mean "no value" (blank, not found, not supported, no permission).
+_INT64_BLANK = 0x7FFFFFFFFFFFFFF0  # an int: exact against ints the parser returns, and below 2.0**63
+_FP64_BLANK = 140737488355328.0
 _MEMORY_PARTS = ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_RESERVED")
 _XID = "DCGM_FI_DEV_XID_ERRORS"
 _CLOCK_EVENTS = "DCGM_EXP_CLOCK_EVENTS_COUNT"
@@ -71,17 +94,22 @@ _CLOCK_EVENT_NAMES = {
 DeviceKey = tuple[int, int | None]
 
 
+def _blank(value: float) -> bool:
+    """NaN, or one of DCGM's blank sentinels: the field has no value on this device."""
+    return math.isnan(value) or value >= _INT64_BLANK or _FP64_BLANK <= value < _FP64_BLANK + 16
+
+
 def parse_dcgm_text(text: str) -> dict[DeviceKey, dict[str, Any]]:
     """Group dcgm-exporter samples by device ``(gpu index, GPU instance id or None)``.
 
-    Each device maps to ``{"labels": {...}, "fields": {DCGM field: value}, "clock_events": {...}}``; NaN values and
-    series without a ``gpu`` label (NVSwitch/NVLink entities) are skipped.
+    Each device maps to ``{"labels": {...}, "fields": {DCGM field: value}, "clock_events": {...}}``; NaN and blank
+    values and series without a ``gpu`` label (NVSwitch/NVLink entities) are skipped.
     """
     devices: dict[DeviceKey, dict[str, Any]] = defaultdict(lambda: {"labels": {}, "fields": {}, "clock_events": {}})
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             labels = sample.labels
-            if "gpu" not in labels or math.isnan(sample.value):
+            if "gpu" not in labels or _blank(sample.value):
                 continue
             try:
                 gi = labels.get("GPU_I_ID")
@@ -91,10 +119,13 @@ def parse_dcgm_text(text: str) -> dict[DeviceKey, dict[str, Any]]:
             device = devices[key]
             for label, value in labels.items():
                 device["labels"].setdefault(label, value)
-            if sample.name == _CLOCK_EVENTS:
+            # The parser names a counter's samples "<family>_total" (DCGM_FI_DEV_PCIE_REPLAY_COUNTER_total): the
+            # DCGM field is the family's name.
+            name = family.name if sample.name == f"{family.name}_total" else sample.name
+            if name == _CLOCK_EVENTS:
                 device["clock_events"][labels.get("clock_event", "")] = sample.value
             else:
-                device["fields"][sample.name] = sample.value
+                device["fields"][name] = sample.value
     return dict(devices)
 
 
@@ -157,6 +188,7 @@ class DcgmSource:
             counters["memory_total_bytes"] = sum(fields.get(part, 0.0) for part in _MEMORY_PARTS) * _MIB
         if _XID in fields:
             counters["xid_errors_total"] = self._count_xid(key, fields[_XID])
+            counters["last_xid"] = int(fields[_XID])
         if device["clock_events"]:
             active = [name for name, n in device["clock_events"].items() if n > 0 and name in _CLOCK_EVENT_NAMES]
             counters["throttle_reasons"] = [_CLOCK_EVENT_NAMES[name] for name in active]

@@ -192,6 +192,28 @@ class NvmlSource:
         if "nvlink_tx_bytes_per_second" not in out:
             out.update(self._nvlink_rates(device, state))
         out["xid_errors_total"] = self._xid.total(device.physical_uuid, device.gpu_instance_id)
+        out.update(self._health(device, state, board))
+        return out
+
+    def _health(self, device: DeviceInfo, state: _DeviceState, board: Any) -> dict[str, Any]:
+        """Error counters that explain a slow or failing GPU, and energy; each left out where unsupported.
+
+        Remapped rows, PCIe replays and NVLink errors belong to the board, so a MIG instance reports its parent's
+        (each instance of a failing board is unhealthy). Energy is read on the device's own handle: a MIG instance
+        has none, so its idle energy is not counted twice.
+        """
+        api, out = self._api, {}
+        out["energy_joules_total"] = self._read(device, state, "energy", lambda: api.energy_joules(device.handle))
+        out["pcie_replays_total"] = self._read(device, state, "pcie_replays", lambda: api.pcie_replays(board))
+        rows = self._read(device, state, "remapped_rows", lambda: api.remapped_rows(board))
+        if rows is not None:
+            out["remapped_rows_correctable_total"] = rows.correctable
+            out["remapped_rows_uncorrectable_total"] = rows.uncorrectable
+            out["row_remap_pending"] = rows.pending
+            out["row_remap_failure"] = rows.failure
+        out.update(self._read(device, state, "nvlink_errors", lambda: api.nvlink_errors(board)) or {})
+        if device.physical_uuid in self._xid.registered:  # 0: no XID since the exporter started
+            out["last_xid"] = self._xid.last_xid(device.physical_uuid) or 0
         return out
 
     def _prime_gpm(self, device: DeviceInfo, state: _DeviceState) -> None:

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from exporter.errors import CounterUnsupported, DeviceError, GpuLost, SourceUnavailable
 from exporter.samples import THROTTLE_REASONS
 
-__all__ = ["DeviceInfo", "GpmMetrics", "NvmlApi", "XidEvent"]
+__all__ = ["DeviceInfo", "GpmMetrics", "NvmlApi", "RemappedRows", "XidEvent"]
 
 T = TypeVar("T")
 
@@ -29,6 +29,18 @@ _NVLINK_MAX_LINKS = 18  # NVML_NVLINK_MAX_LINKS (Hopper: 18 links)
 _FI_NVLINK_DATA_TX = 138  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, cumulative KiB
 _FI_NVLINK_DATA_RX = 139  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX
 _ALL_INSTANCES = 0xFFFFFFFF
+#: NVLink error totals over all links: counter -> field ids to try, in order (nvml.h NVML_FI_DEV_*). The
+#: ``*_COUNT_TOTAL`` fields (38/45/52/59) answer on Volta-Ampere; Hopper adds the data-link-layer totals
+#: ``NVLINK_ERROR_DL_REPLAY/RECOVERY/CRC`` (161-163). Both answer per field: nvmlReturn 3 (NOT_SUPPORTED) arrives in
+#: the field's own ``nvmlReturn`` (seen on a single-GPU H200 VM, bench/results/h200-2026-11-30/nvml_calls.json).
+_NVLINK_ERROR_FIELDS: dict[str, tuple[int, ...]] = {
+    "nvlink_crc_flit_errors_total": (38, 163),  # CRC_FLIT_ERROR_COUNT_TOTAL, else ERROR_DL_CRC
+    "nvlink_crc_data_errors_total": (45,),  # CRC_DATA_ERROR_COUNT_TOTAL
+    "nvlink_replay_errors_total": (52, 161),  # REPLAY_ERROR_COUNT_TOTAL, else ERROR_DL_REPLAY
+    "nvlink_recovery_errors_total": (59, 162),  # RECOVERY_ERROR_COUNT_TOTAL, else ERROR_DL_RECOVERY
+}
+#: nvmlValueType_t -> the member of c_nvmlValue_t that holds the value
+_VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 _MIG_NAME = re.compile(r"\bMIG\s+(\S+)\s*$")
 
 #: GPM metric id -> (field, scale). Ids from nvmlGpmMetricId_t (pynvml NVML_GPM_METRIC_*); utils are 0-100 %.
@@ -99,6 +111,16 @@ class NvlinkTotals:
     tx_bytes: int
     rx_bytes: int
     timestamp_us: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemappedRows:
+    """``nvmlDeviceGetRemappedRows``: HBM rows remapped to spares (Ampere+), and whether a remap waits for a reset."""
+
+    correctable: int
+    uncorrectable: int
+    pending: bool
+    failure: bool
 
 
 def _text(value: Any) -> str:
@@ -275,6 +297,43 @@ class NvmlApi:
         if not answered:
             raise CounterUnsupported("nvmlDeviceGetFieldValues: no NVLink throughput field answered")
         return NvlinkTotals(tx_bytes=tx * 1024, rx_bytes=rx * 1024, timestamp_us=stamp)
+
+    # -- health counters (issue 15) ------------------------------------------------------------------------------
+
+    def energy_joules(self, handle: Any) -> float:
+        """Energy drawn since the driver was last loaded (NVML answers millijoules)."""
+        return float(self._call(self._nvml.nvmlDeviceGetTotalEnergyConsumption, handle)) / 1000.0
+
+    def pcie_replays(self, handle: Any) -> int:
+        """PCIe replays (link-level retransmissions) counted by the GPU."""
+        return int(self._call(self._nvml.nvmlDeviceGetPcieReplayCounter, handle))
+
+    def remapped_rows(self, handle: Any) -> RemappedRows:
+        """Remapped HBM rows; NOT_SUPPORTED before Ampere (those parts retire pages instead)."""
+        correctable, uncorrectable, pending, failure = self._call(self._nvml.nvmlDeviceGetRemappedRows, handle)
+        return RemappedRows(int(correctable), int(uncorrectable), bool(pending), bool(failure))
+
+    def nvlink_errors(self, handle: Any) -> dict[str, int]:
+        """NVLink error totals over all links; a counter whose fields all answer an error is left out.
+
+        ``CounterUnsupported`` when none answers (no NVLink, or a GPU without these counters).
+        """
+        ids = sorted({fid for candidates in _NVLINK_ERROR_FIELDS.values() for fid in candidates})
+        values = self._call(self._nvml.nvmlDeviceGetFieldValues, handle, ids)
+        answered: dict[int, int] = {}
+        for value in values:
+            if value.nvmlReturn == self._ok:
+                member = _VALUE_MEMBERS.get(int(value.valueType), "ullVal")
+                answered[int(value.fieldId)] = int(getattr(value.value, member))
+        out: dict[str, int] = {}
+        for counter, candidates in _NVLINK_ERROR_FIELDS.items():
+            for fid in candidates:
+                if fid in answered:
+                    out[counter] = answered[fid]
+                    break
+        if not out:
+            raise CounterUnsupported("nvmlDeviceGetFieldValues: no NVLink error field answered")
+        return out
 
     def compute_processes(self, handle: Any) -> list[tuple[int, int | None]]:
         """``(pid, used GPU memory bytes or None)`` of the compute processes on the device."""

@@ -9,21 +9,37 @@ per-profile factor: the pipe is busier than the achieved fraction of peak), and 
 - ``comm_bound``: utilization still high, but tensor activity low and NVLink near its peak.
 - ``inference``: bursty, "100 % utilized" by nvidia-smi's measure at a few percent MFU, DRAM-bound.
 - ``idle``: clocks down, idle power, the ``gpu_idle`` clock-event reason.
+
+Health counters (issue 15): energy is the integral of the simulated power (kept by :meth:`SimSource.collect`, the
+only stateful part), PCIe replays and correctable remapped rows are small per-GPU constants, NVLink error totals are
+zero, and :meth:`SimSource.schedule_fault` makes a GPU take an uncorrectable ECC error whose row remap then waits for
+a reset (XID 63). :class:`SimIbPorts` simulates a node's InfiniBand ports, one of which may flap.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from exporter.errors import ConfigError
-from exporter.samples import GpuSample
+from exporter.samples import GpuSample, IbPortSample
 
-__all__ = ["GPU_MODELS", "PROFILES", "GpuModelSpec", "SimSource", "SimWorkload", "job_mfu_at", "smooth_noise"]
+__all__ = [
+    "GPU_MODELS",
+    "PROFILES",
+    "GpuModelSpec",
+    "SimIbPorts",
+    "SimPort",
+    "SimSource",
+    "SimWorkload",
+    "job_mfu_at",
+    "smooth_noise",
+]
 
 _MIB = 1024 * 1024
 _MASK = (1 << 64) - 1
@@ -153,6 +169,11 @@ class SimSource:
         self._lost = [False] * count
         self._uuids = [self._uuid(node, i) for i in range(count)]
         self._streams = [_stream(uuid) for uuid in self._uuids]
+        self._faults: dict[int, float] = {}  # GPU index -> time its uncorrectable error happens
+        # Energy since the (simulated) driver load: a day of idle draw, then the integral of the power sampled.
+        self._energy = [spec.idle_power_watts * 86400.0] * count
+        self._energy_at: float | None = None
+        self._energy_lock = threading.Lock()
 
     def _uuid(self, node: str, index: int) -> str:
         h = hashlib.sha1(f"{self._seed}/{node}/{index}".encode()).hexdigest()
@@ -170,11 +191,28 @@ class SimSource:
         """Make GPU ``index`` fall off the bus (or come back)."""
         self._lost[index] = lost
 
+    def schedule_fault(self, index: int, at: float) -> None:
+        """From ``at`` on, GPU ``index`` has had an uncorrectable ECC error whose row remap waits for a reset."""
+        self._faults[index] = at
+
     def close(self) -> None:
         """Nothing to release."""
 
     def collect(self) -> list[GpuSample]:
-        return self.sample_at(self._clock())
+        """The samples now, with energy integrated from the power since the previous call."""
+        t = self._clock()
+        samples = self.sample_at(t)
+        with self._energy_lock:
+            elapsed = 0.0 if self._energy_at is None else max(0.0, t - self._energy_at)
+            self._energy_at = t
+            out = []
+            for i, sample in enumerate(samples):
+                if not sample.up:
+                    out.append(sample)
+                    continue
+                self._energy[i] += (sample.power_watts or 0.0) * elapsed
+                out.append(replace(sample, energy_joules_total=self._energy[i]))
+        return out
 
     def sample_at(self, t: float) -> list[GpuSample]:
         """The samples of every GPU at time ``t`` (pure: no state changes)."""
@@ -210,7 +248,26 @@ class SimSource:
             ecc_uncorrected_total=0,
             ecc_corrected_total=0,
             compute_processes=0 if work.profile == "idle" else 1,
+            nvlink_crc_flit_errors_total=0,
+            nvlink_crc_data_errors_total=0,
+            nvlink_replay_errors_total=0,
+            nvlink_recovery_errors_total=0,
+            pcie_replays_total=stream % 4,
+            remapped_rows_correctable_total=(stream >> 8) % 3,
+            remapped_rows_uncorrectable_total=0,
+            row_remap_pending=0,
+            row_remap_failure=0,
+            last_xid=0,
         )
+        fault_at = self._faults.get(index)
+        if fault_at is not None and t >= fault_at:  # a DBE: XID 48, then the row remap is recorded (XID 63)
+            counters.update(
+                xid_errors_total=2,
+                ecc_uncorrected_total=1,
+                remapped_rows_uncorrectable_total=1,
+                row_remap_pending=1,
+                last_xid=63,
+            )
         return GpuSample.build(uuid, index, name, counters, job_id=work.job_id)
 
 
@@ -241,3 +298,67 @@ def _profile_counters(profile: str, x: float, jitter: float, spec: GpuModelSpec)
     out |= {"nvlink_tx_bytes_per_second": link, "nvlink_rx_bytes_per_second": link * (1.0 + 0.01 * jitter)}
     out |= {"pcie_tx_bytes_per_second": bus, "pcie_rx_bytes_per_second": bus * 1.3}
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class SimPort:
+    """A simulated InfiniBand port: its rate, its traffic, and whether (how often) its link flaps."""
+
+    device: str
+    port: int = 1
+    rate_gbps: float = 400.0
+    traffic_bytes_per_second: float = 2e9
+    flap_every_s: float | None = None  # the link goes down and retrains this often
+    down_for_s: float = 2.0
+
+
+class SimIbPorts:
+    """A node's simulated InfiniBand ports as the sysfs reader reports them (bytes, states, error counters).
+
+    Counters are pure functions of time since ``started`` (deterministic, monotonic). A flapping port counts one
+    ``link_downed`` per period, reports ``DOWN``/``Polling`` for the first ``down_for_s`` of each, and picks up
+    symbol errors and link recoveries with it: the signature of a bad cable or transceiver.
+    """
+
+    name = "sim-infiniband"
+
+    def __init__(
+        self, ports: Sequence[SimPort], *, started: float | None = None, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.ports = tuple(ports)
+        self._clock = clock
+        self.started = clock() if started is None else started
+
+    def available(self) -> bool:
+        return bool(self.ports)
+
+    def collect(self) -> list[IbPortSample]:
+        return self.sample_at(self._clock())
+
+    def sample_at(self, t: float) -> list[IbPortSample]:
+        elapsed = max(0.0, t - self.started)
+        out = []
+        for spec in self.ports:
+            flaps, down = 0, False
+            if spec.flap_every_s:
+                flaps = int(elapsed // spec.flap_every_s)
+                down = flaps > 0 and elapsed % spec.flap_every_s < spec.down_for_s
+            moved = int(spec.traffic_bytes_per_second * elapsed) // 4 * 4  # whole 4-byte words
+            out.append(
+                IbPortSample(
+                    device=spec.device,
+                    port=spec.port,
+                    link_layer="InfiniBand",
+                    state="DOWN" if down else "ACTIVE",
+                    phys_state="Polling" if down else "LinkUp",
+                    rate_bytes_per_second=spec.rate_gbps * 1e9 / 8,
+                    link_downed_total=flaps,
+                    symbol_errors_total=37 * flaps,
+                    receive_errors_total=5 * flaps,
+                    link_error_recovery_total=2 * flaps,
+                    transmit_discards_total=11 * flaps,
+                    transmit_bytes_total=(1 << 40) + moved,
+                    receive_bytes_total=(1 << 40) + moved,
+                )
+            )
+        return out

@@ -1,0 +1,301 @@
+"""Fleet health: 0/1 checks per GPU and per node, the drain list, and the accounting that needs a node's history.
+
+Checks pass (1) or fail (0); a check whose counter the node does not report is left out, never passed by default.
+Some checks need a drain (the node should leave the scheduler until it is reset or repaired); the others mark it
+degraded (it still runs jobs, slower). Checks on error *counters* fail while the counter has grown within the health
+window (``MFUMON_HEALTH_WINDOW_SECONDS``): an increase, not a total, is what costs MFU now.
+
+History lives in the node's view: :func:`advance` takes the view held so far and the new one, under the state lock,
+and carries forward when each counter last grew, the GPUs' idle energy and idle time since the last sample, and which
+GPUs just started failing a drain check (a fault). One code path serves both a replica's own writes and the ones
+it reads back from the database, so it survives any rewrite of the write path that keeps per-node views.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from api.state.views import gpu_busy
+
+if TYPE_CHECKING:
+    from api.state.views import GpuView, NodeView
+
+__all__ = [
+    "CHECKS",
+    "DRAIN_CHECKS",
+    "RESET_XIDS",
+    "Check",
+    "NodeHealth",
+    "advance",
+    "job_health",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    name: str
+    scope: str  # gpu | node
+    drain: bool
+    meaning: str  # what a failure means, in the words the drain list shows
+
+
+#: Every check, in the order they are shown. Names are the ``check`` label values of ``mfumon_gpu_health`` and
+#: ``mfumon_node_health`` and the ``reason`` of ``mfumon_node_drain``: keep them stable.
+CHECKS: dict[str, Check] = {
+    c.name: c
+    for c in (
+        Check("responsive", "gpu", True, "the GPU does not answer (fallen off the bus, NVML_ERROR_GPU_IS_LOST)"),
+        Check("ecc_uncorrectable", "gpu", True, "uncorrectable ECC errors since the driver loaded"),
+        Check("row_remap_failure", "gpu", True, "an HBM row could not be remapped: no spare rows left (RMA)"),
+        Check("row_remap_pending", "gpu", True, "a row remap waits for a GPU reset to take effect"),
+        Check("xid", "gpu", True, "the last XID is one that needs a GPU reset"),
+        Check("nvlink_recovery", "gpu", True, "NVLink recovery errors grew: a link is flapping"),
+        Check("nvlink_errors", "gpu", False, "NVLink CRC or replay errors grew: retransmissions slow collectives"),
+        Check("pcie_replays", "gpu", False, "PCIe replays grew: host-device transfers are retransmitted"),
+        Check("thermal", "gpu", False, "clocks held down for temperature"),
+        Check("hw_slowdown", "gpu", False, "clocks held down by a hardware slowdown or power brake"),
+        Check("ib_ports_active", "node", True, "an InfiniBand/RoCE port is not ACTIVE"),
+        Check("ib_link_flapping", "node", True, "an InfiniBand/RoCE link went down and came back (link_downed grew)"),
+        Check("ib_errors", "node", False, "InfiniBand/RoCE symbol, receive or link-recovery errors grew"),
+    )
+}
+DRAIN_CHECKS: frozenset[str] = frozenset(name for name, check in CHECKS.items() if check.drain)
+
+#: XIDs whose immediate action is a GPU reset (or worse), from NVIDIA's Xid catalog ("Resolution Bucket (Immediate
+#: Action)", docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html) and its memory-error pages: 48 DBE,
+#: 63/64 row remap recorded/failed, 74 NVLink, 79 fallen off the bus, 94/95 contained/uncontained ECC, 119/120 GSP,
+#: 140 unrecovered ECC, 154 recovery action changed. Application XIDs (13, 31, 43, 45) follow the job, not the GPU.
+RESET_XIDS: frozenset[int] = frozenset({48, 63, 64, 74, 79, 94, 95, 119, 120, 140, 154})
+
+_NVLINK_RECOVERY = ("nvlink_recovery_errors_total",)
+_NVLINK_ERRORS = ("nvlink_crc_flit_errors_total", "nvlink_crc_data_errors_total", "nvlink_replay_errors_total")
+_PCIE = ("pcie_replays_total",)
+_IB_DOWNED = ("link_downed_total",)
+_IB_ERRORS = ("symbol_errors_total", "receive_errors_total", "link_error_recovery_total")
+_THERMAL = frozenset({"sw_thermal", "hw_thermal"})
+_SLOWDOWN = frozenset({"hw_slowdown", "hw_power_brake"})
+#: Clock-event reasons that mean "slower than it should be" (idle, app-clock and display reasons do not).
+THROTTLING = frozenset({"sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake"})
+#: A gap between two samples longer than this is not counted as idle time (the node was silent).
+MAX_IDLE_GAP_S = 600.0
+
+Tracker = tuple[str, str]  # (GPU uuid or "ib:<device>:<port>", counter) -> when the counter last grew
+
+
+@dataclass(frozen=True, slots=True)
+class NodeHealth:
+    """A node's checks as of its latest view, and what this view added to the pool totals."""
+
+    gpu_checks: dict[str, dict[str, bool]]  # uuid -> check -> passing
+    node_checks: dict[str, bool]
+    reasons: tuple[dict[str, Any], ...]  # one per failing check (and GPU): {"check", "drain", "meaning", "gpu"...}
+    grew_at: dict[Tracker, float] = field(default_factory=dict)
+    idle_energy_joules: float = 0.0  # added by this view
+    idle_gpu_seconds: float = 0.0
+    faults: int = 0  # GPUs that started failing a drain check with this view
+
+    @property
+    def healthy(self) -> bool:
+        return not self.reasons
+
+    @property
+    def drain(self) -> bool:
+        return any(r["drain"] for r in self.reasons)
+
+    @property
+    def drain_reasons(self) -> tuple[str, ...]:
+        return tuple(sorted({r["check"] for r in self.reasons if r["drain"]}))
+
+    def failing(self, uuid: str) -> list[str]:
+        return [name for name, ok in self.gpu_checks.get(uuid, {}).items() if not ok]
+
+
+def _ports(node: NodeView | None) -> dict[str, Mapping[str, Any]]:
+    """A node's InfiniBand/RoCE ports by tracker key."""
+    if node is None:
+        return {}
+    return {f"ib:{p['device']}:{p['port']}": p for p in node.ib_ports or ()}
+
+
+def _grew(
+    key: str,
+    names: Iterable[str],
+    now: Mapping[str, Any],
+    before: Mapping[str, Any] | None,
+    held: Mapping[Tracker, float],
+    at: float,
+    out: dict[Tracker, float],
+) -> None:
+    """Record when each counter last grew: now if it grew since the held view, else when the held view said."""
+    for name in names:
+        value = now.get(name)
+        if value is None:
+            continue
+        previous = None if before is None else before.get(name)
+        if previous is not None and value > previous:
+            out[(key, name)] = at
+        elif (key, name) in held:
+            out[(key, name)] = held[(key, name)]
+
+
+def _quiet(
+    key: str, names: Iterable[str], present: Mapping[str, Any], grew_at: Mapping[Tracker, float], since: float
+) -> bool | None:
+    """``None`` when none of the counters is reported, else whether none grew after ``since``."""
+    reported = [n for n in names if present.get(n) is not None]
+    if not reported:
+        return None
+    return all(grew_at.get((key, n), float("-inf")) < since for n in reported)
+
+
+def _gpu_checks(gpu: GpuView, grew_at: Mapping[Tracker, float], since: float) -> dict[str, bool]:
+    if not gpu.up:
+        return {"responsive": False}
+    c = gpu.counters
+    checks: dict[str, bool | None] = {"responsive": True}
+    if c.get("ecc_uncorrected_total") is not None:
+        checks["ecc_uncorrectable"] = c["ecc_uncorrected_total"] == 0
+    if c.get("row_remap_failure") is not None:
+        checks["row_remap_failure"] = not c["row_remap_failure"]
+    if c.get("row_remap_pending") is not None:
+        checks["row_remap_pending"] = not c["row_remap_pending"]
+    if c.get("last_xid") is not None:
+        checks["xid"] = int(c["last_xid"]) not in RESET_XIDS
+    checks["nvlink_recovery"] = _quiet(gpu.uuid, _NVLINK_RECOVERY, c, grew_at, since)
+    checks["nvlink_errors"] = _quiet(gpu.uuid, _NVLINK_ERRORS, c, grew_at, since)
+    checks["pcie_replays"] = _quiet(gpu.uuid, _PCIE, c, grew_at, since)
+    reasons = c.get("throttle_reasons")
+    if reasons is not None:
+        checks["thermal"] = not (_THERMAL & set(reasons))
+        checks["hw_slowdown"] = not (_SLOWDOWN & set(reasons))
+    return {name: ok for name, ok in checks.items() if ok is not None}
+
+
+def _node_checks(node: NodeView, grew_at: Mapping[Tracker, float], since: float) -> dict[str, bool]:
+    ports = _ports(node)
+    if not ports:
+        return {}
+    checks: dict[str, bool] = {}
+    states = [p.get("state") for p in ports.values() if p.get("state") is not None]
+    if states:
+        checks["ib_ports_active"] = all(s == "ACTIVE" for s in states)
+    flapping = [_quiet(key, _IB_DOWNED, p, grew_at, since) for key, p in ports.items()]
+    if any(q is not None for q in flapping):
+        checks["ib_link_flapping"] = all(q is not False for q in flapping)
+    errors = [_quiet(key, _IB_ERRORS, p, grew_at, since) for key, p in ports.items()]
+    if any(q is not None for q in errors):
+        checks["ib_errors"] = all(q is not False for q in errors)
+    return checks
+
+
+def _reasons(node: NodeView, gpu_checks: dict[str, dict[str, bool]], node_checks: dict[str, bool]) -> list[dict]:
+    out: list[dict[str, Any]] = []
+    for name, ok in node_checks.items():
+        if not ok:
+            failing = [p for p in node.ib_ports or () if name != "ib_ports_active" or p.get("state") != "ACTIVE"]
+            detail = {"ports": [f"{p['device']}:{p['port']}" for p in failing]} if name == "ib_ports_active" else {}
+            out.append({"check": name, "drain": CHECKS[name].drain, "meaning": CHECKS[name].meaning, **detail})
+    for gpu in node.gpus:
+        for name, ok in gpu_checks.get(gpu.uuid, {}).items():
+            if not ok:
+                check = CHECKS[name]
+                out.append(
+                    {"check": name, "drain": check.drain, "meaning": check.meaning, "gpu": gpu.index, "uuid": gpu.uuid}
+                )
+    return out
+
+
+def _idle(gpu: GpuView) -> bool:
+    """The ``idle`` GPU state (``api.state.aggregate``): up, attributed to no job, and running no compute work."""
+    return gpu.up and gpu.job_id is None and not gpu_busy(gpu.counters)
+
+
+def advance(held: NodeView | None, view: NodeView, window_s: float) -> NodeView:
+    """``view`` with its health, given the view held before it (``None`` for a node seen for the first time)."""
+    at = view.updated_at
+    old_grew = held.health.grew_at if held is not None and held.health is not None else {}
+    before = {g.uuid: g for g in held.gpus} if held is not None else {}
+    grew_at: dict[Tracker, float] = {}
+    for gpu in view.gpus:
+        prior = before.get(gpu.uuid)
+        _grew(
+            gpu.uuid,
+            (*_NVLINK_RECOVERY, *_NVLINK_ERRORS, *_PCIE),
+            gpu.counters,
+            prior.counters if prior is not None else None,
+            old_grew,
+            at,
+            grew_at,
+        )
+    old_ports = _ports(held)
+    for key, port in _ports(view).items():
+        _grew(key, (*_IB_DOWNED, *_IB_ERRORS), port, old_ports.get(key), old_grew, at, grew_at)
+    since = at - window_s
+    grew_at = {k: t for k, t in grew_at.items() if t >= since}  # bounded: only what can still fail a check
+    gpu_checks = {gpu.uuid: _gpu_checks(gpu, grew_at, since) for gpu in view.gpus}
+    node_checks = _node_checks(view, grew_at, since)
+
+    energy = seconds = 0.0
+    faults = 0
+    old_checks = held.health.gpu_checks if held is not None and held.health is not None else {}
+    for gpu in view.gpus:
+        prior = before.get(gpu.uuid)
+        if prior is None:
+            continue
+        failing_now = {n for n, ok in gpu_checks[gpu.uuid].items() if not ok and n in DRAIN_CHECKS}
+        failing_before = {n for n, ok in old_checks.get(gpu.uuid, {}).items() if not ok and n in DRAIN_CHECKS}
+        if failing_now and not failing_before:
+            faults += 1
+        gap = gpu.sample_timestamp - prior.sample_timestamp
+        if _idle(gpu) and _idle(prior) and 0 < gap <= MAX_IDLE_GAP_S:
+            seconds += gap
+            now_j, then_j = gpu.counters.get("energy_joules_total"), prior.counters.get("energy_joules_total")
+            if now_j is not None and then_j is not None and now_j >= then_j:
+                energy += now_j - then_j
+    health = NodeHealth(
+        gpu_checks=gpu_checks,
+        node_checks=node_checks,
+        reasons=tuple(_reasons(view, gpu_checks, node_checks)),
+        grew_at=grew_at,
+        idle_energy_joules=energy,
+        idle_gpu_seconds=seconds,
+        faults=faults,
+    )
+    return replace(view, health=health)
+
+
+def job_health(job_id: str, nodes: Iterable[NodeView]) -> dict[str, Any]:
+    """The health of a job's GPUs and nodes: what the job JSON shows next to its MFU.
+
+    ``unhealthy_gpus`` fail a check, ``throttled_gpus`` run below their clocks for power or heat, and
+    ``unhealthy_nodes`` fail a node check (an erroring or flapping link slows every rank that talks through it).
+    """
+    gpus: list[dict[str, Any]] = []
+    throttled: list[dict[str, Any]] = []
+    node_rows: list[dict[str, Any]] = []
+    for node in nodes:
+        health = node.health
+        if health is None:
+            continue
+        mine = [g for g in node.gpus if g.job_id == job_id]
+        for gpu in mine:
+            failing = health.failing(gpu.uuid)
+            ident = {"node": node.name, "gpu": gpu.index, "uuid": gpu.uuid}
+            if failing:
+                gpus.append({**ident, "failing": failing, "drain": any(f in DRAIN_CHECKS for f in failing)})
+            reasons = sorted(THROTTLING & set(gpu.counters.get("throttle_reasons") or ()))
+            if reasons:
+                throttled.append({**ident, "reasons": reasons})
+        failing_node = [name for name, ok in health.node_checks.items() if not ok]
+        if mine and failing_node:
+            node_rows.append(
+                {"node": node.name, "failing": failing_node, "drain": any(f in DRAIN_CHECKS for f in failing_node)}
+            )
+    return {
+        "healthy": not (gpus or node_rows),
+        "unhealthy_gpus": gpus,
+        "throttled_gpus": throttled,
+        "unhealthy_nodes": node_rows,
+    }
