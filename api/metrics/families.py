@@ -184,10 +184,7 @@ IB_PORT_METRICS: dict[str, str] = {
 HEALTH_SUMMARY_FAMILIES: dict[str, Family] = {
     f.name: f
     for f in (
-        _c(
-            "pool_idle_energy_joules_total",
-            "Energy drawn by the pool's GPUs in state idle (up, no job, no compute work).",
-        ),
+        _c("pool_idle_energy_joules_total", "Energy drawn by the pool's idle GPUs (up, no job, no compute work)."),
         _c("pool_idle_gpu_seconds_total", "GPU-seconds the pool's GPUs spent in state idle."),
         _c("pool_gpu_faults_total", "GPUs of the pool that started failing a check that needs a drain."),
         _g("cluster_nodes_by_health", "Nodes by health status: healthy, degraded (a check fails), drain."),

@@ -138,19 +138,33 @@ def test_error_counters_fail_while_they_grow_and_pass_after_the_window(
     assert [(r["check"], r["drain"]) for r in reasons] == [("nvlink_recovery", True)]
 
 
+def _idle(index: int, **counters: Any) -> dict[str, Any]:
+    """A GPU in state idle: up, no job, no compute process."""
+    return gpu(index, utilization=0.0, sm_active=0.0, tensor_active=0.0, compute_processes=0, **counters)
+
+
 def test_idle_energy_and_idle_time_count_only_idle_gpus_between_samples(client: TestClient) -> None:
     t0 = time.time() - 60
-    first = [gpu(0, energy_joules_total=1000.0), gpu(1, energy_joules_total=1000.0, job_id="busy")]
-    second = [gpu(0, energy_joules_total=1700.0), gpu(1, energy_joules_total=5000.0, job_id="busy")]
+    unattributed = {"compute_processes": 1}  # busy with no job id: "unreported", not idle
+    first = [
+        _idle(0, energy_joules_total=1000.0),
+        gpu(1, energy_joules_total=1000.0, job_id="busy"),
+        gpu(2, energy_joules_total=1000.0, **unattributed),
+    ]
+    second = [
+        _idle(0, energy_joules_total=1700.0),
+        gpu(1, energy_joules_total=5000.0, job_id="busy"),
+        gpu(2, energy_joules_total=4000.0, **unattributed),
+    ]
     _push(client, "n", _sample(first, t=t0, pool="p"))
     _push(client, "n", _sample(second, t=t0 + 10, pool="p"))
-    _push(client, "m", _sample([gpu(0, energy_joules_total=10.0)], t=t0, pool="p"))  # one sample: no interval yet
+    _push(client, "m", _sample([_idle(0, energy_joules_total=10.0)], t=t0, pool="p"))  # one sample: no interval yet
     text = scrape(client)
     assert metric_value(text, "mfumon_pool_idle_energy_joules_total", pool="p") == pytest.approx(700.0)
     assert metric_value(text, "mfumon_pool_idle_gpu_seconds_total", pool="p") == pytest.approx(10.0)
     # A replayed older sample changes nothing; a driver reload (energy going down) adds time but no energy.
     _push(client, "n", _sample(first, t=t0 + 5, pool="p"))
-    _push(client, "n", _sample([gpu(0, energy_joules_total=3.0), second[1]], t=t0 + 20, pool="p"))
+    _push(client, "n", _sample([_idle(0, energy_joules_total=3.0), *second[1:]], t=t0 + 20, pool="p"))
     text = scrape(client)
     assert metric_value(text, "mfumon_pool_idle_energy_joules_total", pool="p") == pytest.approx(700.0)
     assert metric_value(text, "mfumon_pool_idle_gpu_seconds_total", pool="p") == pytest.approx(20.0)
@@ -229,7 +243,7 @@ def test_concurrent_pushes_count_idle_energy_exactly_once(client: TestClient) ->
 
     def push(node: int) -> None:
         for step in range(steps):
-            body = _sample([gpu(0, energy_joules_total=100.0 * step)], t=t0 + step, pool="p", ports=[ib_port()])
+            body = _sample([_idle(0, energy_joules_total=100.0 * step)], t=t0 + step, pool="p", ports=[ib_port()])
             _push(client, f"node-{node}", body)
 
     threads = [threading.Thread(target=push, args=(i,)) for i in range(nodes)]
