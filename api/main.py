@@ -21,7 +21,8 @@ from api.metrics.render import MetricsRenderer
 from api.metrics.self_metrics import SelfMetrics
 from api.mfu import PeakTable
 from api.middleware import BodySizeLimit, endpoint_of
-from api.routes import cluster, health, jobs, metrics, nodes
+from api.routes import cluster, health, job_events, jobs, metrics, nodes
+from api.services.expiry import expire_silent_jobs
 from api.state.devices import DeviceResolver
 from api.state.refresh import Refresher, RefreshThread
 from api.state.store import ClusterState
@@ -71,7 +72,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ctx = build_context(settings)
         app.state.ctx = ctx
         thread = RefreshThread(
-            ctx.refresher, settings.REFRESH_INTERVAL_SECONDS, settings.HISTORY_RETENTION_DAYS * 86400
+            ctx.refresher,
+            settings.REFRESH_INTERVAL_SECONDS,
+            settings.HISTORY_RETENTION_DAYS * 86400,
+            periodic=[(settings.EXPIRY_INTERVAL_SECONDS, lambda: expire_silent_jobs(ctx))],
         )
         thread.start()
         try:
@@ -123,6 +127,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             request.app.state.ctx.self_metrics.count_ingest(endpoint, "unavailable")
         return JSONResponse(status_code=503, content={"detail": "database unavailable, retry later"})
 
-    for module in (jobs, nodes, cluster, metrics, health):
+    for module in (jobs, job_events, nodes, cluster, metrics, health):
         app.include_router(module.router)
     return app

@@ -10,6 +10,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 _ENDPOINTS = (
     ("POST", re.compile(r"^/v1/jobs/[^/]+/reports$"), "job_reports"),
     ("POST", re.compile(r"^/v1/jobs/[^/]+/end$"), "job_end"),
+    ("POST", re.compile(r"^/v1/jobs/[^/]+/events$"), "job_events"),
     ("PUT", re.compile(r"^/v1/jobs/[^/]+$"), "job_update"),
     ("POST", re.compile(r"^/v1/nodes/[^/]+/samples$"), "node_samples"),
 )

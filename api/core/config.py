@@ -31,6 +31,8 @@ class Settings(BaseSettings):
     NODE_TTL_SECONDS: float = Field(default=300.0, gt=0)
     JOB_TTL_SECONDS: float = Field(default=600.0, gt=0)
     PENDING_JOB_TTL_SECONDS: float = Field(default=86400.0, gt=0)
+    # How often each replica ends running jobs silent past JOB_TTL_SECONDS (outcome "expired").
+    EXPIRY_INTERVAL_SECONDS: float = Field(default=30.0, gt=0)
 
     # Fleet health: an error counter fails its check while it has grown within this window (flapping links,
     # NVLink/PCIe/InfiniBand errors).

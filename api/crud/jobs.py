@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from api.crud._upsert import lock_for_write, upsert_rows
@@ -100,3 +100,17 @@ def read_baseline(*, session: Session, signature: str) -> Baseline | None:
 def insert_baseline_if_absent(*, session: Session, values: dict[str, Any]) -> None:
     """Store a baseline unless another job (on any replica) captured this signature first."""
     upsert_rows(session, Baseline.__table__, [values], key=["signature"], update=[])  # type: ignore[arg-type]
+
+
+def read_silent_jobs(*, session: Session, silent_since: float, limit: int) -> list[Job]:
+    """Running jobs with no report (nor metadata update) since ``silent_since``, locked; others' locks skipped."""
+    lock_for_write(session)
+    last_heard = func.coalesce(Job.last_report_at, Job.updated_at)
+    stmt = (
+        select(Job)
+        .where(Job.status == "running", last_heard < silent_since)
+        .order_by(Job.job_id)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    return list(session.scalars(stmt))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, BigInteger, Boolean, Float, ForeignKey, Index, Integer, SmallInteger, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 ID_LENGTH = 128
@@ -56,7 +56,7 @@ class Job(Base):
     __tablename__ = "jobs"
 
     job_id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
-    status: Mapped[str] = mapped_column(String(16))  # pending | running | ended
+    status: Mapped[str] = mapped_column(String(16), index=True)  # pending | running | ended
     kind: Mapped[str] = mapped_column(String(16), default="training")
     name: Mapped[str | None] = mapped_column(String(LABEL_LENGTH))
     team: Mapped[str | None] = mapped_column(String(LABEL_LENGTH))
@@ -80,6 +80,48 @@ class Job(Base):
     reports_received: Mapped[int] = mapped_column(Integer, default=0)
     # The latest derived numbers, so every replica can serve them without recomputing history.
     latest: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    updated_at: Mapped[float] = mapped_column(Float, index=True)
+    # Lifecycle and accounting (api.accounting): restarts and failures seen, how the job ended, the GPU-seconds
+    # ledger (waterfall, FLOPs, lost-progress debt) and, once ended, its frozen lifetime summary.
+    restarts: Mapped[int] = mapped_column(Integer, default=0)
+    failures: Mapped[int] = mapped_column(Integer, default=0)
+    outcome: Mapped[str | None] = mapped_column(String(16))  # success | failure | unknown | expired, once ended
+    accounting: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    summary: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+
+class JobEvent(Base):
+    """A lifecycle event a job reported (``POST /v1/jobs/{id}/events``) or the aggregator inferred (a restart)."""
+
+    __tablename__ = "job_events"
+    __table_args__ = (Index("ix_job_events_job_id_received_at", "job_id", "received_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(ID_LENGTH), ForeignKey("jobs.job_id", ondelete="CASCADE"))
+    type: Mapped[str] = mapped_column(String(32))
+    seconds: Mapped[float | None] = mapped_column(Float)
+    step: Mapped[int | None] = mapped_column(BigInteger)
+    timestamp: Mapped[float | None] = mapped_column(Float)  # the job's clock, as sent
+    received_at: Mapped[float] = mapped_column(Float, index=True)
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    attempt: Mapped[int] = mapped_column(Integer)  # the job's restarts when it arrived: 0 for the first run
+    inferred: Mapped[str | None] = mapped_column(Text)  # why the aggregator recorded it itself, else None
+
+
+class Counter(Base):
+    """A durable counter: Prometheus counters that must survive restarts and read the same on every replica.
+
+    Each series is split over a few ``shard`` rows (by job id) so concurrent writers rarely wait on one row;
+    readers sum the shards. Values only grow: every write is ``value = value + increment`` in the transaction
+    that stores what caused it.
+    """
+
+    __tablename__ = "counters"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    labels: Mapped[str] = mapped_column(String(512), primary_key=True)  # exposition label text, canonical order
+    shard: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
+    value: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float, index=True)
 
 

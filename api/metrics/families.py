@@ -79,6 +79,9 @@ JOB_FAMILIES: dict[str, Family] = {
             "Hardware MFU estimate: tensor activity x SM clock / max SM clock, mean over the job's GPUs with one.",
         ),
         _g("job_mfu_hardware_agreement_ratio", "Reported MFU / hardware-estimated MFU of a reporting job."),
+        # Lifecycle and accounting (issue 11).
+        _c("job_restarts_total", "Restarts of the job: announced, or inferred (activity after its end, step back)."),
+        _c("job_failures_total", "Failures of the job: failure events and non-zero exits, once per attempt."),
     )
 }
 
@@ -111,6 +114,16 @@ GPU_FAMILIES: dict[str, Family] = {
         _g("gpu_hardware_mfu_ratio", "Hardware MFU estimate: tensor-pipe activity x SM clock / max SM clock."),
         _g("node_info", "Node metadata; value 1."),
         _g("node_last_seen_timestamp_seconds", "Unix time the node's exporter last pushed."),
+    )
+}
+
+# Durable counters (api.crud.counters): stored in the database in the transaction that stores what they count, so
+# they survive restarts and every replica exports the same values. Rendered on every scrape; few series.
+DURABLE_FAMILIES: dict[str, Family] = {
+    f.name: f
+    for f in (
+        _c("job_ends_total", "Jobs ended, by kind and outcome (success, failure, unknown, expired)."),
+        _c("job_events_total", "Job events received or inferred (restarts), by kind and type."),
     )
 }
 

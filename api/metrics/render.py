@@ -16,6 +16,7 @@ from typing import Any
 from api.metrics._text import labels_text, sample_line
 from api.metrics.families import (
     COUNTER_METRICS,
+    DURABLE_FAMILIES,
     GPU_FAMILIES,
     HEALTH_FAMILIES,
     JOB_FAMILIES,
@@ -26,6 +27,7 @@ from api.metrics.families import (
 from api.metrics.health import render_health_summary, render_node_health
 from api.metrics.self_metrics import SelfMetrics
 from api.state.aggregate import GroupTotals, JobAccount, Summary
+from api.state.counters import DurableCounters
 from api.state.store import Snapshot
 from api.state.views import JobView, NodeView, gpu_busy, gpu_hardware_mfu
 
@@ -108,6 +110,8 @@ def render_job(job: JobView, baseline_mfu: float | None) -> Chunk:
         add("mfumon_job_start_timestamp_seconds", job.started_at)
         add("mfumon_job_last_report_timestamp_seconds", job.last_report_at)
         _add_inference(add, job, latest)
+    add("mfumon_job_restarts_total", job.restarts)
+    add("mfumon_job_failures_total", job.failures)
     return {name: "".join(chunk) for name, chunk in lines.items()}
 
 
@@ -192,6 +196,7 @@ class MetricsRenderer:
         _join_families(parts, HEALTH_FAMILIES, node_chunks)
         parts.append(self._render_summary(summary, len(snapshot.jobs)))
         parts.append(render_health_summary(snapshot))
+        parts.append(_render_durable(snapshot.counters))
         body = "".join(parts).encode()
         self._self_metrics.last_scrape_duration_s = time.perf_counter() - started
         return body
@@ -290,6 +295,13 @@ class MetricsRenderer:
         emit("mfumon_state_refresh_errors_total", [([], refresh_errors)])
         emit("mfumon_build_info", [([("version", _VERSION)], 1)])
         return "".join(out)
+
+
+def _render_durable(counters: DurableCounters) -> str:
+    out = []
+    for name, family in DURABLE_FAMILIES.items():
+        out.append(family.header() + "".join(sample_line(name, labels, v) for labels, v in counters.series(name)))
+    return "".join(out)
 
 
 def _per(

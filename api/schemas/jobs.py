@@ -220,6 +220,9 @@ class JobPublic(BaseModel):
     last_report_at: float | None
     ended_at: float | None
     exit_code: int | None
+    outcome: str | None = Field(default=None, description="success, failure, unknown or expired, once ended")
+    restarts: int = 0
+    failures: int = 0
     reports_received: int
     latest: dict[str, Any] | None
     baseline_mfu: float | None

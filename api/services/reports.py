@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from api.context import AppContext
 from api.crud import jobs as crud
+from api.crud.counters import add_to_counters, shard_of
 from api.db.models import Baseline, Job
 from api.errors import InputError
 from api.mfu import ModelShape, ServingWindow, evaluate
 from api.schemas.jobs import JobEnd, JobReportCreate, JobUpdate, ReportResult
+from api.services import lifecycle
 from api.state.refresh import baseline_view, job_view, model_key
 
 
@@ -31,11 +34,13 @@ def record_report(ctx: AppContext, job_id: str, report: JobReportCreate) -> Repo
     """Store one report and return the job's MFU now (or null with the reason)."""
     now = ctx.clock()
     tokens_per_second = report.rate()
+    increments: lifecycle.Increments = Counter()
     with ctx.sessions.begin() as session:
         job = crud.read_job(session=session, job_id=job_id, for_update=True)
         if job is None:
             job = crud.new_job(session=session, job_id=job_id, now=now)
         crud.apply_job_fields(job=job, fields=report)
+        lifecycle.note_activity(session, job, now, increments, what="report", step=report.step)
 
         # Exporters' attribution fills in what the report leaves out.
         shares = ctx.state.job_shares(job_id, now)
@@ -101,9 +106,6 @@ def record_report(ctx: AppContext, job_id: str, report: JobReportCreate) -> Repo
             "requests_waiting": report.requests_waiting,
             "kv_cache_usage": report.kv_cache_usage,
         }
-        job.status = "running"
-        job.ended_at = job.exit_code = None
-        job.started_at = job.started_at or now
         job.last_report_at = now
         job.reports_received += 1
         job.latest = latest
@@ -128,7 +130,9 @@ def record_report(ctx: AppContext, job_id: str, report: JobReportCreate) -> Repo
         )
         session.flush()
         baseline = _baseline(ctx, session, job, result.device_key, num_gpus, mfu, now)
+        counter_rows = add_to_counters(session, increments, shard=shard_of(job_id), now=now)
     ctx.state.apply_job(job_view(job))
+    ctx.state.counters.apply(counter_rows)
     if baseline is not None:
         ctx.state.apply_baseline(baseline_view(baseline))
     held = ctx.state.baseline(signature) if signature else None
@@ -265,15 +269,21 @@ def update_job(ctx: AppContext, job_id: str, update: JobUpdate) -> Job:
 
 
 def end_job(ctx: AppContext, job_id: str, end: JobEnd) -> Job | None:
-    """Mark a job ended; its series leave ``/metrics`` at once. Returns None for an unknown job."""
+    """Mark a job ended; its series leave ``/metrics`` at once. Returns None for an unknown job.
+
+    Ending an ended job changes nothing (a retried request must not count the end twice).
+    """
     now = ctx.clock()
+    increments: lifecycle.Increments = Counter()
     with ctx.sessions.begin() as session:
         job = crud.read_job(session=session, job_id=job_id, for_update=True)
         if job is None:
             return None
-        job.status = "ended"
-        job.ended_at = now
-        job.exit_code = end.exit_code
+        if job.status == "ended":
+            return job
+        lifecycle.end(job, now, increments, exit_code=end.exit_code)
         job.updated_at = now
+        rows = add_to_counters(session, increments, shard=shard_of(job_id), now=now)
     ctx.state.apply_job(job_view(job))
+    ctx.state.counters.apply(rows)
     return job

@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from api.crud.counters import read_counters
+from api.crud.events import prune_events
 from api.crud.jobs import prune_history
 from api.db.models import Baseline, Gpu, Job, Node
 from api.state.devices import DeviceResolver
@@ -83,6 +85,8 @@ def job_view(row: Job) -> JobView:
         ended_at=row.ended_at,
         latest=dict(row.latest) if row.latest else None,
         updated_at=row.updated_at,
+        restarts=row.restarts or 0,
+        failures=row.failures or 0,
     )
 
 
@@ -108,6 +112,7 @@ class Refresher:
         self._overlap_s = overlap_s
         self._clock = clock
         self._watermark = 0.0
+        self._counters_watermark: float | None = None  # durable counters: the first poll reads them all
         self.last_duration_s = 0.0
         self.errors = 0
 
@@ -140,15 +145,21 @@ class Refresher:
             for baseline in session.scalars(select(Baseline).where(Baseline.updated_at > since)):
                 newest = max(newest, baseline.updated_at)
                 state.apply_baseline(baseline_view(baseline))
+            counters_since = -1.0 if self._counters_watermark is None else self._counters_watermark - self._overlap_s
+            state.counters.apply(read_counters(session, changed_after=counters_since))
+            self._counters_watermark = now
         self._watermark = max(newest, since)
         state.prune(now)
         self.last_duration_s = time.perf_counter() - started
         return applied
 
     def prune_history(self, retention_s: float) -> int:
-        """Delete job reports older than the retention; any replica may do it, the result is the same."""
+        """Delete job reports and events older than the retention; any replica may do it, the result is the same."""
         with self._sessions.begin() as session:
-            return prune_history(session=session, older_than=self._clock() - retention_s)
+            older_than = self._clock() - retention_s
+            return prune_history(session=session, older_than=older_than) + prune_events(
+                session=session, older_than=older_than
+            )
 
 
 def _chunks(items: list[str], size: int) -> list[list[str]]:
@@ -156,20 +167,28 @@ def _chunks(items: list[str], size: int) -> list[list[str]]:
 
 
 class RefreshThread(threading.Thread):
-    """Runs :meth:`Refresher.refresh` every interval and prunes old report history hourly.
+    """Runs :meth:`Refresher.refresh` every interval, prunes old report history hourly, and runs ``periodic``
+    tasks (``(every_s, task)``, e.g. ending jobs silent past their TTL) at their own pace.
 
-    A failed poll is logged and retried, never fatal: the replica keeps serving what it has.
+    A failed poll or task is logged and retried, never fatal: the replica keeps serving what it has.
     """
 
     PRUNE_EVERY_S = 3600.0
 
-    def __init__(self, refresher: Refresher, interval_s: float, history_retention_s: float) -> None:
+    def __init__(
+        self,
+        refresher: Refresher,
+        interval_s: float,
+        history_retention_s: float,
+        periodic: Sequence[tuple[float, Callable[[], object]]] = (),
+    ) -> None:
         super().__init__(name="mfumon-refresh", daemon=True)
         self._refresher = refresher
         self._interval_s = interval_s
         self._retention_s = history_retention_s
         self._stop_event = threading.Event()
         self._next_prune = 0.0
+        self._periodic = [[0.0, every_s, task] for every_s, task in periodic]
 
     def run(self) -> None:
         while not self._stop_event.wait(self._interval_s):
@@ -181,6 +200,15 @@ class RefreshThread(threading.Thread):
             except Exception:
                 self._refresher.errors += 1
                 logger.exception("state refresh from the database failed; retrying")
+            for entry in self._periodic:
+                if time.monotonic() < entry[0]:
+                    continue
+                entry[0] = time.monotonic() + entry[1]
+                try:
+                    entry[2]()
+                except Exception:
+                    self._refresher.errors += 1
+                    logger.exception("periodic task %s failed; retrying", getattr(entry[2], "__name__", entry[2]))
 
     def stop(self) -> None:
         self._stop_event.set()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+from api.state.counters import DurableCounters
 from api.state.health import advance
 from api.state.views import BaselineView, JobShare, JobView, NodeView
 
@@ -31,6 +32,7 @@ class Snapshot:
     jobs: tuple[JobView, ...]
     baselines: dict[str, BaselineView]
     pool_health: dict[str, PoolHealthTotals] = field(default_factory=dict)
+    counters: DurableCounters = field(default_factory=DurableCounters)  # read at render time; they only grow
 
 
 class ClusterState:
@@ -49,6 +51,7 @@ class ClusterState:
         self.pending_job_ttl_s = pending_job_ttl_s
         self.health_window_s = health_window_s
         self._pool_health: dict[str, PoolHealthTotals] = {}
+        self.counters = DurableCounters()
 
     # --- updates -------------------------------------------------------------------------------------------
     def apply_node(self, view: NodeView) -> None:
@@ -128,7 +131,9 @@ class ClusterState:
                 pool: PoolHealthTotals(t.idle_energy_joules, t.idle_gpu_seconds, t.gpu_faults)
                 for pool, t in self._pool_health.items()
             }
-        return Snapshot(now=now, nodes=nodes, jobs=jobs, baselines=baselines, pool_health=pool_health)
+        return Snapshot(
+            now=now, nodes=nodes, jobs=jobs, baselines=baselines, pool_health=pool_health, counters=self.counters
+        )
 
     def node(self, name: str) -> NodeView | None:
         with self._lock:

@@ -164,6 +164,8 @@ class JobView:
     ended_at: float | None
     latest: dict[str, Any] | None
     updated_at: float
+    restarts: int = 0
+    failures: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -131,7 +131,7 @@ def test_down_aggregator_never_raises_and_keeps_a_bounded_queue(
         reporter.step(100, step_seconds=0.01)
         assert reporter.flush(timeout_seconds=5) is False
     stats = reporter.stats()
-    assert stats.pending == 3 and stats.dropped == 4 and stats.sent == 0  # the PUT and 6 reports, 3 kept
+    assert stats.pending == 3 and stats.dropped == 5 and stats.sent == 0  # PUT, init event, 6 reports: 3 kept
     assert stats.failed_attempts == 6
     warnings = [r for r in caplog.records if "unreachable" in r.getMessage()]
     assert len(warnings) == 6  # one line per round, not one per request
@@ -163,7 +163,7 @@ def test_rejected_requests_are_dropped_not_retried(server: LiveServer, caplog: p
     _steps(reporter, 2, tokens=10)
     assert reporter.flush(timeout_seconds=10)
     stats = reporter.stats()
-    assert (stats.sent, stats.rejected, stats.pending) == (1, 1, 0)  # the PUT went through, the report not
+    assert (stats.sent, stats.rejected, stats.pending) == (2, 1, 0)  # the PUT and init went through, the report not
     assert any("rejected" in r.getMessage() and "422" in r.getMessage() for r in caplog.records)
     reporter.close()
 
@@ -178,7 +178,7 @@ def test_ingest_token_is_sent(tmp_path: Path) -> None:
             _steps(reporter, 2, tokens=10)
             reporter.close(timeout_seconds=5)
         assert good.stats().rejected == 0 and _job(live, "rep-auth")["status"] == "ended"
-        assert bad.stats().rejected == 3 and bad.stats().sent == 0  # PUT, report, end: all 401
+        assert bad.stats().rejected == 4 and bad.stats().sent == 0  # PUT, init, report, end: all 401
 
 
 def test_job_id_rank_and_world_size_from_the_environment() -> None:
@@ -216,3 +216,54 @@ def test_invalid_arguments_fail_fast() -> None:
         JobReporter("x", dtype="int4")
     reporter = JobReporter("x", url="ftp://nowhere", start=False)  # a bad URL disables, never crashes
     assert not reporter.active
+
+
+def test_lifecycle_events_are_sent_without_user_code(server: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "2")  # Slurm requeued this job twice already
+    reporter = JobReporter("rep-events", url=server.url, model={"params": 1e6}, num_gpus=2, interval_seconds=60)
+    reporter.event("checkpoint_load", seconds=1.5, step=900)  # before the first step: not start-up time
+    _steps(reporter, 3, tokens=100)
+    reporter.event("checkpoint_save", seconds=2.5, step=1000)
+    with reporter.timed("eval", step=1000):
+        time.sleep(0.05)
+    reporter.event("coffee_break")  # unknown: logged and dropped, never raised
+    reporter.close(exit_code=3)
+    events = httpx.get(f"{server.url}/v1/jobs/rep-events/events").json()["data"]
+    assert [e["type"] for e in events] == ["restart", "checkpoint_load", "init", "checkpoint_save", "eval", "failure"]
+    by_type = {e["type"]: e for e in events}
+    from exporter.job.reporter._env import process_start_time
+
+    started = process_start_time()
+    assert started is not None  # Linux
+    startup = by_type["init"]["timestamp"] - started
+    assert 0 <= by_type["init"]["seconds"] <= startup - 1.5 + 0.5  # the checkpoint load is left out
+    assert by_type["eval"]["seconds"] >= 0.05 and by_type["eval"]["step"] == 1000
+    assert by_type["failure"]["exit_code"] == 3
+    job = _job(server, "rep-events")
+    assert (job["status"], job["outcome"], job["exit_code"], job["restarts"], job["failures"]) == (
+        "ended",
+        "failure",
+        3,
+        1,
+        1,
+    )
+
+
+def test_an_uncaught_exception_at_exit_is_a_failure(server: LiveServer) -> None:
+    script = textwrap.dedent(
+        f"""
+        import time
+        from exporter.job.reporter import JobReporter
+        reporter = JobReporter("rep-crash", url={server.url!r}, model={{"params": 1e6}}, num_gpus=1)
+        reporter.step(10)
+        time.sleep(0.05)
+        reporter.step(10)
+        raise RuntimeError("NCCL timeout")
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], timeout=60, cwd=Path(__file__).parents[2])
+    assert result.returncode == 1
+    job = _job(server, "rep-crash")
+    assert (job["status"], job["outcome"], job["exit_code"]) == ("ended", "failure", 1)
+    types = [e["type"] for e in httpx.get(f"{server.url}/v1/jobs/rep-crash/events").json()["data"]]
+    assert types == ["init", "failure"]

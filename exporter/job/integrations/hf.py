@@ -4,6 +4,10 @@ Tokens per optimizer step come from ``state.num_input_tokens_seen`` (already sum
 when ``include_num_input_tokens_seen`` is on; otherwise from the shape of the ``input_ids`` the model receives
 in training mode (a forward pre-hook on rank 0, multiplied by the world size). The sequence length for the
 FLOPs formula is taken from the first batch unless given.
+
+Job events come from the Trainer's own hooks: ``checkpoint_load`` when training resumes from a checkpoint
+(``global_step > 0`` at ``on_train_begin``), ``eval`` (``on_evaluate``) and ``checkpoint_save`` (``on_save``), each
+timed from the end of the step before it; start-up, restarts and failures come from the reporter itself.
 """
 
 from __future__ import annotations
@@ -45,17 +49,28 @@ class MfumonTrainerCallback(TrainerCallback):  # type: ignore[misc]
         self._local_tokens = 0
         self._tokens_seen = 0
         self._step_started = 0.0
+        self._phase_mark: float | None = None  # end of the last step, or of the eval/save after it
+        self._init_ended: float | None = None
+        self._pending_events: list[dict[str, Any]] = []  # events before the reporter exists (first step)
+
+    def on_init_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._init_ended = perf_counter()
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        if state.is_world_process_zero and int(state.global_step or 0) > 0:  # resumed from a checkpoint
+            seconds = perf_counter() - self._init_ended if self._init_ended is not None else None
+            self._event("checkpoint_load", seconds=seconds, step=int(state.global_step))
         self._tokens_seen = int(state.num_input_tokens_seen or 0)
         if state.is_world_process_zero and model is not None and self._hook is None:
             self._hook = model.register_forward_pre_hook(self._count_inputs, with_kwargs=True)
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._step_started = perf_counter()
+        self._phase_mark = None
 
     def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
-        step_seconds = perf_counter() - self._step_started
+        self._phase_mark = perf_counter()
+        step_seconds = self._phase_mark - self._step_started
         if not state.is_world_process_zero:
             return
         seen = int(state.num_input_tokens_seen or 0)
@@ -66,7 +81,31 @@ class MfumonTrainerCallback(TrainerCallback):  # type: ignore[misc]
         self._tokens_seen, self._local_tokens = seen, 0
         if self.reporter is None:
             self.reporter = self._build_reporter(args, model)
+            for event in self._pending_events:
+                self.reporter.event(**event)
+            self._pending_events.clear()
         self.reporter.step(tokens, step_seconds=step_seconds)
+
+    def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.is_world_process_zero:
+            self._timed_event("eval", int(state.global_step or 0))
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.is_world_process_zero:
+            self._timed_event("checkpoint_save", int(state.global_step or 0))
+
+    def _timed_event(self, event_type: str, step: int) -> None:
+        """An eval or save that ran after a training step: its time is from that step's end (or the last one's)."""
+        now = perf_counter()
+        seconds = now - self._phase_mark if self._phase_mark is not None else None
+        self._phase_mark = now if self._phase_mark is not None else None
+        self._event(event_type, seconds=seconds, step=step)
+
+    def _event(self, event_type: str, **fields: Any) -> None:
+        if self.reporter is None:
+            self._pending_events.append({"type": event_type, **fields})
+        else:
+            self.reporter.event(event_type, **fields)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._hook is not None:

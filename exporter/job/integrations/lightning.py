@@ -3,6 +3,10 @@
 Each training batch counts as a step. Its tokens are the positions of the batch's token-id tensor (the
 ``input_ids``/``tokens`` entry of a dict, else the first integer tensor) times the world size, or what
 ``tokens_per_batch`` says. Works with ``lightning`` (2.x) or the older ``pytorch_lightning`` package.
+
+Job events come from Lightning's hooks: ``checkpoint_load`` (``on_load_checkpoint``, the step resumed from),
+``eval`` (validation start to end) and ``checkpoint_save`` (from ``on_save_checkpoint``, called as a save begins,
+to the next hook: Lightning has none after the write), and a ``failure`` on ``on_exception``.
 """
 
 from __future__ import annotations
@@ -52,8 +56,12 @@ class MfumonLightningCallback(Callback):  # type: ignore[misc]
         self._kwargs = reporter_kwargs
         self._batch_started = 0.0
         self._warned = False
+        self._save_started: float | None = None
+        self._eval_started: float | None = None
+        self._pending_events: list[dict[str, Any]] = []  # events before the reporter exists (first batch)
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        self._save_done(trainer)
         self._batch_started = perf_counter()
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
@@ -63,9 +71,41 @@ class MfumonLightningCallback(Callback):  # type: ignore[misc]
         local_tokens = self._count(batch)
         if self.reporter is None:
             self.reporter = self._build_reporter(trainer, pl_module)
+            for event in self._pending_events:
+                self.reporter.event(**event)
+            self._pending_events.clear()
         self.reporter.step(local_tokens * max(int(trainer.world_size), 1), step_seconds=step_seconds)
 
+    def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
+        self._save_done(trainer)
+        self._eval_started = perf_counter()
+
+    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+        if self._eval_started is not None and trainer.is_global_zero:
+            self._event("eval", seconds=perf_counter() - self._eval_started, step=int(trainer.global_step))
+        self._eval_started = None
+
+    def on_save_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: dict[str, Any]) -> None:
+        self._save_started = perf_counter()
+
+    def on_load_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: dict[str, Any]) -> None:
+        if trainer.is_global_zero:
+            step = checkpoint.get("global_step")
+            self._event("checkpoint_load", step=int(step) if isinstance(step, int) else None)
+
+    def _save_done(self, trainer: Any) -> None:
+        if self._save_started is not None and trainer.is_global_zero:
+            self._event("checkpoint_save", seconds=perf_counter() - self._save_started, step=int(trainer.global_step))
+        self._save_started = None
+
+    def _event(self, event_type: str, **fields: Any) -> None:
+        if self.reporter is None:
+            self._pending_events.append({"type": event_type, **fields})
+        else:
+            self.reporter.event(event_type, **fields)
+
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        self._save_done(trainer)
         self._close(0)
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:

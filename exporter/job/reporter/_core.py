@@ -8,9 +8,13 @@ together with the job's static metadata. Nothing the network does can raise into
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
+import sys
 import threading
+import time
+from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -25,6 +29,7 @@ logger = logging.getLogger("exporter.job.reporter")
 _AUTO = "auto"
 _KINDS = ("training", "inference")
 _DTYPES = ("bf16", "fp16", "fp8", "tf32", "fp32")
+EVENT_TYPES = ("init", "checkpoint_save", "checkpoint_load", "eval", "restart", "failure")
 
 
 class _NullWindow:
@@ -118,6 +123,8 @@ class JobReporter:
         self._pid = os.getpid()
         self._flush_lock = threading.Lock()
         self._delivery: Delivery | None = None
+        self._init_pending = False  # the first step() sends the ``init`` event
+        self._pre_step_event_seconds = 0.0
         if not self.active:
             return
         if model is not None:
@@ -139,7 +146,11 @@ class JobReporter:
         self._delivery = Delivery(self.url, secret, timeout_seconds=timeout_seconds, max_pending=max_pending_reports)
         self._job_path = f"/v1/jobs/{quote(self.job_id, safe='')}"
         self._delivery.enqueue("PUT", self._job_path, dict(self.metadata))
-        atexit.register(self.close)
+        self._started_at = _env.process_start_time() or time.time()
+        self._init_pending = True
+        if _env.restart_count() > 0:  # Slurm requeued the job, or torchrun restarted its workers
+            self.event("restart")
+        atexit.register(self._close_at_exit)
         if start:
             self.start()
 
@@ -158,6 +169,8 @@ class JobReporter:
         for input data. Without ``step_seconds`` the first call only starts the clock.
         """
         self._window.add(tokens, step_seconds, comm_seconds, data_wait_seconds)
+        if self._init_pending:
+            self._send_init()
 
     def record_throughput(
         self,
@@ -175,6 +188,8 @@ class JobReporter:
         inference engines of one job) are added up.
         """
         self._window.add_rate(tokens_per_second, step_seconds, source, step, comm_seconds, data_wait_seconds)
+        if self._init_pending:
+            self._send_init()
 
     def record_times(
         self,
@@ -205,6 +220,47 @@ class JobReporter:
         self.metadata = metadata  # one reference swap: the reporting thread sees the old or the new dict
         self._delivery.enqueue("PUT", self._job_path, dict(metadata))
 
+    # -- job events -----------------------------------------------------------------------------------------
+
+    def event(
+        self, type: str, *, seconds: float | None = None, step: int | None = None, exit_code: int | None = None
+    ) -> None:
+        """Tell the aggregator how the job's time goes: ``checkpoint_save``, ``checkpoint_load``, ``eval``, ...
+
+        ``seconds`` is how long it blocked training. Sent in order with the reports; never raises, never blocks.
+        ``init`` (start-up until the first step), ``restart`` (a requeued or restarted job) and ``failure`` (a
+        non-zero exit) are sent by the reporter itself.
+        """
+        if self._delivery is None:
+            return
+        if type not in EVENT_TYPES:
+            logger.warning("mfumon reporter: unknown event type %r ignored (known: %s)", type, ", ".join(EVENT_TYPES))
+            return
+        body: dict[str, Any] = {"type": type, "timestamp": time.time()}
+        if seconds is not None:
+            body["seconds"] = max(0.0, float(seconds))
+            if self._init_pending:  # before the first step: not part of start-up as ``init`` reports it
+                self._pre_step_event_seconds += body["seconds"]
+        if step is not None:
+            body["step"] = int(step)
+        if exit_code is not None:
+            body["exit_code"] = int(exit_code)
+        self._delivery.enqueue("POST", f"{self._job_path}/events", body)
+
+    @contextlib.contextmanager
+    def timed(self, type: str, *, step: int | None = None) -> Iterator[None]:
+        """``with reporter.timed("checkpoint_save", step=n): save(...)`` sends the event with its duration."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.event(type, seconds=time.perf_counter() - started, step=step)
+
+    def _send_init(self) -> None:
+        self._init_pending = False
+        startup = time.time() - self._started_at - self._pre_step_event_seconds
+        self.event("init", seconds=max(0.0, startup))
+
     # -- lifecycle ------------------------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -225,13 +281,14 @@ class JobReporter:
     def close(self, exit_code: int | None = None, timeout_seconds: float = 10.0) -> None:
         """Report the last partial interval, end the job (``POST .../end``) and stop the thread.
 
-        Called by the context manager and at interpreter exit; later calls do nothing. Gives up after
-        ``timeout_seconds`` so that a dead aggregator never holds the job's exit.
+        A non-zero ``exit_code`` is also sent as a ``failure`` event. Called by the context manager and at
+        interpreter exit; later calls do nothing. Gives up after ``timeout_seconds`` so that a dead aggregator
+        never holds the job's exit.
         """
         if self._closed or os.getpid() != self._pid:  # a forked child does not own the job
             return
         self._closed = True
-        atexit.unregister(self.close)
+        atexit.unregister(self._close_at_exit)
         if self._delivery is None:
             return
         self._wake.set()
@@ -239,10 +296,16 @@ class JobReporter:
             self._thread.join(timeout=timeout_seconds / 2)
         with self._flush_lock:
             self._queue_interval(final=True)
+            if exit_code not in (None, 0):
+                self.event("failure", exit_code=exit_code)
             body = None if exit_code is None else {"exit_code": int(exit_code)}
             self._delivery.enqueue("POST", f"{self._job_path}/end", body)
             if not self._delivery.deliver(timeout_seconds / 2):
                 logger.warning("mfumon reporter closed with %d request(s) unsent", self.stats().pending)
+
+    def _close_at_exit(self) -> None:
+        """At interpreter exit: an uncaught exception (the interpreter keeps it in ``sys.last_value``) is a failure."""
+        self.close(exit_code=1 if getattr(sys, "last_value", None) is not None else None)
 
     def __enter__(self) -> JobReporter:
         return self

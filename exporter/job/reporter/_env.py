@@ -84,6 +84,28 @@ def detect_gpu_model() -> str | None:
     return None
 
 
+_RESTART_COUNT_VARS = ("SLURM_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT")
+
+
+def restart_count(env: Mapping[str, str] | None = None) -> int:
+    """How often the scheduler or launcher restarted this job (Slurm requeue, torchrun worker restarts); 0 if none."""
+    env = os.environ if env is None else env
+    return max((_first_int(env, (name,)) or 0) for name in _RESTART_COUNT_VARS)
+
+
+def process_start_time() -> float | None:
+    """Wall-clock time this process started (Linux ``/proc``), for the start-up time; None elsewhere."""
+    try:
+        with open("/proc/self/stat", "rb") as stat_file:
+            stat = stat_file.read()
+        ticks = int(stat[stat.rindex(b")") + 2 :].split()[19])  # field 22, starttime, in clock ticks since boot
+        with open("/proc/stat", "rb") as boot_file:
+            boot = next(int(line.split()[1]) for line in boot_file if line.startswith(b"btime "))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
 def default_url(env: Mapping[str, str] | None = None) -> str:
     """The aggregator URL from ``MFUMON_URL``, else loopback port 8000."""
     env = os.environ if env is None else env

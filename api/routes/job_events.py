@@ -1,0 +1,36 @@
+"""Job event routes: a job tells how its time goes (start-up, checkpoints, evaluation, restarts, failures)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query
+
+from api.crud import events as event_crud
+from api.crud import jobs as crud
+from api.deps import ContextDep, IngestAuth, JobIdPath
+from api.schemas.events import JobEventCreate, JobEventPublic, JobEventResult, JobEventsPublic
+from api.services.events import record_event
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+
+@router.post("/{job_id}/events", response_model=JobEventResult, dependencies=[IngestAuth])
+def create_event(job_id: JobIdPath, body: JobEventCreate, ctx: ContextDep) -> JobEventResult:
+    """Record a job event: init, checkpoint_save, checkpoint_load, eval, restart or failure."""
+    result = record_event(ctx, job_id, body)
+    ctx.self_metrics.count_ingest("job_events", "accepted")
+    return result
+
+
+@router.get("/{job_id}/events", response_model=JobEventsPublic)
+def read_events(
+    job_id: JobIdPath, ctx: ContextDep, limit: Annotated[int, Query(ge=1, le=10_000)] = 100
+) -> JobEventsPublic:
+    """A job's latest events, oldest first, including the restarts the aggregator inferred."""
+    with ctx.sessions() as session:
+        if crud.read_job(session=session, job_id=job_id) is None:
+            raise HTTPException(status_code=404, detail=f"job {job_id!r} not found")
+        rows = event_crud.read_events(session=session, job_id=job_id, limit=limit)
+    data = [JobEventPublic.model_validate(row, from_attributes=True) for row in rows]
+    return JobEventsPublic(data=data, count=len(data))

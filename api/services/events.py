@@ -1,0 +1,55 @@
+"""A job event, end to end: store it, move the job's lifecycle, count it durably, update the state."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from api.context import AppContext
+from api.crud import events as event_crud
+from api.crud import jobs as crud
+from api.crud.counters import add_to_counters, shard_of
+from api.schemas.events import JobEventCreate, JobEventResult
+from api.services import lifecycle
+from api.state.refresh import job_view
+
+
+def record_event(ctx: AppContext, job_id: str, event: JobEventCreate) -> JobEventResult:
+    """Store one event; a ``restart`` (or any non-failure event reaching an ended job) begins a new attempt."""
+    now = ctx.clock()
+    increments: lifecycle.Increments = Counter()
+    with ctx.sessions.begin() as session:
+        job = crud.read_job(session=session, job_id=job_id, for_update=True)
+        if job is None:
+            job = crud.new_job(session=session, job_id=job_id, now=now)
+        if event.type == "failure":
+            lifecycle.record_failure(job, event.exit_code)
+            restarted = False
+        elif event.type == "restart":
+            lifecycle.restart(session, job, now, increments, inferred=None)
+            restarted = True
+        else:
+            restarted = lifecycle.note_activity(session, job, now, increments, what=f"{event.type} event")
+        event_crud.add_event(
+            session=session,
+            job_id=job_id,
+            type=event.type,
+            received_at=now,
+            attempt=job.restarts,
+            seconds=event.seconds,
+            step=event.step,
+            timestamp=event.timestamp,
+            exit_code=event.exit_code,
+        )
+        lifecycle.count_event(increments, job, event.type)
+        job.updated_at = now
+        rows = add_to_counters(session, increments, shard=shard_of(job_id), now=now)
+    ctx.state.apply_job(job_view(job))
+    ctx.state.counters.apply(rows)
+    return JobEventResult(
+        job_id=job_id,
+        type=event.type,
+        status=job.status,
+        restarts=job.restarts,
+        failures=job.failures,
+        restarted=restarted,
+    )

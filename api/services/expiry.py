@@ -1,0 +1,41 @@
+"""Jobs silent past the job TTL end as ``expired``: counted once, whichever replica's sweep finds them first."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+from api.context import AppContext
+from api.crud import jobs as crud
+from api.crud.counters import CounterRow, add_to_counters, shard_of
+from api.services import lifecycle
+from api.state.refresh import job_view
+
+logger = logging.getLogger(__name__)
+
+BATCH = 500
+
+
+def expire_silent_jobs(ctx: AppContext) -> int:
+    """End every running job silent for longer than ``JOB_TTL_SECONDS``; returns how many ended."""
+    now = ctx.clock()
+    silent_since = now - ctx.settings.JOB_TTL_SECONDS
+    ended = 0
+    while True:
+        rows: list[CounterRow] = []
+        with ctx.sessions.begin() as session:
+            jobs = crud.read_silent_jobs(session=session, silent_since=silent_since, limit=BATCH)
+            for job in jobs:
+                increments: lifecycle.Increments = Counter()
+                lifecycle.end(job, now, increments, exit_code=None, outcome="expired")
+                job.updated_at = now
+                rows += add_to_counters(session, increments, shard=shard_of(job.job_id), now=now)
+        for job in jobs:
+            ctx.state.apply_job(job_view(job))
+        ctx.state.counters.apply(rows)
+        ended += len(jobs)
+        if len(jobs) < BATCH:
+            break
+    if ended:
+        logger.info("ended %d job(s) silent for more than %gs as expired", ended, ctx.settings.JOB_TTL_SECONDS)
+    return ended

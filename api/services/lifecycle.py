@@ -1,0 +1,119 @@
+"""A job's lifecycle on its locked row: activity, restarts (announced or inferred), failures and the end.
+
+Rules (README, "Job events"):
+- Anything but a ``failure`` reaching an ended job starts a new attempt: an explicit, counted restart, recorded as
+  an inferred ``restart`` event; the job is running again and its end fields are cleared.
+- A ``restart`` event always counts one restart; a report whose ``step`` goes back (a new process counting from
+  the start, or a run resumed from a checkpoint) while the job runs counts one too, recorded as inferred.
+- A ``failure`` counts once per attempt; an end with a non-zero exit code counts as the attempt's failure unless
+  a ``failure`` event already did. The end's outcome is ``success`` (exit 0), ``failure`` (non-zero, or a failure
+  reported and no exit code), ``unknown`` (no exit code), or ``expired`` (silent past the job TTL).
+
+Every function here runs inside the caller's transaction with the job row locked, and returns the durable-counter
+increments to write in that same transaction.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from api.crud import events as event_crud
+from api.db.models import Job
+from api.metrics._text import labels_text
+
+ENDS_TOTAL = "mfumon_job_ends_total"
+EVENTS_TOTAL = "mfumon_job_events_total"
+
+Increments = Counter[tuple[str, str]]
+
+
+def _accounting(job: Job) -> dict[str, Any]:
+    return dict(job.accounting or {})
+
+
+def count_event(increments: Increments, job: Job, event_type: str) -> None:
+    increments[(EVENTS_TOTAL, labels_text([("kind", job.kind), ("type", event_type)]))] += 1
+
+
+def restart(session: Session, job: Job, now: float, increments: Increments, *, inferred: str | None) -> None:
+    """Begin a new attempt of ``job``: count it, reopen it if it had ended, forget the last attempt's step mark."""
+    job.restarts += 1
+    acct = _accounting(job)
+    acct["failure_pending"] = False
+    acct["step_mark"] = None
+    job.accounting = acct
+    if job.status == "ended":
+        job.ended_at = job.exit_code = job.outcome = None
+        job.summary = None
+    job.status = "running"
+    job.started_at = job.started_at or now
+    if inferred is not None:
+        event_crud.add_event(
+            session=session, job_id=job.job_id, type="restart", received_at=now, attempt=job.restarts, inferred=inferred
+        )
+        count_event(increments, job, "restart")
+
+
+def note_activity(
+    session: Session, job: Job, now: float, increments: Increments, *, what: str, step: int | None = None
+) -> bool:
+    """A report or a non-failure event arrived: reopen an ended job, infer a restart from a step that went back.
+
+    Returns True when this activity started a new attempt.
+    """
+    restarted = False
+    if job.status == "ended":
+        restart(session, job, now, increments, inferred=f"{what} after the job had ended")
+        restarted = True
+    elif step is not None:
+        mark = (job.accounting or {}).get("step_mark")
+        if mark is not None and step < mark:
+            restart(session, job, now, increments, inferred=f"{what} step went back from {mark} to {step}")
+            restarted = True
+    if step is not None:
+        acct = _accounting(job)
+        acct["step_mark"] = max(step, acct.get("step_mark") or 0) if not restarted else step
+        job.accounting = acct
+    if job.status == "pending":
+        job.status = "running"
+    job.started_at = job.started_at or now
+    return restarted
+
+
+def record_failure(job: Job, exit_code: int | None) -> None:
+    """A failure of the current attempt; counted once per attempt."""
+    acct = _accounting(job)
+    if not acct.get("failure_pending"):
+        job.failures += 1
+    acct["failure_pending"] = True
+    if exit_code is not None:
+        acct["failure_exit_code"] = exit_code
+    job.accounting = acct
+
+
+def outcome_of(job: Job, exit_code: int | None) -> tuple[str, int | None]:
+    """The end's outcome and the exit code to store (a reported failure's code when the end gives none)."""
+    acct = job.accounting or {}
+    if exit_code is None and acct.get("failure_pending"):
+        return "failure", acct.get("failure_exit_code")
+    if exit_code is None:
+        return "unknown", None
+    return ("success" if exit_code == 0 else "failure"), exit_code
+
+
+def end(job: Job, now: float, increments: Increments, *, exit_code: int | None, outcome: str | None = None) -> None:
+    """End the job's current attempt and count the end by kind and outcome. An ended job is left as it is."""
+    if job.status == "ended":
+        return
+    resolved, code = outcome_of(job, exit_code)
+    outcome = outcome or resolved
+    if outcome == "failure":
+        record_failure(job, code)
+    job.status = "ended"
+    job.ended_at = now
+    job.exit_code = code
+    job.outcome = outcome
+    increments[(ENDS_TOTAL, labels_text([("kind", job.kind), ("outcome", outcome)]))] += 1
