@@ -1,7 +1,7 @@
 """Job events, durable counters, and the jobs' lifecycle and accounting columns.
 
-Revision ID: 0003_job_events
-Revises: 0002_inference
+Revision ID: 0004_job_events
+Revises: 0003_node_health
 Create Date: 2026-12-01
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0003_job_events"
-down_revision = "0002_inference"
+revision = "0004_job_events"
+down_revision = "0003_node_health"
 branch_labels = None
 depends_on = None
 
