@@ -117,7 +117,8 @@ def test_tgi_decode_steps_busy_time_and_token_budget() -> None:
     window = serving_interval(a, b, 10.0)
     assert window.prefill_tokens == 30_000  # tgi_request_input_length_sum
     assert window.decode_tokens == 12_000  # tgi_request_generated_tokens_sum
-    assert window.batch_size == pytest.approx(12_000 / 400)  # decode tokens / decode forward calls
+    # 20 requests finished (30,000 prompt tokens / 1,500): their first tokens came out of prefill, not decode calls
+    assert window.batch_size == pytest.approx((12_000 - 20) / 400)
     assert window.prefill_busy_seconds == pytest.approx(2.5)
     assert window.decode_busy_seconds == pytest.approx(6.0)
     assert window.mean_prompt_tokens == pytest.approx(1_500)
@@ -126,11 +127,29 @@ def test_tgi_decode_steps_busy_time_and_token_budget() -> None:
     assert restart.restarted and (restart.prefill_tokens, restart.decode_tokens) == (4_500, 200)
 
 
-def test_first_sight_of_a_counter_gives_no_increase() -> None:
+def test_a_counter_seen_first_counts_from_zero() -> None:
+    # Engines create series lazily; a reading without the counter means none of it had happened yet.
     a = reading("vllm-v0.9-v1engine-a.prom")
     bare = type(a)(engine="vllm")
     window = serving_interval(bare, a, 10.0)
-    assert (window.prefill_tokens, window.decode_tokens) == (0, 0)
+    assert not window.restarted
+    assert (window.prefill_tokens, window.decode_tokens) == (300_000 - 60_000, 100_000)
+
+
+def test_a_counter_whose_source_changed_gives_no_increase() -> None:
+    # SGLang prints realtime_tokens_total{mode} only after its first log interval; until then generation_tokens_total
+    # stands in. The two count differently, so the switch is neither an increase nor a restart.
+    before = parse_engine_metrics(
+        "\n".join(
+            line for line in (FIXTURES / "sglang-0.5-a.prom").read_text().splitlines() if "realtime_tokens" not in line
+        )
+    )
+    after = reading("sglang-0.5-b.prom")
+    assert before.sources["generation_tokens"] == "sglang:generation_tokens_total"
+    assert after.sources["generation_tokens"] == "sglang:realtime_tokens_total"
+    window = serving_interval(before, after, 10.0)
+    assert not window.restarted
+    assert window.decode_tokens == 0
 
 
 def test_engine_detection_and_foreign_text() -> None:

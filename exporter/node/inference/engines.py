@@ -5,7 +5,8 @@ The text is parsed with ``prometheus_client.parser`` (which names every counter 
 `_COUNTERS` and `_GAUGES` below, newer names first):
 
 - tokens: vLLM ``vllm:prompt_tokens_total``/``generation_tokens_total`` (V0 and V1 engines), prefix-cache hits
-  ``vllm:prefix_cache_hits_total`` (0.7-0.8: ``gpu_prefix_cache_hits``); SGLang ``sglang:realtime_tokens_total{mode}``
+  ``vllm:prefix_cache_hits_total`` (older V1: ``gpu_prefix_cache_hits``, counted in *blocks* up to 0.7 as its help
+  text says, so multiplied by ``cache_config_info``'s block size); SGLang ``sglang:realtime_tokens_total{mode}``
   (prefill_compute, decode; older: ``prompt_tokens_total`` - ``cached_tokens_total``, ``generation_tokens_total``);
   TGI the sums of its per-request histograms ``tgi_request_input_length`` and ``tgi_request_generated_tokens``.
 - finished requests (mean prompt and output length): vLLM ``vllm:request_{prompt,generation}_tokens``, SGLang
@@ -14,8 +15,9 @@ The text is parsed with ``prometheus_client.parser`` (which names every counter 
 - scheduler: running (``vllm:num_requests_running``, ``sglang:num_running_reqs``, ``tgi_batch_current_size``), waiting
   (``vllm:num_requests_waiting``, ``sglang:num_queue_reqs``, ``tgi_queue_size``), KV-cache use
   (``vllm:kv_cache_usage_perc``, V0 ``gpu_cache_usage_perc``; ``sglang:token_usage``; TGI
-  ``tgi_batch_current_max_tokens`` / ``tgi_batch_max_total_tokens``) and capacity in tokens (vLLM
-  ``cache_config_info`` num_gpu_blocks x block_size, ``sglang:max_total_num_tokens``), SGLang's
+  ``tgi_batch_current_max_tokens`` / ``tgi_batch_max_total_tokens``, which TGI 3.3 sets before its recorder exists, so
+  real TGI does not print it) and capacity in tokens (vLLM ``cache_config_info`` num_gpu_blocks x block_size,
+  ``sglang:max_total_num_tokens``), KV tokens in use (``sglang:num_used_tokens``; vLLM usage x capacity), SGLang's
   ``decode_sum_seq_lens`` (the context being decoded).
 
 Series of one engine are combined across replicas the engine labels (vLLM's ``engine``, SGLang's ``dp_rank``): counters
@@ -106,11 +108,19 @@ _GAUGES: dict[str, dict[str, tuple[Selector, ...]]] = {
         "tgi": (("tgi_batch_max_total_tokens", {}),),
     },
     "kv_tokens_reserved": {"tgi": (("tgi_batch_current_max_tokens", {}),)},
+    "kv_tokens_used": {"sglang": (("sglang:num_used_tokens", {}),)},
     "decode_context_tokens": {"sglang": (("sglang:decode_sum_seq_lens", {}),)},
 }
 #: gauges that add up over replicas (the others are averaged)
 _ADDITIVE_GAUGES = frozenset(
-    {"requests_running", "requests_waiting", "kv_tokens_capacity", "kv_tokens_reserved", "decode_context_tokens"}
+    {
+        "requests_running",
+        "requests_waiting",
+        "kv_tokens_capacity",
+        "kv_tokens_reserved",
+        "kv_tokens_used",
+        "decode_context_tokens",
+    }
 )
 
 
@@ -125,6 +135,7 @@ class EngineReading:
         started_at: ``process_start_time_seconds`` when exported (a change means a restart).
         counters: cumulative counters, summed over replicas.
         created: ``*_created`` timestamps of the counters that carry one (another restart signal).
+        sources: the sample name each counter was read from (an engine may start printing a newer name mid-run).
         gauges: scheduler state now.
         kv_cache_dtype: vLLM's ``cache_config_info`` ``cache_dtype`` label (``auto`` = the model's dtype).
     """
@@ -135,6 +146,7 @@ class EngineReading:
     started_at: float | None = None
     counters: Mapping[str, float] = field(default_factory=dict)
     created: Mapping[str, float] = field(default_factory=dict)
+    sources: Mapping[str, str] = field(default_factory=dict)
     gauges: Mapping[str, float] = field(default_factory=dict)
     kv_cache_dtype: str | None = None
 
@@ -160,8 +172,10 @@ def parse_engine_metrics(text: str, engine: str | None = None) -> EngineReading:
         ValueError: the text is not exposition format, or belongs to no known engine.
     """
     samples: Samples = defaultdict(list)
+    help_texts: dict[str, str] = {}  # sample name -> its family's help text (units live there)
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
+            help_texts.setdefault(sample.name, family.documentation)
             if not math.isnan(sample.value):
                 samples[sample.name].append((dict(sample.labels), float(sample.value)))
     kind = engine or detect_engine(samples)
@@ -170,11 +184,13 @@ def parse_engine_metrics(text: str, engine: str | None = None) -> EngineReading:
     replica_label = _REPLICA_LABELS.get(kind)
     counters: dict[str, float] = {}
     created: dict[str, float] = {}
+    sources: dict[str, str] = {}
     for key, per_engine in _COUNTERS.items():
         found = _first(samples, per_engine.get(kind, ()))
         if found is not None:
             name, series = found
             counters[key] = _combine(series, replica_label, additive=True)
+            sources[key] = name
             stamps = [value for _, value in _select(samples, name.removesuffix("_total") + "_created", {})]
             if stamps and name.endswith("_total"):
                 created[key] = max(stamps)
@@ -185,19 +201,23 @@ def parse_engine_metrics(text: str, engine: str | None = None) -> EngineReading:
             gauges[key] = _combine(found[1], replica_label, additive=key in _ADDITIVE_GAUGES)
     kv_cache_dtype = None
     if kind == "vllm":
-        kv_cache_dtype, capacity = _vllm_cache_config(samples)
+        kv_cache_dtype, block_size, capacity = _vllm_cache_config(samples)
         if capacity is not None:
             gauges["kv_tokens_capacity"] = capacity
+            if "kv_cache_usage" in gauges:
+                gauges["kv_tokens_used"] = gauges["kv_cache_usage"] * capacity
+        _prefix_hits_in_tokens(counters, created, samples, help_texts, block_size)
     if "kv_cache_usage" not in gauges and gauges.get("kv_tokens_capacity") and "kv_tokens_reserved" in gauges:
         gauges["kv_cache_usage"] = min(1.0, gauges["kv_tokens_reserved"] / gauges["kv_tokens_capacity"])
     started = [value for _, value in samples.get("process_start_time_seconds", [])]
     return EngineReading(
         engine=kind,
-        model_name=_model_name(samples, _PREFIXES[kind]),
+        model_name=_model_name(samples, _PREFIXES[kind], kind),
         replicas=_replicas(samples, _PREFIXES[kind], replica_label),
         started_at=max(started) if started else None,
         counters=counters,
         created=created,
+        sources=sources,
         gauges=gauges,
         kv_cache_dtype=kv_cache_dtype,
     )
@@ -244,23 +264,55 @@ def _replicas(samples: Samples, prefix: str, replica_label: str | None) -> int:
     return max(1, len(seen))
 
 
-def _model_name(samples: Samples, prefix: str) -> str | None:
+def _model_name(samples: Samples, prefix: str, kind: str) -> str | None:
+    """The ``model_name`` label; else (SGLang up to 0.3) the ``name`` label of the families read here, not of any
+    family: ``sglang:func_latency_seconds{name=...}`` names a function."""
     for name, series in samples.items():
         if name.startswith(prefix):
             for labels, _ in series:
-                model = labels.get("model_name") or labels.get("name")
-                if model:
-                    return model
+                if labels.get("model_name"):
+                    return labels["model_name"]
+    ours = dict.fromkeys(
+        name for table in (_COUNTERS, _GAUGES) for key in table for name, _ in table[key].get(kind, ())
+    )
+    for name in ours:
+        for labels, _ in samples.get(name, ()):
+            if labels.get("name"):
+                return labels["name"]
     return None
 
 
-def _vllm_cache_config(samples: Samples) -> tuple[str | None, float | None]:
-    """(cache_dtype, KV-cache capacity in tokens) from ``vllm:cache_config_info``, summed over engines."""
-    dtype, capacity = None, 0.0
+def _vllm_cache_config(samples: Samples) -> tuple[str | None, float | None, float | None]:
+    """(cache_dtype, block size, KV-cache capacity in tokens) from ``vllm:cache_config_info``, capacity summed over
+    engines."""
+    dtype, block_size, capacity = None, None, 0.0
     for labels, _ in samples.get("vllm:cache_config_info", []):
         dtype = labels.get("cache_dtype") or dtype
         try:
-            capacity += float(labels["num_gpu_blocks"]) * float(labels["block_size"])
+            block_size = float(labels["block_size"])
+            capacity += float(labels["num_gpu_blocks"]) * block_size
         except (KeyError, ValueError):
             continue
-    return dtype, (capacity or None)
+    return dtype, block_size, (capacity or None)
+
+
+def _prefix_hits_in_tokens(
+    counters: dict[str, float],
+    created: dict[str, float],
+    samples: Samples,
+    help_texts: Mapping[str, str],
+    block_size: float | None,
+) -> None:
+    """vLLM V1 up to 0.7 counted ``gpu_prefix_cache_hits`` in blocks ("in terms of number of cached blocks"):
+    hits are whole blocks, so blocks x block size is the token count; without a block size the counter is dropped
+    (the prompt tokens then all count as computed) rather than subtracted in the wrong unit."""
+    if "cached_prompt_tokens" not in counters:
+        return
+    found = _first(samples, _COUNTERS["cached_prompt_tokens"]["vllm"])
+    if found is None or "blocks" not in help_texts.get(found[0], ""):
+        return
+    if block_size:
+        counters["cached_prompt_tokens"] *= block_size
+    else:
+        del counters["cached_prompt_tokens"]
+        created.pop("cached_prompt_tokens", None)

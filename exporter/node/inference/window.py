@@ -3,7 +3,11 @@
 Counters are cumulative, so the interval is their increase. An engine restart resets them: a counter that went down,
 a new ``process_start_time_seconds`` or a new ``*_created`` timestamp all mean the engine started again, and the
 increase is then the new value (tokens counted before the restart and after the previous scrape are lost, as with
-Prometheus' ``increase()``). A counter seen for the first time gives no increase unless the engine restarted.
+Prometheus' ``increase()``). A counter seen for the first time counts from zero: engines create series lazily (TGI
+prints a counter only once it was first incremented, a labelled child appears with its first label value), so all of
+it happened since the previous scrape. A counter whose source changed between the scrapes (SGLang prints
+``realtime_tokens_total{mode="decode"}`` only after its first log interval, until then its
+``generation_tokens_total`` stands in) gives no increase for that interval: the two count differently.
 """
 
 from __future__ import annotations
@@ -55,9 +59,16 @@ def restarted_between(previous: EngineReading, current: EngineReading) -> bool:
     """True when the engine process started again between the two readings."""
     if previous.started_at is not None and current.started_at is not None and current.started_at != previous.started_at:
         return True
-    if any(current.created.get(key) not in (None, stamp) for key, stamp in previous.created.items()):
+    if any(
+        current.created.get(key) not in (None, stamp) and _same_source(previous, current, key)
+        for key, stamp in previous.created.items()
+    ):
         return True
-    return any(current.counters.get(key, value) < value for key, value in previous.counters.items())
+    return any(
+        current.counters.get(key, value) < value
+        for key, value in previous.counters.items()
+        if _same_source(previous, current, key)
+    )
 
 
 def increase(previous: EngineReading, current: EngineReading, key: str, restarted: bool) -> float | None:
@@ -65,12 +76,16 @@ def increase(previous: EngineReading, current: EngineReading, key: str, restarte
     now = current.counters.get(key)
     if now is None:
         return None
-    before = previous.counters.get(key)
     if restarted:
         return now
-    if before is None:
+    if not _same_source(previous, current, key):
         return None
-    return now - before
+    return now - previous.counters.get(key, 0.0)
+
+
+def _same_source(previous: EngineReading, current: EngineReading, key: str) -> bool:
+    before, after = previous.sources.get(key), current.sources.get(key)
+    return before is None or after is None or before == after
 
 
 def serving_interval(previous: EngineReading, current: EngineReading, interval_seconds: float) -> ServingInterval:
@@ -89,7 +104,7 @@ def serving_interval(previous: EngineReading, current: EngineReading, interval_s
         prefill_tokens=round(_computed_prompt_tokens(grew)),
         decode_tokens=round(decode),
         restarted=restarted,
-        batch_size=_batch_size(previous, current, grew("decode_steps"), decode),
+        batch_size=_batch_size(previous, current, grew, decode),
         context_tokens=_context_tokens(current, grew),
         mean_prompt_tokens=_mean(grew("finished_prompt_tokens"), grew("finished_prompt_requests")),
         prefill_busy_seconds=grew("prefill_busy_seconds"),
@@ -110,10 +125,14 @@ def _computed_prompt_tokens(grew: Any) -> float:
     return float(max(0.0, prompt - cached))
 
 
-def _batch_size(previous: EngineReading, current: EngineReading, steps: float | None, decode: float) -> float | None:
-    """Mean sequences per decode step of one replica: decode tokens / steps (TGI), else the running requests."""
+def _batch_size(previous: EngineReading, current: EngineReading, grew: Any, decode: float) -> float | None:
+    """Mean sequences per decode step of one replica: tokens made by decode steps / steps (TGI), else the running
+    requests. A TGI request's first token comes out of its prefill, not a decode step, so finished requests' first
+    tokens are taken off (with 30-token answers, 3% of the count)."""
+    steps = grew("decode_steps")
     if steps and decode:
-        return decode / steps
+        first_tokens = grew("finished_generation_requests") or 0.0
+        return max(0.0, decode - first_tokens) / steps
     running = [r.gauges["requests_running"] for r in (previous, current) if "requests_running" in r.gauges]
     if not running or not sum(running):
         return None
@@ -121,8 +140,9 @@ def _batch_size(previous: EngineReading, current: EngineReading, steps: float | 
 
 
 def _context_tokens(current: EngineReading, grew: Any) -> float | None:
-    """Mean context of a sequence being decoded: the engine's own sum (SGLang), the KV cache in use (vLLM),
-    else the mean finished request's prompt plus half its output (where decoding is, on average).
+    """Mean context of a sequence being decoded: the engine's own sum (SGLang 0.5), the KV tokens in use (SGLang
+    ``num_used_tokens``, vLLM usage x capacity), else the mean finished request's prompt plus half its output
+    (where decoding is, on average).
 
     TGI's usage is a reservation (prompt + max new tokens of each request), not the tokens cached: not used here.
     """
@@ -130,9 +150,8 @@ def _context_tokens(current: EngineReading, grew: Any) -> float | None:
     running = gauges.get("requests_running") or 0
     if running > 0 and gauges.get("decode_context_tokens"):
         return gauges["decode_context_tokens"] / running
-    reserved = "kv_tokens_reserved" in gauges
-    if running > 0 and not reserved and gauges.get("kv_tokens_capacity") and gauges.get("kv_cache_usage"):
-        return gauges["kv_cache_usage"] * gauges["kv_tokens_capacity"] / running
+    if running > 0 and gauges.get("kv_tokens_used"):
+        return gauges["kv_tokens_used"] / running
     prompt = _mean(grew("finished_prompt_tokens"), grew("finished_prompt_requests"))
     output = _mean(grew("finished_generation_tokens"), grew("finished_generation_requests"))
     if prompt is None or output is None:
