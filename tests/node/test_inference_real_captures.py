@@ -31,17 +31,18 @@ def fresh(real: EngineReading) -> EngineReading:
     return dataclasses.replace(real, counters=dict.fromkeys(real.counters, 0.0))
 
 
+TOKENS_AND_FINISHED = {
+    "prompt_tokens",
+    "generation_tokens",
+    "finished_prompt_tokens",
+    "finished_prompt_requests",
+    "finished_generation_tokens",
+    "finished_generation_requests",
+}
 # What each capture gives the collector: the standard keys found (counters, gauges).
 FOUND = {
     "real-vllm-0.5.0-v0engine-opt125m.prom": (
-        {
-            "prompt_tokens",
-            "generation_tokens",
-            "finished_prompt_tokens",
-            "finished_prompt_requests",
-            "finished_generation_tokens",
-            "finished_generation_requests",
-        },
+        TOKENS_AND_FINISHED,
         {"requests_running", "requests_waiting", "kv_cache_usage", "kv_tokens_capacity", "kv_tokens_used"},
     ),
     "real-vllm-0.7-v0engine-aibrix-excerpt.prom": (
@@ -63,17 +64,7 @@ FOUND = {
         {"requests_running", "kv_cache_usage", "kv_tokens_used"},
     ),
     "real-tgi-3.3.5-intel-cpu-openhermes7b.prom": (
-        {
-            "prompt_tokens",
-            "generation_tokens",
-            "finished_prompt_tokens",
-            "finished_prompt_requests",
-            "finished_generation_tokens",
-            "finished_generation_requests",
-            "decode_steps",
-            "prefill_busy_seconds",
-            "decode_busy_seconds",
-        },
+        TOKENS_AND_FINISHED | {"decode_steps", "prefill_busy_seconds", "decode_busy_seconds"},
         {"requests_running", "requests_waiting", "kv_tokens_reserved"},
     ),
 }
