@@ -20,8 +20,8 @@ from api.errors import InputError
 from api.metrics.render import MetricsRenderer
 from api.metrics.self_metrics import SelfMetrics
 from api.mfu import PeakTable
-from api.middleware import BodySizeLimit, endpoint_of
-from api.routes import cluster, health, job_events, jobs, metrics, nodes
+from api.middleware import SCHEDULER_SYNC_PATH, BodySizeLimit, endpoint_of
+from api.routes import cluster, health, job_events, jobs, metrics, nodes, scheduler
 from api.services.expiry import expire_silent_jobs
 from api.state.devices import DeviceResolver
 from api.state.refresh import Refresher, RefreshThread
@@ -42,6 +42,7 @@ def build_context(settings: Settings) -> AppContext:
         job_ttl_s=settings.JOB_TTL_SECONDS,
         pending_job_ttl_s=settings.PENDING_JOB_TTL_SECONDS,
         health_window_s=settings.HEALTH_WINDOW_SECONDS,
+        scheduler_ttl_s=settings.SCHEDULER_TTL_SECONDS,
     )
     refresher = Refresher(state, sessions, resolver, overlap_s=settings.REFRESH_OVERLAP_SECONDS)
     refresher.refresh()
@@ -90,7 +91,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         lifespan=lifespan,
     )
-    app.add_middleware(BodySizeLimit, max_bytes=settings.MAX_BODY_BYTES)
+    app.add_middleware(
+        BodySizeLimit,
+        max_bytes=settings.MAX_BODY_BYTES,
+        overrides=((SCHEDULER_SYNC_PATH, settings.MAX_SCHEDULER_BODY_BYTES),),
+    )
 
     @app.exception_handler(RequestValidationError)
     async def _count_rejected(request: Request, exc: RequestValidationError) -> Response:
@@ -127,6 +132,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             request.app.state.ctx.self_metrics.count_ingest(endpoint, "unavailable")
         return JSONResponse(status_code=503, content={"detail": "database unavailable, retry later"})
 
-    for module in (jobs, job_events, nodes, cluster, metrics, health):
+    for module in (jobs, job_events, nodes, cluster, scheduler, metrics, health):
         app.include_router(module.router)
     return app

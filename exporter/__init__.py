@@ -2,9 +2,11 @@
 
 - :mod:`exporter.node`: the node agent (``mfumon exporter``), one per GPU node;
 - :mod:`exporter.job`: the job side, inside a training or inference job (``JobReporter``, callbacks, ``mfumon wrap``);
+- :mod:`exporter.scheduler`: the scheduler adapters (``mfumon scheduler``), one per cluster;
 - :mod:`exporter.demo`: the simulated cluster (``mfumon demo``).
 
-:mod:`exporter.samples` (the node-sample wire contract) and :mod:`exporter.errors` are shared. Imports run one way:
+:mod:`exporter.samples` (the node-sample wire contract), :mod:`exporter.workloads` (which job a Kubernetes pod
+belongs to) and :mod:`exporter.errors` are shared. Imports run one way:
 ``demo`` -> ``node``/``job`` -> shared modules. Nothing in this package imports FastAPI, SQLAlchemy or ``api``: GPU
 nodes and training jobs install it without the server's dependencies. Optional heavy imports (pynvml, torch) happen
 inside the functions that need them. Stable public paths: ``exporter`` (``JobReporter``), ``exporter.reporter``,

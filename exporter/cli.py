@@ -16,6 +16,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("exporter.demo.cli", "run the aggregator with a simulated cluster and jobs (no GPU needed)"),
     "exporter": ("exporter.node.agent", "run the node agent: read GPU counters and push them to the aggregator"),
     "wrap": ("exporter.job.wrap.cli", "run a training/inference command and report its throughput"),
+    "scheduler": ("exporter.scheduler.cli", "keep the aggregator's jobs in step with Slurm or Kubernetes"),
 }
 
 

@@ -15,6 +15,7 @@ import json
 import sys
 from pathlib import Path
 
+from _capacity import capacity_queue
 from _health import fleet_health
 from _inference import inference
 from _infrastructure import nodes_gpus, pools
@@ -23,6 +24,7 @@ from _workloads import cluster_overview, job_drilldown
 OUTPUT_DIR = Path(__file__).resolve().parent / "dashboards"
 
 DASHBOARDS = {
+    "mfumon-capacity.json": capacity_queue,
     "mfumon-cluster-overview.json": cluster_overview,
     "mfumon-job-drilldown.json": job_drilldown,
     "mfumon-inference.json": inference,

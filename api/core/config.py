@@ -38,6 +38,10 @@ class Settings(BaseSettings):
     # NVLink/PCIe/InfiniBand errors).
     HEALTH_WINDOW_SECONDS: float = Field(default=900.0, gt=0)
 
+    # Scheduler adapters (mfumon scheduler): their jobs stay visible while the adapter synced within this time.
+    SCHEDULER_TTL_SECONDS: float = Field(default=600.0, gt=0)
+    MAX_SCHEDULER_BODY_BYTES: int = Field(default=64 * 1_048_576, ge=1024)
+
     # Replicas: how often each process reads other replicas' writes back from the database.
     REFRESH_INTERVAL_SECONDS: float = Field(default=2.0, gt=0)
     REFRESH_OVERLAP_SECONDS: float = Field(default=30.0, ge=0)

@@ -43,13 +43,9 @@ def read_jobs(*, session: Session, status: str | None = None, limit: int = 1000,
     return list(session.scalars(stmt))
 
 
-def new_job(*, session: Session, job_id: str, now: float) -> Job:
-    """Create the job unless a concurrent first write just did, and return it locked for update.
-
-    INSERT ... ON CONFLICT DO NOTHING waits for a concurrent inserter to commit, so two first reports to a new id
-    both succeed (one creates, the other updates) instead of one failing on the primary key.
-    """
-    row = {
+def new_job_row(job_id: str, now: float) -> dict[str, Any]:
+    """The row of a job seen for the first time: pending, training, bf16, until told otherwise."""
+    return {
         "job_id": job_id,
         "status": "pending",
         "kind": "training",
@@ -58,7 +54,22 @@ def new_job(*, session: Session, job_id: str, now: float) -> Job:
         "reports_received": 0,
         "updated_at": now,
     }
-    upsert_rows(session, Job.__table__, [row], key=["job_id"], update=[])  # type: ignore[arg-type]
+
+
+def insert_new_jobs(*, session: Session, job_ids: list[str], now: float) -> None:
+    """Insert jobs not there yet; an id another writer inserted meanwhile is left as it is."""
+    rows = [new_job_row(job_id, now) for job_id in job_ids]
+    for start in range(0, len(rows), 500):
+        upsert_rows(session, Job.__table__, rows[start : start + 500], key=["job_id"], update=[])  # type: ignore[arg-type]
+
+
+def new_job(*, session: Session, job_id: str, now: float) -> Job:
+    """Create the job unless a concurrent first write just did, and return it locked for update.
+
+    INSERT ... ON CONFLICT DO NOTHING waits for a concurrent inserter to commit, so two first reports to a new id
+    both succeed (one creates, the other updates) instead of one failing on the primary key.
+    """
+    insert_new_jobs(session=session, job_ids=[job_id], now=now)
     job = read_job(session=session, job_id=job_id, for_update=True)
     assert job is not None
     return job
@@ -108,7 +119,8 @@ def read_silent_jobs(*, session: Session, silent_since: float, limit: int) -> li
     last_heard = func.coalesce(Job.last_report_at, Job.updated_at)
     stmt = (
         select(Job)
-        .where(Job.status == "running", last_heard < silent_since)
+        # A scheduler adapter's jobs end when the scheduler says so, not for being silent.
+        .where(Job.status == "running", last_heard < silent_since, Job.source.is_(None))
         .order_by(Job.job_id)
         .limit(limit)
         .with_for_update(skip_locked=True)

@@ -88,6 +88,16 @@ class Job(Base):
     outcome: Mapped[str | None] = mapped_column(String(16))  # success | failure | unknown | expired, once ended
     accounting: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     summary: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # What a scheduler adapter (``mfumon scheduler``) says about the job; all null for jobs no scheduler reports.
+    source: Mapped[str | None] = mapped_column(String(64), index=True)  # the scheduler source that owns the job
+    submitted_at: Mapped[float | None] = mapped_column(Float)
+    queued_at: Mapped[float | None] = mapped_column(Float)  # eligible to start; null while held or blocked
+    pending_reason: Mapped[str | None] = mapped_column(String(64))
+    scheduler_restarts: Mapped[int | None] = mapped_column(Integer)  # the scheduler's requeue count
+    gpus_scheduled: Mapped[int | None] = mapped_column(Integer)  # GPUs the scheduler allocated
+    placement: Mapped[dict[str, int] | None] = mapped_column(JSON)  # node -> GPUs the scheduler placed there
+    request_units: Mapped[list[list[int]] | None] = mapped_column(JSON)  # [[gpus per unit, units]]: one node each
+    end_state: Mapped[str | None] = mapped_column(String(32))  # the scheduler's final state (COMPLETED, Failed...)
 
 
 class JobEvent(Base):
@@ -166,4 +176,30 @@ class Baseline(Base):
     mfu: Mapped[float] = mapped_column(Float)
     source_job_id: Mapped[str] = mapped_column(String(ID_LENGTH))
     captured_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float, index=True)
+
+
+class SchedulerSource(Base):
+    """One scheduler adapter's view (``mfumon scheduler``): when it last synced, and the team quotas it read."""
+
+    __tablename__ = "scheduler_sources"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))  # slurm | kubernetes | ...
+    observed_at: Mapped[float] = mapped_column(Float)  # adapter clock: when it read the scheduler
+    synced_at: Mapped[float] = mapped_column(Float)  # aggregator clock: when the sync arrived
+    quotas: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    updated_at: Mapped[float] = mapped_column(Float, index=True)
+
+
+class QueueWaitHistogram(Base):
+    """Cumulative histogram of the queue waits of jobs that started, per pool and team (same on every replica)."""
+
+    __tablename__ = "queue_wait_histograms"
+
+    pool: Mapped[str] = mapped_column(String(LABEL_LENGTH), primary_key=True)
+    team: Mapped[str] = mapped_column(String(LABEL_LENGTH), primary_key=True)
+    buckets: Mapped[list[int]] = mapped_column(JSON)  # counts per upper bound of QUEUE_WAIT_BUCKETS, +Inf last
+    sum_seconds: Mapped[float] = mapped_column(Float)
+    count: Mapped[int] = mapped_column(Integer)
     updated_at: Mapped[float] = mapped_column(Float, index=True)

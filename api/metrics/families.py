@@ -10,7 +10,7 @@ from exporter.samples import COUNTER_FIELDS, IbPortSample
 @dataclass(frozen=True, slots=True)
 class Family:
     name: str
-    type: str  # gauge | counter
+    type: str  # gauge | counter | histogram
     help: str
 
     def header(self) -> str:
@@ -23,6 +23,10 @@ def _g(name: str, help_text: str) -> Family:
 
 def _c(name: str, help_text: str) -> Family:
     return Family(f"mfumon_{name}", "counter", help_text)
+
+
+def _h(name: str, help_text: str) -> Family:
+    return Family(f"mfumon_{name}", "histogram", help_text)
 
 
 # Per job (labels job_id, kind). Rendered per job and cached until the job changes.
@@ -254,5 +258,38 @@ SUMMARY_FAMILIES: dict[str, Family] = {
         ),
         _c("state_refresh_errors_total", "Failed polls of the database."),
         _g("build_info", "Build information; value 1."),
+    )
+}
+
+# Queue, quota and fragmentation (api.state.capacity), mostly from scheduler adapters; rendered on every scrape.
+CAPACITY_FAMILIES: dict[str, Family] = {
+    f.name: f
+    for f in (
+        _g("job_queue_wait_seconds", "Seconds a queued job has waited since it became eligible (scheduler jobs)."),
+        _h(
+            "started_job_queue_wait_seconds",
+            "Queue waits (eligible to start) of scheduler jobs that started, per pool and team.",
+        ),
+        _g("pool_gpus_queued", "GPUs requested by the pool's queued jobs (held and blocked jobs excluded)."),
+        _g("pool_max_queue_wait_seconds", "Longest wait among the pool's queued jobs."),
+        _g("pool_free_gpus", "GPUs of the pool's nodes that answer and that no running job holds."),
+        _g("pool_nodes_by_free_gpus", "Nodes of the pool by how many free GPUs they have."),
+        _g(
+            "pool_largest_free_block_gpus",
+            "Most free GPUs on one node of the pool: the largest one-node request it can place.",
+        ),
+        _g(
+            "pool_fragmented_gpus",
+            "GPUs requested by queued jobs that fit nowhere whole although the pool has that many free GPUs.",
+        ),
+        _g("team_gpus_queued", "GPUs requested by the team's queued jobs."),
+        _g("team_max_queue_wait_seconds", "Longest wait among the team's queued jobs."),
+        _g(
+            "team_resource_satisfaction_ratio", "GPUs allocated / GPUs requested by the team's running and queued jobs."
+        ),
+        _g("team_gpu_quota", "GPUs the team may hold (scheduler quota), in a pool or, without pool, in all pools."),
+        _g("team_gpu_quota_used_ratio", "GPUs held by the team's running jobs / its quota."),
+        _g("scheduler_last_sync_timestamp_seconds", "Unix time the scheduler adapter last synced its queue."),
+        _g("scheduler_jobs", "Jobs the scheduler adapter lists, by status (running, queued, held)."),
     )
 }

@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from api.metrics._text import labels_text, sample_line
+from api.metrics._text import format_value, labels_text, sample_line
 from api.metrics.families import (
+    CAPACITY_FAMILIES,
     COUNTER_METRICS,
     DURABLE_FAMILIES,
     GPU_FAMILIES,
@@ -29,7 +30,7 @@ from api.metrics.self_metrics import SelfMetrics
 from api.state.aggregate import GroupTotals, JobAccount, Summary
 from api.state.counters import DurableCounters
 from api.state.store import Snapshot
-from api.state.views import JobView, NodeView, gpu_busy, gpu_hardware_mfu
+from api.state.views import QUEUE_WAIT_BUCKETS, JobView, NodeView, gpu_busy, gpu_hardware_mfu
 
 Chunk = dict[str, str]  # family name -> its sample lines for one node or job
 
@@ -151,7 +152,7 @@ def render_job_gpus(job_id: str, job: JobView | None, account: JobAccount) -> Ch
     if job is None:
         info = [("job_id", job_id), ("kind", ""), ("status", account.status), ("pool", account.pool or "")]
         add("mfumon_job_info", 1, labels_text(info))
-    allocated = account.gpus_attributed
+    allocated = account.gpus_held
     add("mfumon_job_gpus_allocated", allocated)
     if job is not None:
         add("mfumon_job_gpus_requested", job.gpus_requested or job.num_gpus or allocated)
@@ -197,6 +198,7 @@ class MetricsRenderer:
         parts.append(self._render_summary(summary, len(snapshot.jobs)))
         parts.append(render_health_summary(snapshot))
         parts.append(_render_durable(snapshot.counters))
+        parts.append(render_capacity(snapshot, summary))
         body = "".join(parts).encode()
         self._self_metrics.last_scrape_duration_s = time.perf_counter() - started
         return body
@@ -315,3 +317,73 @@ def _join_families(parts: list[str], families: dict[str, Family], chunks: list[C
         body = "".join(chunk[name] for chunk in chunks if name in chunk)
         if body:
             parts.append(family.header() + body)
+
+
+def render_capacity(snapshot: Snapshot, summary: Summary) -> str:
+    """Queue waits, quotas, fragmentation and scheduler sync series (few, except one wait per queued job)."""
+    capacity = summary.capacity
+    if capacity is None:
+        return ""
+    out: list[str] = []
+
+    def emit(name: str, rows: Iterable[tuple[list[tuple[str, str]], float | None]]) -> None:
+        body = "".join(sample_line(name, labels_text(lbl), v) for lbl, v in rows if v is not None)
+        out.append(CAPACITY_FAMILIES[name].header() + body)
+
+    kinds = {job.job_id: job.kind for job in snapshot.jobs}
+    emit(
+        "mfumon_job_queue_wait_seconds",
+        [([("job_id", j), ("kind", kinds[j])], wait) for j, wait in sorted(capacity.queue_waits.items())],
+    )
+    out.append(_render_queue_wait_histograms(snapshot))
+    pools = sorted(capacity.pools.items())
+    emit("mfumon_pool_gpus_queued", [([("pool", p)], c.gpus_queued) for p, c in pools])
+    emit("mfumon_pool_max_queue_wait_seconds", [([("pool", p)], c.max_queue_wait_s) for p, c in pools])
+    with_nodes = [(p, c) for p, c in pools if c.free_per_node]
+    emit("mfumon_pool_free_gpus", [([("pool", p)], c.free_gpus) for p, c in with_nodes])
+    emit(
+        "mfumon_pool_nodes_by_free_gpus",
+        [([("pool", p), ("free", str(free))], n) for p, c in with_nodes for free, n in c.nodes_by_free().items()],
+    )
+    emit("mfumon_pool_largest_free_block_gpus", [([("pool", p)], c.largest_free_block) for p, c in with_nodes])
+    emit("mfumon_pool_fragmented_gpus", [([("pool", p)], c.fragmented_gpus) for p, c in with_nodes])
+    teams = sorted(capacity.teams.items())
+    emit("mfumon_team_gpus_queued", [([("team", t)], q.gpus_queued) for t, q in teams])
+    emit("mfumon_team_max_queue_wait_seconds", [([("team", t)], q.max_queue_wait_s) for t, q in teams])
+    emit(
+        "mfumon_team_resource_satisfaction_ratio",
+        _per("team", sorted(summary.teams.items()), lambda g: g.resource_satisfaction),
+    )
+    quota_labels = [([("team", q.team), ("pool", q.pool or "")], q) for q in capacity.quotas]
+    emit("mfumon_team_gpu_quota", [(lbl, q.gpus) for lbl, q in quota_labels])
+    emit("mfumon_team_gpu_quota_used_ratio", [(lbl, q.used_ratio) for lbl, q in quota_labels])
+    sources = sorted(snapshot.sources, key=lambda s: s.name)
+    emit(
+        "mfumon_scheduler_last_sync_timestamp_seconds",
+        [([("source", s.name), ("kind", s.kind)], s.synced_at) for s in sources],
+    )
+    counts: dict[tuple[str, str], int] = {(s.name, status): 0 for s in sources for status in _SOURCE_STATUSES}
+    for job in snapshot.jobs:
+        if job.source is not None and job.status != "ended":
+            status = "running" if job.status == "running" else "queued" if job.queued else "held"
+            counts[(job.source, status)] = counts.get((job.source, status), 0) + 1
+    emit("mfumon_scheduler_jobs", [([("source", s), ("status", st)], n) for (s, st), n in sorted(counts.items())])
+    return "".join(out)
+
+
+_SOURCE_STATUSES = ("running", "queued", "held")
+
+
+def _render_queue_wait_histograms(snapshot: Snapshot) -> str:
+    name = "mfumon_started_job_queue_wait_seconds"
+    lines = [CAPACITY_FAMILIES[name].header()]
+    bounds = [*(format_value(b) for b in QUEUE_WAIT_BUCKETS), "+Inf"]
+    for histogram in sorted(snapshot.queue_waits, key=lambda h: (h.pool, h.team)):
+        ident = [("pool", histogram.pool), ("team", histogram.team)]
+        cumulative = 0
+        for bound, count in zip(bounds, histogram.buckets, strict=True):
+            cumulative += count
+            lines.append(sample_line(f"{name}_bucket", labels_text([*ident, ("le", bound)]), cumulative))
+        lines.append(sample_line(f"{name}_sum", labels_text(ident), histogram.sum_seconds))
+        lines.append(sample_line(f"{name}_count", labels_text(ident), histogram.count))
+    return "".join(lines)

@@ -61,7 +61,7 @@ def _public(
         kv_cache_dtype=job.kv_cache_dtype,
         num_gpus=job.num_gpus,
         gpus_requested=job.gpus_requested,
-        gpus_allocated=attributed,
+        gpus_allocated=account.gpus_held if account is not None else 0,
         gpus_reported=job.num_gpus,
         gpus_attributed=attributed,
         gpus_unverified=account.gpus_unverified if account is not None else 0,
@@ -84,6 +84,13 @@ def _public(
         gpus=gpus,
         history=history,
         health=health,
+        source=job.source,
+        submitted_at=job.submitted_at,
+        queued_at=job.queued_at,
+        pending_reason=job.pending_reason,
+        scheduler_restarts=job.scheduler_restarts,
+        placement=job.placement,
+        end_state=job.end_state,
     )
 
 

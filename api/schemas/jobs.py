@@ -230,6 +230,14 @@ class JobPublic(BaseModel):
     gpus: list[dict[str, Any]] = []
     history: list[JobReportPublic] = []
     health: dict[str, Any] | None = None  # the job's unhealthy/throttled GPUs and nodes (GET /v1/jobs/{job_id})
+    # From the scheduler adapter that lists the job (null for jobs no scheduler reports).
+    source: str | None = None
+    submitted_at: float | None = None
+    queued_at: float | None = None
+    pending_reason: str | None = None
+    scheduler_restarts: int | None = None  # the scheduler's requeue count (Slurm restart_cnt)
+    placement: dict[str, int] | None = None
+    end_state: str | None = None
 
 
 class JobsPublic(BaseModel):

@@ -13,7 +13,13 @@ contribute their hardware estimate x their bf16 peak. Busy GPUs with no number (
 without tensor counters) are left out of both sides. Allocated MFU is the same without the idle GPUs; pool MFU covers
 the GPUs of the pool's nodes; team MFU the team's jobs' GPUs. Coverage = reporting GPUs ÷ busy GPUs: how much of
 the figure rests on reports rather than estimates. Resource satisfaction = Σ allocated ÷ Σ requested over the
-pool's running and pending jobs. Pools are those of the nodes exporters report: a job's ``pool`` label creates none.
+pool's running and queued jobs. Pools are those of the nodes exporters report: a job's ``pool`` label creates none.
+
+A **scheduler adapter** (``mfumon scheduler``), when one runs, is the ground truth for what jobs asked for and were
+given: a job it lists as running is allocated the GPUs the scheduler gave it (whether or not it reports), and a job it
+lists as held or blocked is pending but not queued, so it counts as neither requested nor waiting. A job that the
+scheduler runs but that posts no throughput is not *reporting*: its GPUs are ``unreported``. Queue, quota and
+fragmentation numbers: :mod:`api.state.capacity`.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from collections.abc import Container
 from dataclasses import dataclass, field
 
 from api.mfu import agreement_ratio
+from api.state.capacity import Capacity, capacity
 from api.state.store import Snapshot
 from api.state.views import GpuView, JobShare, JobView, NodeView, gpu_busy
 
@@ -104,6 +111,12 @@ class JobAccount:
     mfu: float | None = None  # the reported MFU, for reporting jobs
     dtype: str | None = None
     pool: str | None = None  # the pool of the nodes holding its GPUs (the first by name)
+    gpus_scheduled: int | None = None  # what the scheduler allocated, for jobs a scheduler adapter runs
+
+    @property
+    def gpus_held(self) -> int:
+        """GPUs the job holds: the scheduler's allocation when a scheduler runs it, else what exporters attribute."""
+        return self.gpus_scheduled if self.gpus_scheduled is not None else self.gpus_attributed
 
     @property
     def agreement(self) -> float | None:
@@ -145,7 +158,8 @@ class Summary:
     gpus_unverified: int = 0
     jobs_gpu_mismatch: int = 0
     nodes: int = 0
-    allocated: dict[str, int] = field(default_factory=dict)  # job_id -> GPUs exporters attribute to it
+    allocated: dict[str, int] = field(default_factory=dict)  # job_id -> GPUs exporters attribute (or scheduler gave)
+    capacity: Capacity | None = None
 
 
 def node_gpu_states(node: NodeView, reporting: Container[str]) -> dict[str, int]:
@@ -172,7 +186,12 @@ def gpu_state(gpu: GpuView, reporting: Container[str]) -> str:
 
 def reporting_jobs(snapshot: Snapshot) -> set[str]:
     """Ids of the jobs that post throughput: running ones (a job silent past the job TTL is no longer visible)."""
-    return {job.job_id for job in snapshot.jobs if job.status == "running"}
+    return {job.job_id for job in snapshot.jobs if _reporting(job)}
+
+
+def _reporting(job: JobView) -> bool:
+    """Running and posting throughput; a job only a scheduler says is running has not reported."""
+    return job.status == "running" and (job.source is None or job.last_report_at is not None)
 
 
 def _requested(job: JobView, allocated: int) -> int:
@@ -204,7 +223,7 @@ def _add_share(groups: list[GroupTotals], share: JobShare, job: JobView | None) 
 def summarize(snapshot: Snapshot) -> Summary:
     """Derive every cluster-level and per-job number from one snapshot in O(nodes + jobs)."""
     jobs = {j.job_id: j for j in snapshot.jobs}
-    running = {job_id: j for job_id, j in jobs.items() if j.status == "running"}
+    running = {job_id: j for job_id, j in jobs.items() if _reporting(j)}
     hardware: dict[str, JobHardware] = {}
     cluster = GroupTotals()
     pools: dict[str, GroupTotals] = {}
@@ -243,16 +262,19 @@ def summarize(snapshot: Snapshot) -> Summary:
         if job.team:
             groups.append(teams.setdefault(job.team, GroupTotals()))
         allocated = account.gpus_attributed
+        if job.status == "running" and job.gpus_scheduled is not None:
+            allocated = job.gpus_scheduled  # the scheduler's allocation: what satisfaction compares with requests
         summary.allocated[job.job_id] = allocated
         summary.jobs[job.job_id] = JobAccount(
             status=job.status,
-            reporting=job.status == "running",
+            reporting=_reporting(job),
             gpus_attributed=account.gpus_attributed,
             gpus_reported=job.num_gpus,
             hardware_mfu=account.hardware_mfu,
-            mfu=(job.latest or {}).get("mfu") if job.status == "running" else None,
+            mfu=(job.latest or {}).get("mfu") if _reporting(job) else None,
             dtype=job.dtype,
             pool=account.pool,
+            gpus_scheduled=job.gpus_scheduled if job.status == "running" else None,
         )
         for group in groups:
             if job.status == "pending":
@@ -260,7 +282,8 @@ def summarize(snapshot: Snapshot) -> Summary:
             else:
                 group.jobs_running += 1
             group.gpus_allocated += allocated
-            group.gpus_requested += _requested(job, allocated)
+            if job.status == "running" or job.queued:
+                group.gpus_requested += _requested(job, allocated)
     for job_id, account in hardware.items():
         if job_id not in jobs:
             summary.allocated[job_id] = account.gpus_attributed
@@ -275,4 +298,5 @@ def summarize(snapshot: Snapshot) -> Summary:
     for job_account in summary.jobs.values():
         summary.gpus_unverified += job_account.gpus_unverified
         summary.jobs_gpu_mismatch += job_account.gpu_count_mismatch
+    summary.capacity = capacity(snapshot, summary.allocated)
     return summary

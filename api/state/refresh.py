@@ -18,10 +18,18 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.crud.counters import read_counters
 from api.crud.events import prune_events
 from api.crud.jobs import prune_history
-from api.db.models import Baseline, Gpu, Job, Node
+from api.db.models import Baseline, Gpu, Job, Node, QueueWaitHistogram, SchedulerSource
 from api.state.devices import DeviceResolver
 from api.state.store import ClusterState
-from api.state.views import BaselineView, GpuView, JobView, NodeView, build_node_view
+from api.state.views import (
+    BaselineView,
+    GpuView,
+    HistogramView,
+    JobView,
+    NodeView,
+    SourceView,
+    build_node_view,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +95,37 @@ def job_view(row: Job) -> JobView:
         updated_at=row.updated_at,
         restarts=row.restarts or 0,
         failures=row.failures or 0,
+        source=row.source,
+        submitted_at=row.submitted_at,
+        queued_at=row.queued_at,
+        pending_reason=row.pending_reason,
+        scheduler_restarts=row.scheduler_restarts,
+        gpus_scheduled=row.gpus_scheduled,
+        placement=dict(row.placement) if row.placement else None,
+        request_units=tuple((int(g), int(n)) for g, n in row.request_units) if row.request_units else None,
+    )
+
+
+def source_view(row: SchedulerSource) -> SourceView:
+    quotas = tuple((str(q["team"]), q.get("pool"), int(q["gpus"])) for q in row.quotas or ())
+    return SourceView(
+        name=row.name,
+        kind=row.kind,
+        observed_at=row.observed_at,
+        synced_at=row.synced_at,
+        quotas=quotas,
+        updated_at=row.updated_at,
+    )
+
+
+def histogram_view(row: QueueWaitHistogram) -> HistogramView:
+    return HistogramView(
+        pool=row.pool,
+        team=row.team,
+        buckets=tuple(int(c) for c in row.buckets),
+        sum_seconds=row.sum_seconds,
+        count=row.count,
+        updated_at=row.updated_at,
     )
 
 
@@ -148,6 +187,17 @@ class Refresher:
             counters_since = -1.0 if self._counters_watermark is None else self._counters_watermark - self._overlap_s
             state.counters.apply(read_counters(session, changed_after=counters_since))
             self._counters_watermark = now
+            # Sources and histograms are few rows; the first poll reads them all (a source may be quiet for long).
+            source_since = since if self._watermark else 0.0
+            for source in session.scalars(select(SchedulerSource).where(SchedulerSource.updated_at > source_since)):
+                newest = max(newest, source.updated_at)
+                if state.source_revision(source.name) != source.updated_at:
+                    state.apply_source(source_view(source))
+                    applied += 1
+            histograms = select(QueueWaitHistogram).where(QueueWaitHistogram.updated_at > source_since)
+            for histogram in session.scalars(histograms):
+                newest = max(newest, histogram.updated_at)
+                state.apply_queue_wait(histogram_view(histogram))
         self._watermark = max(newest, since)
         state.prune(now)
         self.last_duration_s = time.perf_counter() - started

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from api.state.counters import DurableCounters
 from api.state.health import advance
-from api.state.views import BaselineView, JobShare, JobView, NodeView
+from api.state.views import BaselineView, HistogramView, JobShare, JobView, NodeView, SourceView
 
 
 @dataclass(slots=True)
@@ -33,19 +33,30 @@ class Snapshot:
     baselines: dict[str, BaselineView]
     pool_health: dict[str, PoolHealthTotals] = field(default_factory=dict)
     counters: DurableCounters = field(default_factory=DurableCounters)  # read at render time; they only grow
+    sources: tuple[SourceView, ...] = ()  # every scheduler adapter that ever synced, fresh or not
+    queue_waits: tuple[HistogramView, ...] = ()
 
 
 class ClusterState:
     """Thread-safe holder of the latest views; O(1) per update, O(nodes + jobs) per snapshot."""
 
     def __init__(
-        self, *, node_ttl_s: float, job_ttl_s: float, pending_job_ttl_s: float, health_window_s: float = 900.0
+        self,
+        *,
+        node_ttl_s: float,
+        job_ttl_s: float,
+        pending_job_ttl_s: float,
+        health_window_s: float = 900.0,
+        scheduler_ttl_s: float = 300.0,
     ) -> None:
         self._lock = threading.Lock()
         self._nodes: dict[str, NodeView] = {}
         self._jobs: dict[str, JobView] = {}
         self._baselines: dict[str, BaselineView] = {}
         self._job_nodes: dict[str, set[str]] = {}  # job_id -> nodes whose GPUs exporters attribute to it
+        self._sources: dict[str, SourceView] = {}
+        self._queue_waits: dict[tuple[str, str], HistogramView] = {}
+        self.scheduler_ttl_s = scheduler_ttl_s
         self.node_ttl_s = node_ttl_s
         self.job_ttl_s = job_ttl_s
         self.pending_job_ttl_s = pending_job_ttl_s
@@ -89,6 +100,24 @@ class ClusterState:
             if held is None or view.updated_at >= held.updated_at:
                 self._jobs[view.job_id] = view
 
+    def apply_source(self, view: SourceView) -> None:
+        with self._lock:
+            held = self._sources.get(view.name)
+            if held is None or view.updated_at >= held.updated_at:
+                self._sources[view.name] = view
+
+    def apply_queue_wait(self, view: HistogramView) -> None:
+        """Keep the histogram with the most observations: counts only grow, whichever replica wrote them."""
+        with self._lock:
+            held = self._queue_waits.get((view.pool, view.team))
+            if held is None or view.count >= held.count:
+                self._queue_waits[(view.pool, view.team)] = view
+
+    def source_revision(self, name: str) -> float | None:
+        with self._lock:
+            held = self._sources.get(name)
+        return held.updated_at if held else None
+
     def apply_baseline(self, view: BaselineView) -> None:
         with self._lock:
             self._baselines[view.signature] = view
@@ -115,7 +144,16 @@ class ClusterState:
     def _node_visible(self, node: NodeView, now: float) -> bool:
         return now - node.last_seen_at <= self.node_ttl_s
 
+    def _source_fresh(self, name: str, now: float) -> bool:
+        source = self._sources.get(name)
+        return source is not None and now - source.synced_at <= self.scheduler_ttl_s
+
     def _job_visible(self, job: JobView, now: float) -> bool:
+        if job.status != "ended" and job.source is not None:
+            if self._source_fresh(job.source, now):
+                return True  # the scheduler still lists it, whether or not it reports
+            if job.status == "pending":
+                return False  # the adapter went silent: its queue is no longer known
         if job.status == "running":
             return now - (job.last_report_at or job.updated_at) <= self.job_ttl_s
         if job.status == "pending":
@@ -131,8 +169,17 @@ class ClusterState:
                 pool: PoolHealthTotals(t.idle_energy_joules, t.idle_gpu_seconds, t.gpu_faults)
                 for pool, t in self._pool_health.items()
             }
+            sources = tuple(self._sources.values())
+            queue_waits = tuple(self._queue_waits.values())
         return Snapshot(
-            now=now, nodes=nodes, jobs=jobs, baselines=baselines, pool_health=pool_health, counters=self.counters
+            now=now,
+            nodes=nodes,
+            jobs=jobs,
+            baselines=baselines,
+            pool_health=pool_health,
+            counters=self.counters,
+            sources=sources,
+            queue_waits=queue_waits,
         )
 
     def node(self, name: str) -> NodeView | None:

@@ -166,6 +166,48 @@ class JobView:
     updated_at: float
     restarts: int = 0
     failures: int = 0
+    # From a scheduler adapter; defaults for jobs no scheduler reports.
+    source: str | None = None
+    submitted_at: float | None = None
+    queued_at: float | None = None
+    pending_reason: str | None = None
+    scheduler_restarts: int | None = None  # the scheduler's requeue count
+    gpus_scheduled: int | None = None
+    placement: dict[str, int] | None = None
+    request_units: tuple[tuple[int, int], ...] | None = None
+
+    @property
+    def queued(self) -> bool:
+        """Pending and competing for GPUs: a scheduler job held or blocked on a dependency is not."""
+        return self.status == "pending" and (self.source is None or self.queued_at is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceView:
+    """A scheduler adapter's last sync and the quotas it read."""
+
+    name: str
+    kind: str
+    observed_at: float
+    synced_at: float
+    quotas: tuple[tuple[str, str | None, int], ...]  # (team, pool or None for all pools, GPUs)
+    updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class HistogramView:
+    """Cumulative queue waits of started jobs for one (pool, team); counts per bucket of QUEUE_WAIT_BUCKETS."""
+
+    pool: str
+    team: str
+    buckets: tuple[int, ...]
+    sum_seconds: float
+    count: int
+    updated_at: float
+
+
+#: Upper bounds (seconds) of the queue-wait histogram: 1 min to 1 week; the last bucket is +Inf.
+QUEUE_WAIT_BUCKETS: tuple[float, ...] = (60, 300, 900, 1800, 3600, 7200, 14400, 28800, 86400, 259200, 604800)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,10 +1,10 @@
 """``mfumon demo``: the aggregator plus a simulated cluster and jobs, for a machine without GPUs.
 
 Starts ``mfumon serve`` as a subprocess (SQLite in a temporary or given directory) and, in this process, a simulated
-cluster (:func:`exporter.demo.simcluster.default_cluster`: 5 nodes x 8 GPUs, H100 and A100, three pools) whose nodes
-push samples through the real exporter pipeline while its jobs post reports over HTTP, and simulated serving engines
-(vLLM- and TGI-style ``/metrics`` on loopback ports) that the real inference collector reads and reports. Runs until
-Ctrl-C or ``--duration``.
+cluster (:func:`exporter.demo.simcluster.default_cluster`: 7 nodes x 8 GPUs, H100 and A100, four pools) whose
+nodes push samples through the real exporter pipeline while its jobs post reports over HTTP, simulated serving
+engines (vLLM- and TGI-style ``/metrics`` on loopback ports) that the real inference collector reads and reports,
+and a simulated scheduler that puts its queue as ``mfumon scheduler`` would. Runs until Ctrl-C or ``--duration``.
 
 Other code reuses the simulation against any aggregator with :func:`run_simulation`.
 """
@@ -41,6 +41,8 @@ from exporter.node.spool import MemorySpool
 __all__ = ["SimulationResult", "main", "run_simulation"]
 
 logger = logging.getLogger(__name__)
+
+SCHEDULER_INTERVAL_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,10 +87,13 @@ def _start_nodes(url: str, cluster: ClusterSpec, interval_s: float, seed: int, t
         source = SimSource(node=node.name, model=node.gpu_model, count=node.gpu_count, seed=seed)
         if node.fault_gpu is not None:
             source.schedule_fault(node.fault_gpu, started + node.fault_after_s)
-        for job in cluster.jobs:
-            for node_name, index in job.placement:
+        placed = [(job.placement, job.workload()) for job in cluster.jobs]
+        if cluster.scheduler is not None:
+            placed += [(job.placement, job.workload()) for job in cluster.scheduler.batch]
+        for placement, workload in placed:
+            for node_name, index in placement:
                 if node_name == node.name:
-                    source.assign(index, job.workload())
+                    source.assign(index, workload)
         for serving in cluster.serving:
             decode = SimWorkload(profile="inference", target_mfu=0.05, job_id=serving.job_id, step_seconds=0.05)
             for node_name, index in serving.placement:
@@ -108,6 +113,16 @@ def _start_nodes(url: str, cluster: ClusterSpec, interval_s: float, seed: int, t
         agent.start()
         agents.append(agent)
     return agents
+
+
+def _sync_scheduler(client: httpx.Client, cluster: ClusterSpec, started: float, now: float) -> None:
+    """What ``mfumon scheduler`` would put for this cluster: running jobs, the queue, quotas."""
+    assert cluster.scheduler is not None
+    body = cluster.scheduler.snapshot(cluster, started, now)
+    try:
+        client.put(f"/v1/scheduler/{cluster.scheduler.source}", json=body).raise_for_status()
+    except httpx.HTTPError as exc:
+        logger.warning("scheduler sync failed: %s", exc)
 
 
 def _post_report(client: httpx.Client, job: SimJob, body: dict[str, object]) -> bool:
@@ -151,10 +166,14 @@ def run_simulation(
     )
     collector.start()
     cycles = posted = failed = 0
-    last = time.time() - interval_s
+    last = started = time.time() - interval_s
+    synced = 0.0
     try:
         while True:
             now = time.time()
+            if cluster.scheduler is not None and now - synced >= SCHEDULER_INTERVAL_S:
+                _sync_scheduler(client, cluster, started, now)  # as often as a real adapter, not every cycle
+                synced = now
             for job in cluster.jobs:
                 mfu = job.mfu_over(seed, last, now)
                 step = int(now / job.step_seconds)
@@ -181,7 +200,7 @@ def run_simulation(
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="mfumon demo",
-        description="Run the aggregator (mfumon serve) with a simulated cluster of 5 nodes x 8 GPUs and its jobs.",
+        description="Run the aggregator (mfumon serve) with a simulated cluster of 7 nodes x 8 GPUs and a scheduler.",
     )
     p.add_argument("--host", default="127.0.0.1", help="aggregator listen host [127.0.0.1]")
     p.add_argument("--port", type=int, default=8000, help="aggregator port; 0 picks a free one [8000]")
@@ -261,8 +280,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  metrics:  {url}/metrics\n  API docs: {url}/docs\n  cluster:  {url}/v1/cluster", flush=True)
         print(f"  jobs:     {url}/v1/jobs\n  nodes:    {url}/v1/nodes", flush=True)
         print(
-            "Simulating 5 nodes x 8 GPUs (H100, A100): 3 reporting jobs, 1 pending, and 3 serving jobs behind "
-            "simulated vLLM/TGI endpoints read by the exporter. Ctrl-C stops.",
+            "Simulating 7 nodes x 8 GPUs (H100, A100) in 4 pools: 3 reporting jobs, 3 serving jobs behind simulated "
+            "vLLM/TGI endpoints, 2 unreported sweeps and a scheduler queue (a long wait, a fragmented pool). "
+            "Ctrl-C stops.",
             flush=True,
         )
         cluster = default_cluster(checkpoints=not args.no_checkpoints)

@@ -19,12 +19,16 @@ __all__ = [
     "A100",
     "H100",
     "PEAK_BF16_DENSE",
+    "BatchJob",
     "ClusterSpec",
     "ModelShape",
     "PendingJob",
+    "QueuedJob",
+    "SchedulerSpec",
     "SimJob",
     "SimNode",
     "default_cluster",
+    "default_scheduler",
     "default_serving",
     "flops_per_token",
 ]
@@ -178,12 +182,98 @@ class PendingJob:
         }
 
 
+# -- the simulated scheduler (what `mfumon scheduler` would put: queued jobs, jobs that run without reporting) ------
+@dataclass(frozen=True, slots=True)
+class QueuedJob:
+    """A job the simulated scheduler holds in its queue, waiting since ``waited_s`` before the demo started."""
+
+    job_id: str
+    name: str
+    team: str
+    pool: str
+    gpus_per_unit: int
+    units: int = 1
+    waited_s: float = 600.0
+    reason: str = "Resources"
+
+    def as_json(self, started_at: float) -> dict[str, Any]:
+        queued_at = started_at - self.waited_s
+        return {
+            "job_id": self.job_id,
+            "status": "pending",
+            "gpus_requested": self.gpus_per_unit * self.units,
+            "units": [[self.gpus_per_unit, self.units]],
+            "submitted_at": queued_at,
+            "queued_at": queued_at,
+            "pending_reason": self.reason,
+            "pool": self.pool,
+            "team": self.team,
+            "name": self.name,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class BatchJob:
+    """A job the scheduler runs that posts no throughput: its GPUs are busy but unreported."""
+
+    job_id: str
+    name: str
+    team: str
+    pool: str
+    placement: tuple[tuple[str, int], ...]
+    target_mfu: float = 0.3
+
+    def workload(self) -> SimWorkload:
+        return SimWorkload(profile="training", target_mfu=self.target_mfu, job_id=self.job_id, checkpoint_every_s=None)
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerSpec:
+    """A simulated scheduler: its queue, its unreported jobs, and team quotas (team, pool, GPUs)."""
+
+    source: str
+    queued: tuple[QueuedJob, ...]
+    batch: tuple[BatchJob, ...] = ()
+    quotas: tuple[tuple[str, str, int], ...] = ()
+
+    def snapshot(self, cluster: ClusterSpec, started_at: float, now: float) -> dict[str, Any]:
+        """The ``PUT /v1/scheduler/{source}`` body: every running job placed where it runs, the queue, the quotas."""
+        running: list[tuple[str, str, str, str, tuple[tuple[str, int], ...]]] = [
+            (j.job_id, j.name, j.team, j.pool, j.placement) for j in cluster.jobs
+        ]
+        running += [(j.job_id, j.name, j.team, j.pool, j.placement) for j in self.batch]
+        jobs = []
+        for job_id, name, team, pool, placement in running:
+            per_node: dict[str, int] = {}
+            for node, _ in placement:
+                per_node[node] = per_node.get(node, 0) + 1
+            jobs.append(
+                {
+                    "job_id": job_id,
+                    "status": "running",
+                    "gpus_requested": len(placement),
+                    "gpus_allocated": len(placement),
+                    "placement": per_node,
+                    "submitted_at": started_at - 900,
+                    "queued_at": started_at - 900,
+                    "started_at": started_at,
+                    "pool": pool,
+                    "team": team,
+                    "name": name,
+                }
+            )
+        jobs += [job.as_json(started_at) for job in self.queued]
+        quotas = [{"team": t, "pool": p, "gpus": g} for t, p, g in self.quotas]
+        return {"kind": "slurm", "observed_at": now, "jobs": jobs, "quotas": quotas}
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterSpec:
     nodes: tuple[SimNode, ...]
     jobs: tuple[SimJob, ...]
     pending: tuple[PendingJob, ...] = ()
     serving: tuple[SimServingJob, ...] = ()  # behind simulated engines that the demo's exporter reads
+    scheduler: SchedulerSpec | None = None
 
 
 def _on(node: str, gpus: range) -> tuple[tuple[str, int], ...]:
@@ -196,6 +286,9 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
     Fleet health: the comm-bound job's node has an InfiniBand link that flaps every minute (its exposed
     communication has a cause), ``gpu-a100-02`` takes an uncorrectable ECC error 20 s in and waits for a reset
     (pending row remap: the drain list), and pool ``reserve-h100`` sits idle, drawing idle power.
+
+    Plus a simulated scheduler (:func:`default_scheduler`): a third pool of two H100 nodes that two unreported
+    sweeps leave fragmented (3 GPUs free on each while a 4-GPU job waits), a queue, and team quotas.
 
     ``checkpoints=False`` removes the periodic checkpoint dips (tests compare MFU with targets at any moment).
     """
@@ -267,7 +360,10 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
             model=ModelShape("llama3-70b", 70.6e9, layers=80, heads=64, head_dim=128, seq_len=8192),
         ),
     )
-    return ClusterSpec(nodes=nodes, jobs=jobs, pending=pending, serving=default_serving())
+    research = (SimNode("gpu-h100-r01", "research-h100", H100), SimNode("gpu-h100-r02", "research-h100", H100))
+    return ClusterSpec(
+        nodes=nodes + research, jobs=jobs, pending=pending, serving=default_serving(), scheduler=default_scheduler()
+    )
 
 
 def default_serving() -> tuple[SimServingJob, ...]:
@@ -343,4 +439,22 @@ def default_serving() -> tuple[SimServingJob, ...]:
             kv_cache_usage=0.97,
             prefill_active_mfu=0.15,
         ),
+    )
+
+
+def default_scheduler() -> SchedulerSpec:
+    """The demo's scheduler: a long-waiting 8-GPU job, a 4-GPU job that fits nowhere whole, two sweeps, quotas."""
+    return SchedulerSpec(
+        source="demo-slurm",
+        queued=(
+            QueuedJob(
+                "pretrain-llama3-70b", "llama3-70b pretraining (queued)", "foundation", "train-h100", 8, 1, 5 * 3600
+            ),
+            QueuedJob("ablation-4gpu", "attention ablation", "research", "research-h100", 4, 1, 1800),
+        ),
+        batch=(
+            BatchJob("sweep-lr-a", "lr sweep a", "research", "research-h100", _on("gpu-h100-r01", range(5))),
+            BatchJob("sweep-lr-b", "lr sweep b", "research", "research-h100", _on("gpu-h100-r02", range(5))),
+        ),
+        quotas=(("foundation", "train-h100", 16), ("research", "research-h100", 8), ("product", "infer-a100", 8)),
     )

@@ -15,10 +15,11 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from types import FrameType
 
 from exporter.errors import ConfigError, ExporterError, SourceUnavailable
-from exporter.node.attribution import JobResolver
+from exporter.node.attribution import DeviceOwners, JobResolver
 from exporter.node.inference.collector import InferenceCollector
 from exporter.node.inference.discovery import discover_endpoints
 from exporter.node.inference.endpoints import InferenceEndpoint, parse_endpoint, split_endpoint_list
@@ -37,9 +38,27 @@ __all__ = ["build_agent", "build_inference_collector", "main", "open_configured_
 logger = logging.getLogger("exporter.node.agent")
 
 
+def _pod_devices(socket_path: str) -> DeviceOwners | None:
+    """GPU -> pod -> job from the kubelet, when its pod-resources socket is there (Kubernetes nodes)."""
+    if not socket_path or not Path(socket_path).is_socket():
+        return None
+    try:
+        from exporter.node.podresources import DeviceJobs, PodOwners, PodResourcesClient
+    except ImportError as exc:  # grpcio/protobuf not installed: pip install 'mfu-monitor[kubernetes]'
+        logger.warning("pod-resources socket %s found but grpcio is missing (%s): not used", socket_path, exc)
+        return None
+    client = PodResourcesClient(socket_path)
+    logger.info("GPU -> pod attribution from the kubelet's pod-resources API at %s", socket_path)
+    return DeviceJobs(client.list, PodOwners.in_cluster())
+
+
 def open_configured_source(settings: Settings) -> Source:
     """The counter source the settings ask for, with job attribution wired in."""
-    resolver = JobResolver(settings.PROC_ROOT, str(settings.JOB_MAPPING_DIR) if settings.JOB_MAPPING_DIR else None)
+    resolver = JobResolver(
+        settings.PROC_ROOT,
+        str(settings.JOB_MAPPING_DIR) if settings.JOB_MAPPING_DIR else None,
+        devices=_pod_devices(settings.POD_RESOURCES_SOCKET),
+    )
     return open_source(
         settings.SOURCE,
         node=settings.NODE,

@@ -4,10 +4,13 @@ Precedence, first match wins (documented in the README and ``deploy/EXPORTER.md`
 
 1. ``MFUMON_JOB_ID`` in the environment of any compute process on the GPU: the user said so explicitly, and it is
    the id ``mfumon wrap`` reports under.
-2. The HPC job-mapping directory (``--job-mapping-dir``), the format dcgm-exporter's ``--hpc-job-mapping-dir`` reads:
+2. Kubernetes: the pod that the kubelet's pod-resources API says holds the GPU (by UUID, index or MIG instance),
+   as its job (:mod:`exporter.node.podresources`); it needs no process and no ``hostPID``.
+3. The HPC job-mapping directory (``--job-mapping-dir``), the format dcgm-exporter's ``--hpc-job-mapping-dir`` reads:
    one file per GPU named by its index (``0``) or ``GPU.GI`` for a MIG instance (``2.1``), one job id per line,
    written by a Slurm prolog and removed by the epilog. The first non-empty line is used.
-3. A scheduler's job id in a compute process's environment, in this order: ``SLURM_JOB_ID``, ``PBS_JOBID``,
+4. A scheduler's job id in a compute process's environment, in this order: ``SLURM_JOB_ID`` (an array task is
+   ``<SLURM_ARRAY_JOB_ID>_<SLURM_ARRAY_TASK_ID>``, the id squeue and the job reporter use), ``PBS_JOBID``,
    ``LSB_JOBID`` (with ``_<LSB_JOBINDEX>`` for array elements), ``FLUX_JOB_ID``, ``COBALT_JOBID``, and ``JOB_ID``
    (Grid Engine; only together with ``SGE_ROOT`` or ``SGE_CELL``, since ``JOB_ID`` is a common name).
 
@@ -23,6 +26,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from exporter.samples import sanitize_id
 
@@ -42,6 +46,12 @@ JOB_ID_ENV_VARS: tuple[str, ...] = (
 _EXPLICIT_VAR = "MFUMON_JOB_ID"
 _SGE_MARKERS = ("SGE_ROOT", "SGE_CELL")
 _CACHE_MAX = 4096
+
+
+class DeviceOwners(Protocol):
+    """Which job holds a device, as a device manager says (:class:`exporter.node.podresources.DeviceJobs`)."""
+
+    def job_for(self, uuid: str | None, gpu_key: str, parent_uuid: str | None = None) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +89,8 @@ def job_id_from_environ(env: dict[str, str], *, explicit_only: bool = False) -> 
             continue
         if var == "LSB_JOBID" and env.get("LSB_JOBINDEX", "0") not in ("", "0"):
             value = f"{value}_{env['LSB_JOBINDEX']}"
+        if var == "SLURM_JOB_ID" and env.get("SLURM_ARRAY_JOB_ID") and env.get("SLURM_ARRAY_TASK_ID"):
+            value = f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}"  # as squeue shows it
         job_id = sanitize_id(value)
         if job_id:
             return job_id
@@ -93,19 +105,35 @@ class JobResolver:
         mapping_dir: the HPC job-mapping directory, or ``None``.
     """
 
-    def __init__(self, proc_root: str | os.PathLike[str] = "/proc", mapping_dir: str | None = None) -> None:
+    def __init__(
+        self,
+        proc_root: str | os.PathLike[str] = "/proc",
+        mapping_dir: str | None = None,
+        devices: DeviceOwners | None = None,
+    ) -> None:
         self._proc_root = Path(proc_root)
+        self._devices = devices
         self._mapping_dir = Path(mapping_dir) if mapping_dir else None
         self._env_cache: dict[tuple[int, str], tuple[str | None, str | None]] = {}
         self._warned_mapping = False
 
-    def resolve(self, gpu_key: str, processes: Sequence[GpuProcess] = ()) -> str | None:
+    def resolve(
+        self,
+        gpu_key: str,
+        processes: Sequence[GpuProcess] = (),
+        uuid: str | None = None,
+        parent_uuid: str | None = None,
+    ) -> str | None:
         """The job on the GPU whose mapping-file name is ``gpu_key`` (``"0"`` or ``"2.1"``), or ``None``."""
         ordered = sorted(processes, key=lambda p: (-(p.used_memory_bytes or 0), p.pid))
         ids = [self._process_ids(p.pid) for p in ordered]
         for explicit, _ in ids:
             if explicit:
                 return explicit
+        if self._devices is not None:
+            held = self._devices.job_for(uuid, gpu_key, parent_uuid)
+            if held:
+                return held
         mapped = self.mapped_job(gpu_key)
         if mapped:
             return mapped

@@ -52,6 +52,8 @@ class Settings(BaseSettings):
     SPOOL_MAX_BYTES: int = Field(64 * 1024**2, gt=0)
     JOB_MAPPING_DIR: Path | None = None
     PROC_ROOT: Path = Path("/proc")
+    # Kubernetes: the kubelet's pod-resources socket, read when it exists ("" turns it off).
+    POD_RESOURCES_SOCKET: str = "/var/lib/kubelet/pod-resources/kubelet.sock"
     LISTEN_ADDRESS: str = ":9428"
     DCGM_URL: str = "http://127.0.0.1:9400/metrics"
     IB_ROOT: Path = Path("/sys/class/infiniband")
@@ -130,6 +132,7 @@ _FLAGS: dict[str, str] = {
     "spool_max_bytes": "SPOOL_MAX_BYTES",
     "job_mapping_dir": "JOB_MAPPING_DIR",
     "proc_root": "PROC_ROOT",
+    "pod_resources_socket": "POD_RESOURCES_SOCKET",
     "dcgm.url": "DCGM_URL",
     "ib.root": "IB_ROOT",
     "ib.ports": "IB_PORTS",
@@ -165,6 +168,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("--spool-max-bytes", help="spool bound, e.g. 64MiB; oldest batches dropped beyond [default 64MiB]")
     add("--job-mapping-dir", help="HPC job mapping dir (dcgm-exporter format) [MFUMON_JOB_MAPPING_DIR]")
     add("--proc-root", help="where /proc is mounted (a container may mount the host's elsewhere)")
+    add(
+        "--pod-resources-socket",
+        help="kubelet pod-resources socket, read when it exists; '' turns it off [MFUMON_POD_RESOURCES_SOCKET]",
+    )
     add("--web.listen-address", help="address for /metrics and /healthz, '' disables [default :9428]")
     add("--dcgm.url", help="dcgm-exporter metrics URL [default http://127.0.0.1:9400/metrics]")
     add("--ib.root", help="InfiniBand/RoCE sysfs class directory [MFUMON_IB_ROOT, default /sys/class/infiniband]")

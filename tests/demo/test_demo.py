@@ -31,7 +31,7 @@ def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -
     # Every cycle posts each running job's report; how many cycles fit in 3 s depends on the machine's load.
     assert result.report_failures == 0 and result.cycles >= 2
     assert result.reports_posted == 3 * result.cycles
-    assert result.batches_delivered >= 5 * 2
+    assert result.batches_delivered >= 7 * 2
     with httpx.Client(base_url=live_server.url, timeout=5) as client:
         jobs = {j["job_id"]: j for j in client.get("/v1/jobs").json()["data"]}
         pools = {p["name"]: p for p in client.get("/v1/cluster").json()["pools"]}
@@ -53,9 +53,17 @@ def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -
 
     assert pools["train-h100"]["resource_satisfaction"] == pytest.approx(12 / 20)
     assert pools["infer-a100"]["resource_satisfaction"] == pytest.approx(1.0)
+    # The simulated scheduler: two unreported sweeps leave 3 + 3 GPUs free, so the queued 4-GPU job fits nowhere.
+    assert pools["research-h100"]["resource_satisfaction"] == pytest.approx(10 / 14)
+    assert (jobs["sweep-lr-a"]["source"], jobs["sweep-lr-a"]["gpus_allocated"]) == ("demo-slurm", 5)
+    assert jobs["pretrain-llama3-70b"]["source"] == "demo-slurm"
+    with httpx.Client(base_url=live_server.url, timeout=5) as client:
+        text = client.get("/metrics").text
+    assert 'mfumon_pool_fragmented_gpus{pool="research-h100"} 4' in text
+    assert 'mfumon_pool_largest_free_block_gpus{pool="research-h100"} 3' in text
 
-    assert len(nodes) == 5 and all(len(n["gpus"]) == 8 for n in nodes.values())
-    assert {n["pool"] for n in nodes.values()} == {"train-h100", "infer-a100", "reserve-h100"}
+    assert len(nodes) == 7 and all(len(n["gpus"]) == 8 for n in nodes.values())
+    assert {n["pool"] for n in nodes.values()} == {"train-h100", "infer-a100", "reserve-h100", "research-h100"}
     idle = [nodes["gpu-a100-02"]["gpus"][7], *nodes["gpu-h100-02"]["gpus"][4:], *nodes["gpu-h100-03"]["gpus"]]
     assert all(g["job_id"] is None and g["counters"]["tensor_active"] == 0 for g in idle)
     # The GPUs' tensor activity is consistent with their job's MFU (the pipe is ~1.15x busier than MFU).

@@ -69,7 +69,11 @@ def exposed_metric_names() -> set[str]:
     names: set[str] = set()
     for value in vars(families).values():
         if isinstance(value, dict):
-            names |= {f.name for f in value.values() if isinstance(f, families.Family)}
+            for family in value.values():
+                if isinstance(family, families.Family):
+                    names.add(family.name)
+                    if family.type == "histogram":
+                        names |= {f"{family.name}_{suffix}" for suffix in ("bucket", "sum", "count")}
     return names
 
 

@@ -26,6 +26,7 @@ from tests.deploy._support import (
 )
 
 EXPECTED = {
+    "mfumon-capacity.json": ("mfumon-capacity", {"pool", "team"}),
     "mfumon-cluster-overview.json": ("mfumon-cluster-overview", {"pool", "team"}),
     "mfumon-job-drilldown.json": ("mfumon-job-drilldown", {"pool", "team", "job"}),
     "mfumon-inference.json": ("mfumon-inference", {"pool", "team", "job"}),
@@ -132,6 +133,15 @@ def test_required_panels_exist() -> None:
         "Idle GPU-hours by pool (24h)",
         "Faults per 1,000 GPU-months (7d) by pool",
     } <= titles["mfumon-fleet-health.json"]
+    assert {
+        "Resource satisfaction by pool",
+        "Longest wait of a queued job",
+        "Queue wait of jobs that started (1h)",
+        "Quota use",
+        "Nodes by free GPUs",
+        "Largest free block vs free GPUs",
+        "Fragmented GPUs",
+    } <= titles["mfumon-capacity.json"]
 
 
 def test_job_gpu_panels_join_through_gpu_info() -> None:

@@ -1,7 +1,8 @@
 """The shipped Prometheus config, rules and dashboards against a real Prometheus scraping a real aggregator.
 
 One module-wide setup: `mfumon serve` on a free loopback port, fed by the simulated cluster of `mfumon demo`
-(5 nodes, a healthy training job, a communication-bound one at ~20% MFU, an inference job, a pending job), and a
+(7 nodes, a healthy training job, a communication-bound one at ~20% MFU, an inference job, a pending job, and a
+simulated scheduler with a long-waiting job, a fragmented pool and two unreported sweeps), and a
 real `prometheus` whose configuration is deploy/prometheus/prometheus.yml with the aggregator's address filled in,
 a 1-second scrape and evaluation interval, every alert's `for:` cut to 2 s and the warm-up to 2 s.
 """
@@ -251,6 +252,16 @@ def test_drain_alert_fires_for_the_flapping_link_and_the_pending_remap_only(prom
     assert {a["labels"]["node"] for a in firing} == {FLAPPING_NODE, REMAP_NODE}
     assert (FLAPPING_NODE, "ib_link_flapping") in reasons and (REMAP_NODE, "row_remap_pending") in reasons
     assert {a["labels"]["pool"] for a in firing} == {"train-h100", "infer-a100"}
+
+
+def test_capacity_alerts_fire_for_the_simulated_scheduler(prometheus: str) -> None:
+    """The demo's scheduler: a job queued for 5 h in train-h100, a 4-GPU job that fits nowhere in research-h100."""
+    waiting = _wait_for("MfumonQueueWaitLong to fire", lambda: _firing(prometheus, "MfumonQueueWaitLong"))
+    assert {alert["labels"]["pool"] for alert in waiting} == {"train-h100"}
+    fragmented = _wait_for("MfumonPoolFragmented to fire", lambda: _firing(prometheus, "MfumonPoolFragmented"))
+    assert {alert["labels"]["pool"] for alert in fragmented} == {"research-h100"}
+    assert float(fragmented[0]["value"]) == 4
+    assert not _firing(prometheus, "MfumonSchedulerSyncStale")
 
 
 def test_dashboard_variables_resolve(prometheus: str) -> None:

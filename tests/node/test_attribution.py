@@ -16,6 +16,8 @@ from exporter.samples import sanitize_id
     [
         ({"MFUMON_JOB_ID": "mine", "SLURM_JOB_ID": "123"}, "mine"),
         ({"SLURM_JOB_ID": "123", "PBS_JOBID": "9.pbs"}, "123"),
+        # an array task (environment seen on Slurm 22.05: SLURM_JOB_ID is the task's own unique id)
+        ({"SLURM_JOB_ID": "2", "SLURM_ARRAY_JOB_ID": "1", "SLURM_ARRAY_TASK_ID": "0"}, "1_0"),
         ({"PBS_JOBID": "9.pbs-server", "LSB_JOBID": "55"}, "9.pbs-server"),
         ({"LSB_JOBID": "55", "LSB_JOBINDEX": "0"}, "55"),
         ({"LSB_JOBID": "55", "LSB_JOBINDEX": "3"}, "55_3"),

@@ -159,7 +159,9 @@ class NvmlSource:
             state.lost = False
         processes = self._processes(device, state)
         counters["compute_processes"] = None if processes is None else len(processes)
-        job_id = self._resolver.resolve(device.key, processes or ()) if self._resolver is not None else None
+        job_id = None
+        if self._resolver is not None:
+            job_id = self._resolver.resolve(device.key, processes or (), device.uuid, device.physical_uuid)
         return GpuSample.build(
             device.uuid, device.index, device.name, counters, job_id=job_id, mig_profile=device.mig_profile
         )

@@ -1,0 +1,48 @@
+"""Scheduler adapter routes: ``mfumon scheduler`` puts its whole view of the queue; anyone reads the sources."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path
+
+from api.crud import scheduler as crud
+from api.deps import ContextDep, IngestAuth
+from api.schemas.scheduler import SchedulerSync, SourcePublic, SourcesPublic, SyncResult, TeamQuota
+from api.services import scheduler as service
+
+router = APIRouter(prefix="/v1/scheduler", tags=["scheduler"])
+
+SourcePath = Annotated[
+    str,
+    Path(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@+\-]{0,63}$",
+        description="Name of the scheduler source (one per cluster), e.g. 'slurm' or 'k8s-prod'.",
+    ),
+]
+
+
+@router.put("/{source}", response_model=SyncResult, dependencies=[IngestAuth])
+def sync_source(source: SourcePath, body: SchedulerSync, ctx: ContextDep) -> SyncResult:
+    """Replace what ``source`` says about its jobs: pending and running jobs, quotas; missing jobs are ended."""
+    result = service.sync(ctx, source, body)
+    ctx.self_metrics.count_ingest("scheduler_sync", "accepted" if result.applied else "stale")
+    return result
+
+
+@router.get("", response_model=SourcesPublic)
+def read_sources(ctx: ContextDep) -> SourcesPublic:
+    """Every scheduler source with its last sync and the quotas it read."""
+    with ctx.sessions() as session:
+        rows = crud.read_sources(session=session)
+        data = [
+            SourcePublic(
+                name=r.name,
+                kind=r.kind,
+                observed_at=r.observed_at,
+                synced_at=r.synced_at,
+                quotas=[TeamQuota.model_validate(q) for q in r.quotas or []],
+            )
+            for r in rows
+        ]
+    return SourcesPublic(data=data, count=len(data))

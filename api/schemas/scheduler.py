@@ -1,0 +1,150 @@
+"""``PUT /v1/scheduler/{source}``: one scheduler adapter's complete view of its jobs and quotas.
+
+A sync is a snapshot, not a delta: jobs of the source that are missing from it have left the scheduler and are
+ended. Sending the same snapshot twice changes nothing, and a snapshot older than the last one applied is ignored,
+so a second adapter for the same scheduler (a rolling update, an accident) does no harm.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from api.schemas._common import ID_PATTERN, Kind, Label, PositiveInt
+
+JobId = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
+NodeName = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
+Timestamp = Annotated[float, Field(ge=0, le=1e11, allow_inf_nan=False)]
+State = Annotated[str, StringConstraints(min_length=1, max_length=32, strip_whitespace=True)]
+Reason = Annotated[str, StringConstraints(min_length=1, max_length=64, strip_whitespace=True)]
+GpuCount = Annotated[int, Field(ge=0, le=10_000_000)]
+
+MAX_JOBS = 500_000
+MAX_UNIT_SHAPES = 64
+MAX_PLACEMENT_NODES = 100_000
+
+
+class SchedulerJob(BaseModel):
+    """A job the scheduler holds: pending (queued, held or blocked) or running."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_id: JobId
+    status: Literal["pending", "running"]
+    gpus_requested: PositiveInt
+    gpus_allocated: GpuCount | None = Field(None, description="running jobs: GPUs the scheduler allocated")
+    units: list[tuple[PositiveInt, PositiveInt]] | None = Field(
+        None,
+        max_length=MAX_UNIT_SHAPES,
+        description="[[GPUs per unit, units]]: each unit must fit on one node (a Slurm node, a Kubernetes pod); "
+        "absent when the request may spread over nodes freely",
+    )
+    placement: dict[NodeName, PositiveInt] | None = Field(
+        None, max_length=MAX_PLACEMENT_NODES, description="running jobs: node -> GPUs allocated there"
+    )
+    submitted_at: Timestamp | None = None
+    queued_at: Timestamp | None = Field(
+        None, description="when the job became eligible to start; absent while held or waiting on a dependency"
+    )
+    started_at: Timestamp | None = None
+    pending_reason: Reason | None = None
+    restarts: Annotated[int, Field(ge=0, le=1_000_000)] = 0
+    pool: Label | None = None
+    team: Label | None = None
+    name: Label | None = None
+    kind: Kind | None = None
+    gpu_model: Label | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SchedulerJob:
+        if self.units is not None and sum(g * n for g, n in self.units) != self.gpus_requested:
+            raise ValueError("units must add up to gpus_requested")
+        placed = sum(self.placement.values()) if self.placement is not None else None
+        if placed is not None and self.gpus_allocated is not None and placed != self.gpus_allocated:
+            raise ValueError("placement must add up to gpus_allocated")
+        if self.status == "pending" and (self.placement or self.gpus_allocated):
+            raise ValueError("a pending job holds no GPUs: drop placement and gpus_allocated")
+        return self
+
+
+class EndedJob(BaseModel):
+    """A job the scheduler still lists as finished, with how it ended."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_id: JobId
+    state: State | None = None
+    exit_code: Annotated[int, Field(ge=-1024, le=1024)] | None = None
+
+
+class TeamQuota(BaseModel):
+    """GPUs a team may hold, in one pool or (``pool`` absent) across the source's pools."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    team: Label
+    pool: Label | None = None
+    gpus: GpuCount
+
+
+class SchedulerSync(BaseModel):
+    """The whole body of ``PUT /v1/scheduler/{source}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,15}$")] = Field(
+        description="scheduler type: slurm, kubernetes, ..."
+    )
+    observed_at: Timestamp = Field(description="adapter clock (Unix seconds) when it read the scheduler")
+    jobs: list[SchedulerJob] = Field(max_length=MAX_JOBS)
+    ended: list[EndedJob] = Field(default_factory=list, max_length=MAX_JOBS)
+    quotas: list[TeamQuota] = Field(default_factory=list, max_length=10_000)
+
+    @model_validator(mode="after")
+    def _unique(self) -> SchedulerSync:
+        ids = [job.job_id for job in self.jobs]
+        if len(set(ids)) != len(ids):
+            raise ValueError("job ids must be unique within a sync")
+        quota_keys = [(q.team, q.pool) for q in self.quotas]
+        if len(set(quota_keys)) != len(quota_keys):
+            raise ValueError("one quota per (team, pool)")
+        return self
+
+
+class SyncResult(BaseModel):
+    """What a sync changed."""
+
+    source: str
+    applied: bool = Field(description="false when the snapshot was older than the last one applied")
+    jobs: int
+    created: int = 0
+    updated: int = 0
+    started: int = 0
+    requeued: int = 0
+    ended: int = 0
+    quotas: int = 0
+
+
+class SourcePublic(BaseModel):
+    name: str
+    kind: str
+    observed_at: float
+    synced_at: float
+    quotas: list[TeamQuota]
+
+
+class SourcesPublic(BaseModel):
+    data: list[SourcePublic]
+    count: int
+
+
+__all__ = [
+    "EndedJob",
+    "SchedulerJob",
+    "SchedulerSync",
+    "SourcePublic",
+    "SourcesPublic",
+    "SyncResult",
+    "TeamQuota",
+]

@@ -1,0 +1,190 @@
+"""``mfumon scheduler --source slurm|kubernetes``: keep the aggregator's jobs in step with the scheduler.
+
+Run one per cluster (a systemd unit next to slurmctld, or a one-replica Deployment). No leader election is
+needed: every sync is the scheduler's whole picture, applied atomically, and the aggregator ignores a snapshot
+older than the last one it applied, so two adapters of one cluster (a rolling update) agree rather than fight.
+A failed read of the scheduler sends nothing (an empty queue would end every job); a failed push is retried at the
+next interval with a fresh snapshot (only the latest picture matters, so nothing is spooled).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import httpx
+import yaml
+
+from exporter.scheduler.model import Quota, Snapshot
+
+__all__ = ["Syncer", "load_quotas", "main"]
+
+logger = logging.getLogger("exporter.scheduler")
+
+
+def load_quotas(path: str | os.PathLike[str]) -> list[Quota]:
+    """Team GPU quotas from YAML: ``team: 16`` (all pools) or ``team: {pool: 8, other-pool: 4}``."""
+    document = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    if not isinstance(document, dict):
+        raise ValueError(f"{path}: expected a mapping of team -> GPUs or team -> {{pool: GPUs}}")
+    quotas = []
+    for team, value in document.items():
+        if isinstance(value, int) and not isinstance(value, bool):
+            quotas.append(Quota(team=str(team), gpus=value))
+        elif isinstance(value, dict):
+            quotas += [Quota(team=str(team), pool=str(pool), gpus=int(gpus)) for pool, gpus in value.items()]
+        else:
+            raise ValueError(f"{path}: quota of team {team!r} must be a number or a mapping of pool -> GPUs")
+    return quotas
+
+
+class Syncer:
+    """Reads the scheduler with ``read`` and puts each snapshot to the aggregator."""
+
+    def __init__(
+        self,
+        read: Callable[[], Snapshot],
+        *,
+        url: str,
+        source: str,
+        token: str | None = None,
+        quotas: Sequence[Quota] = (),
+        timeout_s: float = 30.0,
+    ) -> None:
+        self._read = read
+        self._source = source
+        self._quotas = list(quotas)
+        headers = {"User-Agent": "mfumon-scheduler"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self._client = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout_s)
+        self.syncs = self.failures = 0
+        self.last_result: dict[str, Any] | None = None
+
+    def snapshot(self) -> Snapshot:
+        snap = self._read()
+        if self._quotas and not snap.quotas:
+            snap.quotas = list(self._quotas)
+        return snap
+
+    def sync_once(self) -> bool:
+        """One read and one push; False (logged) when either failed."""
+        try:
+            body = self.snapshot().as_json()
+        except Exception as exc:  # any scheduler failure: skip this round, never send an empty queue
+            self.failures += 1
+            logger.warning("reading the scheduler failed, nothing sent: %s", exc)
+            return False
+        try:
+            response = self._client.put(f"/v1/scheduler/{self._source}", json=body)
+        except httpx.HTTPError as exc:
+            self.failures += 1
+            logger.warning("sync to the aggregator failed (%s); retrying next interval", exc)
+            return False
+        if response.status_code != 200:
+            self.failures += 1
+            logger.warning("aggregator answered %s: %s", response.status_code, response.text[:500])
+            return False
+        self.syncs += 1
+        self.last_result = response.json()
+        logger.info("synced %s", self.last_result)
+        return True
+
+    def run(self, interval_s: float, stop: threading.Event) -> None:
+        while not stop.is_set():
+            started = time.monotonic()
+            self.sync_once()
+            stop.wait(max(0.0, interval_s - (time.monotonic() - started)))
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    env = os.environ.get
+    p = argparse.ArgumentParser(
+        prog="mfumon scheduler",
+        description="Keep the aggregator's jobs in step with the scheduler (one per cluster).",
+    )
+    p.add_argument("--source", choices=("slurm", "kubernetes"), default=env("MFUMON_SCHEDULER_SOURCE"))
+    p.add_argument("--name", default=env("MFUMON_SCHEDULER_NAME"), help="source name on the aggregator [the source]")
+    p.add_argument("--url", default=env("MFUMON_URL", "http://127.0.0.1:8000"), help="aggregator URL [$MFUMON_URL]")
+    p.add_argument("--token-file", default=env("MFUMON_TOKEN_FILE"), help="ingest token file [$MFUMON_TOKEN_FILE]")
+    p.add_argument("--interval", type=float, default=float(env("MFUMON_SCHEDULER_INTERVAL", "30")), help="seconds [30]")
+    p.add_argument("--quota-file", default=env("MFUMON_QUOTA_FILE"), help="YAML team -> GPUs (or pool -> GPUs)")
+    p.add_argument("--once", action="store_true", help="sync once and exit (1 on failure)")
+    p.add_argument("--dry-run", action="store_true", help="print the snapshot as JSON and exit, sending nothing")
+    p.add_argument("--slurm.squeue", dest="squeue", default=env("MFUMON_SLURM_SQUEUE", "squeue"))
+    p.add_argument("--kube.pool-label", dest="pool_labels", action="append", help="node label naming the pool")
+    p.add_argument("--kube.job-label", dest="job_labels", action="append", help="pod label naming the job")
+    p.add_argument("--kube.team-label", dest="team_label", default=env("MFUMON_KUBE_TEAM_LABEL"), help="[namespace]")
+    p.add_argument("--kube.kueue", dest="kueue", choices=("auto", "on", "off"), default=env("MFUMON_KUEUE", "auto"))
+    p.add_argument("--log-level", default=env("MFUMON_LOG_LEVEL", "INFO"))
+    return p
+
+
+def _reader(args: argparse.Namespace) -> Callable[[], Snapshot]:
+    if args.source == "slurm":
+        from exporter.scheduler import slurm
+
+        command = (args.squeue, "--all", "--json")
+        return lambda: slurm.snapshot(command)
+    from exporter.scheduler import kubernetes
+
+    watcher = kubernetes.ClusterWatcher.from_environment(
+        pool_labels=args.pool_labels, job_labels=args.job_labels, team_label=args.team_label, kueue=args.kueue
+    )
+    watcher.start()
+    return watcher.snapshot
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    if args.token_file:
+        return Path(args.token_file).read_text(encoding="utf-8").strip() or None
+    return os.environ.get("MFUMON_TOKEN", "").strip() or None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _build_parser().parse_args(argv)
+    if args.source is None:
+        print("mfumon scheduler: --source slurm|kubernetes is required", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        quotas = load_quotas(args.quota_file) if args.quota_file else []
+        token = _token(args)
+        read = _reader(args)
+    except (OSError, ValueError) as exc:
+        print(f"mfumon scheduler: {exc}", file=sys.stderr)
+        return 2
+    except (ImportError, RuntimeError) as exc:  # lightkube missing, API server unreachable
+        print(f"mfumon scheduler: {args.source}: {exc}", file=sys.stderr)
+        return 1
+    syncer = Syncer(read, url=args.url, source=args.name or args.source, token=token, quotas=quotas)
+    try:
+        if args.dry_run:
+            print(json.dumps(syncer.snapshot().as_json(), indent=1))
+            return 0
+        if args.once:
+            return 0 if syncer.sync_once() else 1
+        stop = threading.Event()
+
+        def _on_signal(_signum: int, _frame: FrameType | None) -> None:
+            stop.set()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, _on_signal)
+        syncer.run(args.interval, stop)
+        return 0
+    finally:
+        syncer.close()
