@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,21 @@ def test_importing_integrations_imports_no_framework() -> None:
 # -- Hugging Face Transformers -------------------------------------------------------------------------------
 
 
-def _hf_run(server: LiveServer, job_id: str, tmp_path: Path, **args: Any) -> tuple[Any, Any]:
+class _Slow:
+    """A dataset whose items take ``seconds`` to load: the input wait the callbacks must see."""
+
+    def __init__(self, rows: list[Any], seconds: float) -> None:
+        self.rows, self.seconds = rows, seconds
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int) -> Any:
+        time.sleep(self.seconds)
+        return self.rows[index]
+
+
+def _hf_run(server: LiveServer, job_id: str, tmp_path: Path, load_seconds: float = 0.0, **args: Any) -> tuple[Any, Any]:
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("accelerate")  # the Trainer needs it
@@ -48,7 +63,7 @@ def _hf_run(server: LiveServer, job_id: str, tmp_path: Path, **args: Any) -> tup
     config = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=2, n_positions=SEQ, vocab_size=VOCAB)
     model = transformers.GPT2LMHeadModel(config)
     ids = torch.randint(0, VOCAB, (6 * BATCH, SEQ))
-    dataset = [{"input_ids": row, "labels": row} for row in ids]
+    dataset = _Slow([{"input_ids": row, "labels": row} for row in ids], load_seconds)
     callback = MfumonTrainerCallback(job_id=job_id, url=server.url, peak_flops_per_gpu=1e12, interval_seconds=60)
     training_args = transformers.TrainingArguments(
         output_dir=str(tmp_path / job_id),
@@ -99,6 +114,14 @@ def test_hf_trainer_callback_uses_num_input_tokens_seen(
     assert rates[1].tokens_per_second == 2 * BATCH * SEQ  # two steps per log line, one "second" apart
 
 
+def test_hf_trainer_callback_measures_input_wait(server: LiveServer, tmp_path: Path) -> None:
+    callback, _ = _hf_run(server, "hf-wait", tmp_path, load_seconds=0.01, disable_tqdm=True, dataloader_num_workers=0)
+    report = callback.reporter.last_report
+    # Each step's 4 samples take 0.04 s to load, fetched between on_step_end and the next on_step_begin.
+    assert 0.035 <= report["data_wait_seconds"] <= report["step_seconds"], report
+    assert report["comm_seconds"] == 0.0  # one process: no communication
+
+
 # -- Lightning -------------------------------------------------------------------------------------------------
 
 
@@ -122,12 +145,16 @@ def test_lightning_callback_reports_a_real_fit(server: LiveServer, tmp_path: Pat
             logits = self.head(self.embed(ids[:, :-1]))
             return torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), ids[:, 1:].reshape(-1))
 
+        def validation_step(self, batch: Any, batch_idx: int) -> Any:
+            return self.training_step(batch, batch_idx)
+
         def configure_optimizers(self) -> Any:
             return torch.optim.SGD(self.parameters(), lr=0.1)
 
     torch.manual_seed(0)
-    data = torch.utils.data.TensorDataset(torch.randint(0, VOCAB, (5 * BATCH, SEQ)))
-    loader = torch.utils.data.DataLoader(data, batch_size=BATCH, num_workers=0)
+    rows = list(torch.utils.data.TensorDataset(torch.randint(0, VOCAB, (5 * BATCH, SEQ))))
+    loader = torch.utils.data.DataLoader(_Slow(rows, 0.01), batch_size=BATCH, num_workers=0)
+    validation = torch.utils.data.DataLoader(_Slow(rows[:BATCH], 0.1), batch_size=BATCH, num_workers=0)
     callback = MfumonLightningCallback(job_id="pl-fit", url=server.url, peak_flops_per_gpu=1e12, interval_seconds=60)
     module = TinyLM()
     trainer = lightning.Trainer(
@@ -140,10 +167,15 @@ def test_lightning_callback_reports_a_real_fit(server: LiveServer, tmp_path: Pat
         enable_model_summary=False,
         default_root_dir=str(tmp_path),
         callbacks=[callback],
+        val_check_interval=2,  # a 0.4 s validation between steps 2 and 3, and 4 and 5
+        num_sanity_val_steps=0,
     )
-    trainer.fit(module, loader)
+    trainer.fit(module, loader, validation)
     report = callback.reporter.last_report
     assert report["tokens"] == 5 * BATCH * SEQ and report["step"] == 5
+    # Each batch takes 0.04 s to load; the gaps that held a validation are dropped, not counted as input wait.
+    assert 0.035 <= report["data_wait_seconds"] < 0.2, report
+    assert report["comm_seconds"] == 0.0  # one device: no communication
     assert report["model"] == {"params": count_parameters(module), "seq_len": SEQ, "name": "TinyLM"}
     assert (report["num_gpus"], report["dtype"]) == (1, "fp32")
     job = httpx.get(f"{server.url}/v1/jobs/pl-fit").json()

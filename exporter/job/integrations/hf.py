@@ -8,6 +8,12 @@ FLOPs formula is taken from the first batch unless given.
 Job events come from the Trainer's own hooks: ``checkpoint_load`` when training resumes from a checkpoint
 (``global_step > 0`` at ``on_train_begin``), ``eval`` (``on_evaluate``) and ``checkpoint_save`` (``on_save``), each
 timed from the end of the step before it; start-up, restarts and failures come from the reporter itself.
+
+Step times (`exporter.job.reporter._phases`): the input wait runs from ``on_step_end`` to the next
+``on_step_begin``, where the Trainer has fetched the step's batches (transformers >= 4.46 fetches all micro-batches
+of a step there); gaps with an evaluation or a checkpoint save are dropped. The exposed gradient sync is measured
+under DDP and FSDP; under DeepSpeed, which reduces after ``backward()`` returns, it is not reported. A single process
+reports no communication (0).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from transformers import TrainerCallback
 
 from exporter.job.integrations._common import dtype_of_module, seq_len_of, tokens_in
 from exporter.job.reporter import JobReporter, describe_model
+from exporter.job.reporter._phases import StepPhases, distributed
 
 
 class MfumonTrainerCallback(TrainerCallback):  # type: ignore[misc]
@@ -52,6 +59,7 @@ class MfumonTrainerCallback(TrainerCallback):  # type: ignore[misc]
         self._phase_mark: float | None = None  # end of the last step, or of the eval/save after it
         self._init_ended: float | None = None
         self._pending_events: list[dict[str, Any]] = []  # events before the reporter exists (first step)
+        self._phases: StepPhases | None = None
 
     def on_init_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._init_ended = perf_counter()
@@ -63,16 +71,20 @@ class MfumonTrainerCallback(TrainerCallback):  # type: ignore[misc]
         self._tokens_seen = int(state.num_input_tokens_seen or 0)
         if state.is_world_process_zero and model is not None and self._hook is None:
             self._hook = model.register_forward_pre_hook(self._count_inputs, with_kwargs=True)
+            self._phases = _phases(args, model)
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._step_started = perf_counter()
         self._phase_mark = None
+        if self._phases is not None:
+            self._phases.compute_started()
 
     def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         self._phase_mark = perf_counter()
         step_seconds = self._phase_mark - self._step_started
         if not state.is_world_process_zero:
             return
+        times = self._phases.step_ended() if self._phases is not None else None
         seen = int(state.num_input_tokens_seen or 0)
         if seen > self._tokens_seen:
             tokens = seen - self._tokens_seen  # gathered over all ranks by the Trainer
@@ -84,7 +96,10 @@ class MfumonTrainerCallback(TrainerCallback):  # type: ignore[misc]
             for event in self._pending_events:
                 self.reporter.event(**event)
             self._pending_events.clear()
-        self.reporter.step(tokens, step_seconds=step_seconds)
+        if times is None:
+            self.reporter.step(tokens, step_seconds=step_seconds)
+        else:
+            self.reporter.step(tokens, times.step_seconds, times.comm_seconds, times.data_wait_seconds)
 
     def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.is_world_process_zero:
@@ -96,6 +111,8 @@ class MfumonTrainerCallback(TrainerCallback):  # type: ignore[misc]
 
     def _timed_event(self, event_type: str, step: int) -> None:
         """An eval or save that ran after a training step: its time is from that step's end (or the last one's)."""
+        if self._phases is not None:
+            self._phases.interrupt()  # the time since the last step went to this, not to waiting for data
         now = perf_counter()
         seconds = now - self._phase_mark if self._phase_mark is not None else None
         self._phase_mark = now if self._phase_mark is not None else None
@@ -111,6 +128,9 @@ class MfumonTrainerCallback(TrainerCallback):  # type: ignore[misc]
         if self._hook is not None:
             self._hook.remove()
             self._hook = None
+        if self._phases is not None:
+            self._phases.close()
+            self._phases = None
         if self.reporter is not None and self._owns_reporter:
             self.reporter.close(exit_code=0)
 
@@ -143,6 +163,20 @@ class MfumonTrainerCallback(TrainerCallback):  # type: ignore[misc]
         if described is not None:
             options.setdefault("model", describe_model(described, seq_len=self._seq_len))
         return JobReporter(**options)
+
+
+def _phases(args: Any, model: Any) -> StepPhases:
+    """Step timing for this Trainer: device events on a GPU; the sync measured where it is the exposed one."""
+    import torch
+
+    first = next(iter(model.parameters()), None)
+    several = distributed(torch) or int(getattr(args, "world_size", 1) or 1) > 1
+    phases = StepPhases(
+        cuda=first is not None and first.device.type == "cuda",
+        measure_sync=several and not getattr(args, "deepspeed", None),
+    )
+    phases.no_comm = not several
+    return phases.watch(model)
 
 
 def _dtype(args: Any, model: Any) -> str | None:

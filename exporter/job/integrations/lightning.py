@@ -7,6 +7,11 @@ Each training batch counts as a step. Its tokens are the positions of the batch'
 Job events come from Lightning's hooks: ``checkpoint_load`` (``on_load_checkpoint``, the step resumed from),
 ``eval`` (validation start to end) and ``checkpoint_save`` (from ``on_save_checkpoint``, called as a save begins,
 to the next hook: Lightning has none after the write), and a ``failure`` on ``on_exception``.
+
+Step times (`exporter.job.reporter._phases`): the input wait runs from ``on_train_batch_end`` to the next
+``on_train_batch_start`` (Lightning has then fetched the batch and moved it to the device); gaps with validation or a
+checkpoint save are dropped. The exposed gradient sync is timed from the loss (``on_before_backward``) under the DDP
+and FSDP strategies; under DeepSpeed it is not reported; a single device reports no communication (0).
 """
 
 from __future__ import annotations
@@ -23,8 +28,12 @@ except ImportError:  # the standalone package name used before Lightning 2.0
 
 from exporter.job.integrations._common import dtype_from_precision, find_token_tensor, seq_len_of, tokens_in
 from exporter.job.reporter import JobReporter, describe_model
+from exporter.job.reporter._phases import StepPhases
 
 logger = logging.getLogger(__name__)
+
+# Strategies that finish the gradient reduction in an autograd final callback (so its exposed part can be timed).
+_SYNC_STRATEGIES = ("DDPStrategy", "DDPSpawnStrategy", "FSDPStrategy", "ModelParallelStrategy")
 
 
 class MfumonLightningCallback(Callback):  # type: ignore[misc]
@@ -59,33 +68,57 @@ class MfumonLightningCallback(Callback):  # type: ignore[misc]
         self._save_started: float | None = None
         self._eval_started: float | None = None
         self._pending_events: list[dict[str, Any]] = []  # events before the reporter exists (first batch)
+        self._phases: StepPhases | None = None
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        if trainer.is_global_zero:
+            several = int(trainer.world_size) > 1
+            strategy = type(trainer.strategy).__name__
+            self._phases = StepPhases(
+                cuda=getattr(pl_module.device, "type", "cpu") == "cuda",
+                measure_sync=several and strategy in _SYNC_STRATEGIES,
+            )
+            self._phases.no_comm = not several
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
         self._save_done(trainer)
         self._batch_started = perf_counter()
+        if self._phases is not None:
+            self._phases.compute_started()
+
+    def on_before_backward(self, trainer: Any, pl_module: Any, loss: Any) -> None:
+        if self._phases is not None:
+            self._phases.backward_starting(loss)
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         step_seconds = perf_counter() - self._batch_started
         if not trainer.is_global_zero:
             return
+        times = self._phases.step_ended() if self._phases is not None else None
         local_tokens = self._count(batch)
         if self.reporter is None:
             self.reporter = self._build_reporter(trainer, pl_module)
             for event in self._pending_events:
                 self.reporter.event(**event)
             self._pending_events.clear()
-        self.reporter.step(local_tokens * max(int(trainer.world_size), 1), step_seconds=step_seconds)
+        tokens = local_tokens * max(int(trainer.world_size), 1)
+        if times is None:
+            self.reporter.step(tokens, step_seconds=step_seconds)
+        else:
+            self.reporter.step(tokens, times.step_seconds, times.comm_seconds, times.data_wait_seconds)
 
     def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
         self._save_done(trainer)
         self._eval_started = perf_counter()
 
     def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+        self._interrupt()  # the time since the last batch went to validation, not to waiting for data
         if self._eval_started is not None and trainer.is_global_zero:
             self._event("eval", seconds=perf_counter() - self._eval_started, step=int(trainer.global_step))
         self._eval_started = None
 
     def on_save_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: dict[str, Any]) -> None:
+        self._interrupt()
         self._save_started = perf_counter()
 
     def on_load_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: dict[str, Any]) -> None:
@@ -111,7 +144,12 @@ class MfumonLightningCallback(Callback):  # type: ignore[misc]
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         self._close(1)
 
+    def _interrupt(self) -> None:
+        if self._phases is not None:
+            self._phases.interrupt()
+
     def _close(self, exit_code: int) -> None:
+        self._phases = None
         if self.reporter is not None and self._owns_reporter:
             self.reporter.close(exit_code=exit_code)
 

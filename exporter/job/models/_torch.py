@@ -17,6 +17,7 @@ from exporter.modelspec._spec import ModelSpec
 _LAYER_KEYS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers")
 _HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads")
 _WIDTH_KEYS = ("hidden_size", "n_embd", "dim", "d_model")
+_WRAPPERS = ("DistributedDataParallel", "FullyShardedDataParallel")
 
 
 def count_parameters(module: Any) -> int:
@@ -42,6 +43,8 @@ def from_module(
         name: a label; defaults to the config's ``_name_or_path`` or the module's class name.
         config: the model config when the module has no ``.config`` attribute.
     """
+    if type(module).__name__ in _WRAPPERS and hasattr(module, "module"):
+        module = module.module  # describe the model, not DDP around it (its name and config are the model's)
     params = count_parameters(module)
     cfg = _config_dict(config if config is not None else getattr(module, "config", None))
     label = name or (cfg or {}).get("_name_or_path") or type(module).__name__

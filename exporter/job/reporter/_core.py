@@ -22,6 +22,7 @@ from urllib.parse import quote, urlsplit
 from exporter.job.models import ModelSpec, describe_model
 from exporter.job.reporter import _env
 from exporter.job.reporter._client import Delivery, DeliveryStats
+from exporter.job.reporter._phases import StepPhases, for_module
 from exporter.job.reporter._window import StepWindow
 
 logger = logging.getLogger("exporter.job.reporter")
@@ -70,6 +71,8 @@ class JobReporter:
         rank: this process's rank (default from ``RANK``/``LOCAL_RANK``/...); only rank 0 reports.
         all_ranks: report from every rank (each then needs its own ``job_id``).
         start: start the background thread now (else on the first `flush` or `start`).
+        step_timing: when ``model`` is a torch module, time each step's input wait (and, for a DDP/FSDP-wrapped
+            module, its exposed gradient sync) from hooks on it; see `watch`.
     """
 
     def __init__(
@@ -97,6 +100,7 @@ class JobReporter:
         rank: int | None = None,
         all_ranks: bool = False,
         start: bool = True,
+        step_timing: bool = True,
     ) -> None:
         if kind not in _KINDS:
             raise ValueError(f"kind must be one of {_KINDS}, got {kind!r}")
@@ -125,10 +129,13 @@ class JobReporter:
         self._delivery: Delivery | None = None
         self._init_pending = False  # the first step() sends the ``init`` event
         self._pre_step_event_seconds = 0.0
+        self._phases: StepPhases | None = None
         if not self.active:
             return
         if model is not None:
             self.model = describe_model(model, seq_len=seq_len)
+            if step_timing and _is_torch_module(model):
+                self.watch(model)
         self.metadata = _metadata(
             kind=kind,
             num_gpus=num_gpus if num_gpus is not None else _env.default_world_size(),
@@ -166,11 +173,28 @@ class JobReporter:
         """Record one finished step: ``tokens`` processed by the *whole job* (global batch x sequence length).
 
         The optional times are this step's wall time, its exposed (not overlapped) communication and its wait
-        for input data. Without ``step_seconds`` the first call only starts the clock.
+        for input data; a watched module (`watch`) supplies those not given. Without ``step_seconds`` the first
+        call only starts the clock.
         """
+        if self._phases is not None:
+            times = self._phases.step_ended()
+            step_seconds = times.step_seconds if step_seconds is None else step_seconds
+            comm_seconds = times.comm_seconds if comm_seconds is None else comm_seconds
+            data_wait_seconds = times.data_wait_seconds if data_wait_seconds is None else data_wait_seconds
         self._window.add(tokens, step_seconds, comm_seconds, data_wait_seconds)
         if self._init_pending:
             self._send_init()
+
+    def watch(self, module: Any) -> None:
+        """Time the steps of the loop that trains ``module`` from hooks on it, without timing code in the loop.
+
+        Each `step` then carries the step's input wait (from the end of the previous step to this step's first
+        training forward; device idle time on a GPU) and, when ``module`` is wrapped in DDP or FSDP, the gradient
+        sync that backward did not hide. Evaluation forwards between steps are not counted as waiting.
+        Does nothing on a rank that does not report, or when already watching.
+        """
+        if self.active and self._phases is None and not self._closed:
+            self._phases = for_module(module)
 
     def record_throughput(
         self,
@@ -289,6 +313,8 @@ class JobReporter:
             return
         self._closed = True
         atexit.unregister(self._close_at_exit)
+        if self._phases is not None:
+            self._phases.close()
         if self._delivery is None:
             return
         self._wake.set()
@@ -367,3 +393,8 @@ def _metadata(**fields: Any) -> dict[str, Any]:
     if model is not None:
         body["model"] = model.to_dict()
     return body
+
+
+def _is_torch_module(model: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(model, torch.nn.Module)

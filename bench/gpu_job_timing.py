@@ -1,0 +1,163 @@
+"""Step timing on a GPU: input wait and exposed gradient sync from CUDA events, checked against known delays.
+
+Run on a machine with one or more NVIDIA GPUs: ``.venv/bin/python bench/gpu_job_timing.py [--out results.json]``.
+Needs torch with CUDA. Each check prints what was expected and what the hooks measured, and the script exits 1 if
+one is off:
+
+1. **input wait, GPU idle**: the loader sleeps 50 ms after the GPU finished the previous step: ~50 ms.
+2. **input wait, hidden**: the loader sleeps 50 ms while the GPU still runs ~200 ms of queued matmuls from the
+   previous step (the host returned early): the device never waited, so ~0 (host-side timing would say 50 ms).
+3. **exposed sync**: DDP over two processes (NCCL on two GPUs, or gloo with CUDA tensors on one GPU); rank 1's
+   gradient is 100 ms late; rank 0's exposed sync ~100 ms. Without the delay it is small.
+4. **overhead**: median step time of a small model with and without the hooks (CUDA events), as a ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from exporter.job.reporter import JobReporter
+from exporter.job.reporter._phases import StepPhases
+
+
+def _closed_url() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def _report(reporter: JobReporter) -> dict[str, Any]:
+    reporter.flush(timeout_seconds=0.05)
+    report = dict(reporter.last_report or {})
+    reporter.close(timeout_seconds=0.1)
+    return report
+
+
+def input_wait(hidden: bool, steps: int = 12) -> dict[str, Any]:
+    model = torch.nn.Sequential(torch.nn.Linear(4096, 4096), torch.nn.Linear(4096, 4096)).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-4)
+    x = torch.randn(64, 4096, device="cuda")
+    busy = torch.randn(8192, 8192, device="cuda")
+    reporter = JobReporter("gpu-wait", url=_closed_url(), model=model, gpu_model=None, rank=0, start=False)
+    for _ in range(steps):
+        if hidden:
+            for _ in range(20):  # ~0.2 s of queued device work the host does not wait for
+                busy = busy @ busy
+                busy = busy / busy.norm()
+        else:
+            torch.cuda.synchronize()  # the device is idle from here
+        time.sleep(0.05)  # the loader
+        loss = model(x).square().mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        reporter.step(64)
+    torch.cuda.synchronize()
+    return _report(reporter)
+
+
+def _ddp_worker(rank: int, port: int, backend: str, delay: float, out: str) -> None:
+    device = rank % torch.cuda.device_count()
+    torch.cuda.set_device(device)
+    torch.distributed.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4096, 4096).cuda(), device_ids=[device])
+    if rank == 1 and delay:
+        model.module.weight.register_hook(lambda grad: (time.sleep(delay), grad)[1])
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-4)
+    reporter = JobReporter("gpu-ddp", url=_closed_url(), model=model, gpu_model=None, rank=rank, start=False)
+    for _ in range(10):
+        loss = model(torch.randn(64, 4096, device="cuda")).square().mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        reporter.step(64)
+    torch.cuda.synchronize()
+    report = _report(reporter)
+    if rank == 0:
+        Path(out).write_text(json.dumps(report))
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
+
+
+def ddp_sync(delay: float) -> dict[str, Any]:
+    backend = "nccl" if torch.cuda.device_count() >= 2 else "gloo"
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    out = f"/tmp/mfumon-gpu-ddp-{os.getpid()}-{delay}.json"
+    torch.multiprocessing.spawn(_ddp_worker, args=(port, backend, delay, out), nprocs=2)
+    report = json.loads(Path(out).read_text())
+    report["backend"] = backend
+    return report
+
+
+def overhead(steps: int = 200, rounds: int = 5) -> dict[str, float]:
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.Linear(1024, 1024)).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-4)
+    x = torch.randn(32, 1024, device="cuda")
+
+    def run(phases: StepPhases | None) -> float:
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(steps):
+            if phases is not None:
+                phases.compute_started()
+            loss = model(x).square().mean()
+            if phases is not None:
+                phases.backward_starting(loss)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            if phases is not None:
+                phases.step_ended()
+        torch.cuda.synchronize()
+        return (time.perf_counter() - start) / steps
+
+    run(None)
+    plain, hooked = [], []
+    for _ in range(rounds):
+        plain.append(run(None))
+        phases = StepPhases(cuda=True, measure_sync=True)
+        hooked.append(run(phases))
+    p, h = statistics.median(plain), statistics.median(hooked)
+    return {"plain_us_per_step": p * 1e6, "hooked_us_per_step": h * 1e6, "ratio": h / p}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default="gpu_job_timing.json")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("no CUDA device")
+        return 2
+    results: dict[str, Any] = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
+    checks: list[tuple[str, bool]] = []
+    idle = input_wait(hidden=False)
+    results["input_wait_idle"] = idle
+    checks.append(("input wait, device idle ~0.05 s", 0.04 <= idle.get("data_wait_seconds", -1) <= 0.1))
+    hidden = input_wait(hidden=True)
+    results["input_wait_hidden"] = hidden
+    checks.append(("input wait hidden behind device work ~0", hidden.get("data_wait_seconds", 1) < 0.01))
+    slow = ddp_sync(delay=0.1)
+    balanced = ddp_sync(delay=0.0)
+    results["ddp_slow_rank"], results["ddp_balanced"] = slow, balanced
+    checks.append(("exposed sync with a rank 0.1 s late ~0.1 s", 0.08 <= slow.get("comm_seconds", -1) <= 0.2))
+    checks.append(("exposed sync without delay < 0.03 s", balanced.get("comm_seconds", 1) < 0.03))
+    results["overhead"] = overhead()
+    results["checks"] = {name: ok for name, ok in checks}
+    Path(args.out).write_text(json.dumps(results, indent=2))
+    print(json.dumps(results, indent=2))
+    return 0 if all(ok for _, ok in checks) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
