@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import socket
 import statistics
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -28,11 +27,8 @@ import torch
 from exporter.job.reporter import JobReporter
 from exporter.job.reporter._phases import StepPhases
 
-
-def _closed_url() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+#: Reporters post to a loopback port nobody listens on (reports stay queued, ``last_report`` is kept); set by main.
+CLOSED_URL = "http://127.0.0.1:9"
 
 
 def _report(reporter: JobReporter) -> dict[str, Any]:
@@ -47,7 +43,7 @@ def input_wait(hidden: bool, steps: int = 12) -> dict[str, Any]:
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-4)
     x = torch.randn(64, 4096, device="cuda")
     busy = torch.randn(8192, 8192, device="cuda")
-    reporter = JobReporter("gpu-wait", url=_closed_url(), model=model, gpu_model=None, rank=0, start=False)
+    reporter = JobReporter("gpu-wait", url=CLOSED_URL, model=model, gpu_model=None, rank=0, start=False)
     for _ in range(steps):
         if hidden:
             for _ in range(20):  # ~0.2 s of queued device work the host does not wait for
@@ -65,15 +61,20 @@ def input_wait(hidden: bool, steps: int = 12) -> dict[str, Any]:
     return _report(reporter)
 
 
-def _ddp_worker(rank: int, port: int, backend: str, delay: float, out: str) -> None:
+def _ddp_worker(rank: int, store: str, url: str, backend: str, delay: float, out: str) -> None:
     device = rank % torch.cuda.device_count()
     torch.cuda.set_device(device)
-    torch.distributed.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    torch.distributed.init_process_group(backend, init_method=f"file://{store}", rank=rank, world_size=2)
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4096, 4096).cuda(), device_ids=[device])
     if rank == 1 and delay:
-        model.module.weight.register_hook(lambda grad: (time.sleep(delay), grad)[1])
+
+        def late(grad: torch.Tensor) -> torch.Tensor:
+            time.sleep(delay)  # a slow rank: its gradient is ready `delay` seconds after rank 0's
+            return grad
+
+        model.module.weight.register_hook(late)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-4)
-    reporter = JobReporter("gpu-ddp", url=_closed_url(), model=model, gpu_model=None, rank=rank, start=False)
+    reporter = JobReporter("gpu-ddp", url=url, model=model, gpu_model=None, rank=rank, start=False)
     for _ in range(10):
         loss = model(torch.randn(64, 4096, device="cuda")).square().mean()
         optimizer.zero_grad()
@@ -90,12 +91,10 @@ def _ddp_worker(rank: int, port: int, backend: str, delay: float, out: str) -> N
 
 def ddp_sync(delay: float) -> dict[str, Any]:
     backend = "nccl" if torch.cuda.device_count() >= 2 else "gloo"
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    out = f"/tmp/mfumon-gpu-ddp-{os.getpid()}-{delay}.json"
-    torch.multiprocessing.spawn(_ddp_worker, args=(port, backend, delay, out), nprocs=2)
-    report = json.loads(Path(out).read_text())
+    with tempfile.TemporaryDirectory() as folder:
+        out, store = f"{folder}/report.json", f"{folder}/store"
+        torch.multiprocessing.spawn(_ddp_worker, args=(store, CLOSED_URL, backend, delay, out), nprocs=2)
+        report = json.loads(Path(out).read_text())
     report["backend"] = backend
     return report
 
@@ -133,6 +132,15 @@ def overhead(steps: int = 200, rounds: int = 5) -> dict[str, float]:
 
 
 def main() -> int:
+    global CLOSED_URL
+    from tests.conftest import reserved_port
+
+    with reserved_port() as port:  # refused, and no other process can be given it meanwhile
+        CLOSED_URL = f"http://127.0.0.1:{port}"
+        return _checks()
+
+
+def _checks() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="gpu_job_timing.json")
     args = parser.parse_args()

@@ -19,15 +19,20 @@ import pytest
 
 from exporter.job.reporter import JobReporter
 from exporter.job.reporter._phases import StepPhases
-from tests.conftest import free_port
+from tests.conftest import reserved_port
 
 REPO = Path(__file__).parents[2]
 torch = pytest.importorskip("torch")
 
 
+@pytest.fixture(autouse=True)
+def _refused_url(held_port: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reporters post to a port nobody listens on: reports stay queued and ``last_report`` is kept."""
+    monkeypatch.setenv("MFUMON_URL", f"http://127.0.0.1:{held_port}")
+
+
 def _reporter(**kwargs: Any) -> JobReporter:
-    url = f"http://127.0.0.1:{free_port()}"  # nothing listens: reports stay queued, last_report is kept
-    return JobReporter("timing", url=url, num_gpus=1, gpu_model=None, rank=0, start=False, **kwargs)
+    return JobReporter("timing", num_gpus=1, gpu_model=None, rank=0, start=False, **kwargs)
 
 
 def _train(model: Any, reporter: JobReporter, *, steps: int, wait: float, eval_at: int | None = None) -> None:
@@ -115,16 +120,15 @@ import torch, torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from exporter.job.reporter import JobReporter
 
-def worker(rank, port, out):
+def worker(rank, store, url, out):
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
     torch.manual_seed(0)
     model = DistributedDataParallel(torch.nn.Linear(256, 256))
     delay = {"seconds": 0.0}
     if rank == 1:  # a slow rank: its gradient is ready `delay` seconds after rank 0's
         model.module.weight.register_hook(lambda grad: (time.sleep(delay["seconds"]), grad)[1])
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    url = f"http://127.0.0.1:{port + 1}"
     reporter = JobReporter("ddp", url=url, model=model, num_gpus=2, gpu_model=None, rank=rank, start=False)
     reports = {}
     for name, seconds in (("warm-up", 0.0), ("balanced", 0.0), ("slow rank", 0.2)):
@@ -145,14 +149,17 @@ def worker(rank, port, out):
     dist.destroy_process_group()
 
 if __name__ == "__main__":
-    torch.multiprocessing.spawn(worker, args=(int(sys.argv[1]), sys.argv[2]), nprocs=2)
+    torch.multiprocessing.spawn(worker, args=tuple(sys.argv[1:4]), nprocs=2)
 """
 
 
 def test_ddp_exposed_gradient_sync_is_the_wait_for_the_slowest_rank(tmp_path: Path) -> None:
     script, out = tmp_path / "ddp.py", tmp_path / "reports.json"
     script.write_text(textwrap.dedent(_DDP))
-    subprocess.run([sys.executable, str(script), str(free_port()), str(out)], cwd=REPO, check=True, timeout=300)
+    with reserved_port() as port:
+        url = f"http://127.0.0.1:{port}"
+        command = [sys.executable, str(script), str(tmp_path / "store"), url, str(out)]
+        subprocess.run(command, cwd=REPO, check=True, timeout=300)
     reports = json.loads(out.read_text())
     balanced, waiting = reports["balanced"], reports["slow rank"]
     # Rank 0's backward is done; its all-reduce waits for rank 1's gradient, 0.2 s late: that wait is exposed sync.
