@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,6 +27,9 @@ import torch
 
 from exporter.job.reporter import JobReporter
 from exporter.job.reporter._phases import StepPhases
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.conftest import reserved_port
 
 #: Reporters post to a loopback port nobody listens on (reports stay queued, ``last_report`` is kept); set by main.
 CLOSED_URL = "http://127.0.0.1:9"
@@ -133,8 +137,6 @@ def overhead(steps: int = 200, rounds: int = 5) -> dict[str, float]:
 
 def main() -> int:
     global CLOSED_URL
-    from tests.conftest import reserved_port
-
     with reserved_port() as port:  # refused, and no other process can be given it meanwhile
         CLOSED_URL = f"http://127.0.0.1:{port}"
         return _checks()

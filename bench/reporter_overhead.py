@@ -18,11 +18,16 @@ from __future__ import annotations
 import argparse
 import logging
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from exporter.job.reporter import JobReporter
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.conftest import reserved_port
 
 
 def _empty(tokens: int) -> None:
@@ -136,8 +141,6 @@ def main(argv: Any = None) -> None:
     parser.add_argument("--number", type=int, default=2000, help="calls per timed run of each hook part")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
-
-    from tests.conftest import reserved_port
 
     with reserved_port() as port:  # refused, and no other process can be given it meanwhile
         step_call(f"http://127.0.0.1:{port}", args.calls, args.repeats)
