@@ -18,8 +18,9 @@ End of training, as a dict and as the block ``trainer.log_metrics("train", metri
 
 ``train_samples_per_second`` is global (max_steps x the total train batch size). ``train_tokens_per_second`` in this
 summary is **per device** (``include_tokens_per_second``, documented "tokens per second per device"; it counts the
-tokens of one process's dataloader) in transformers 4.35 to 4.57, and gone from the summary in 5.x: it is multiplied
-by the GPU count. A summary in the middle of a job is rare; it is averaged with the per-step figures of its interval.
+tokens of one process's dataloader) in transformers 4.36 (the oldest checked) to 4.57, and gone from the summary in
+5.x: it is multiplied by the GPU count. A summary in the middle of a job is rare; it is averaged with the per-step
+figures of its interval.
 """
 
 from __future__ import annotations
