@@ -167,3 +167,26 @@ def test_ddp_exposed_gradient_sync_is_the_wait_for_the_slowest_rank(tmp_path: Pa
     assert waiting["comm_seconds"] - balanced["comm_seconds"] >= 0.12, reports
     assert waiting["data_wait_seconds"] < 0.1, reports  # the slow rank's wait is not mistaken for input wait
     assert balanced["model"] == {"params": 256 * 256 + 256, "name": "Linear"}  # the model inside DDP
+
+
+def test_a_checkpoint_the_loop_reports_is_not_input_wait() -> None:
+    model = _model()
+    reporter = _reporter(model=model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for index in range(5):
+        if index == 2:
+            with reporter.timed("checkpoint_save", step=index):
+                time.sleep(0.5)  # a save between two steps: not the loader's fault
+        time.sleep(0.02)
+        ids = torch.randint(0, 100, (4, 9))
+        loss = torch.nn.functional.cross_entropy(model(ids[:, :-1]).flatten(0, 1), ids[:, 1:].flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        reporter.step(32)
+    reporter.flush(timeout_seconds=0.1)
+    report = reporter.last_report
+    reporter.close(timeout_seconds=0.2)
+    # Counted, the 0.5 s save would lift the mean wait of the four measured gaps above 0.14 s.
+    assert report is not None and 0.015 <= report["data_wait_seconds"] < 0.1, report
+    assert report["step_seconds"] < 0.1, report  # the step after the save has no step time either

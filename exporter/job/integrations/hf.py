@@ -91,6 +91,7 @@ class MfumonTrainerCallback(TrainerCallback):  # type: ignore[misc]
         else:
             tokens = self._local_tokens * max(int(args.world_size), 1)
         self._tokens_seen, self._local_tokens = seen, 0
+        first = self.reporter is None
         if self.reporter is None:
             self.reporter = self._build_reporter(args, model)
             for event in self._pending_events:
@@ -99,7 +100,9 @@ class MfumonTrainerCallback(TrainerCallback):  # type: ignore[misc]
         if times is None:
             self.reporter.step(tokens, step_seconds=step_seconds)
         else:
-            self.reporter.step(tokens, times.step_seconds, times.comm_seconds, times.data_wait_seconds)
+            # The first step has no input-wait figure: its own time keeps its tokens out of the warm-up rule.
+            step = times.step_seconds if times.step_seconds is not None else step_seconds if first else None
+            self.reporter.step(tokens, step, times.comm_seconds, times.data_wait_seconds)
 
     def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.is_world_process_zero:

@@ -96,6 +96,7 @@ class MfumonLightningCallback(Callback):  # type: ignore[misc]
             return
         times = self._phases.step_ended() if self._phases is not None else None
         local_tokens = self._count(batch)
+        first = self.reporter is None
         if self.reporter is None:
             self.reporter = self._build_reporter(trainer, pl_module)
             for event in self._pending_events:
@@ -105,7 +106,9 @@ class MfumonLightningCallback(Callback):  # type: ignore[misc]
         if times is None:
             self.reporter.step(tokens, step_seconds=step_seconds)
         else:
-            self.reporter.step(tokens, times.step_seconds, times.comm_seconds, times.data_wait_seconds)
+            # The first batch has no input-wait figure: its own time keeps its tokens out of the warm-up rule.
+            step = times.step_seconds if times.step_seconds is not None else step_seconds if first else None
+            self.reporter.step(tokens, step, times.comm_seconds, times.data_wait_seconds)
 
     def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
         self._save_done(trainer)

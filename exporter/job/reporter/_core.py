@@ -28,6 +28,7 @@ from exporter.job.reporter._window import StepWindow
 logger = logging.getLogger("exporter.job.reporter")
 
 _AUTO = "auto"
+_BETWEEN_STEPS = ("checkpoint_save", "checkpoint_load", "eval")  # events whose time is not input wait
 _KINDS = ("training", "inference")
 _DTYPES = ("bf16", "fp16", "fp8", "tf32", "fp32")
 EVENT_TYPES = ("init", "checkpoint_save", "checkpoint_load", "eval", "restart", "failure")
@@ -260,6 +261,8 @@ class JobReporter:
         if type not in EVENT_TYPES:
             logger.warning("mfumon reporter: unknown event type %r ignored (known: %s)", type, ", ".join(EVENT_TYPES))
             return
+        if self._phases is not None and type in _BETWEEN_STEPS:
+            self._phases.interrupt()  # the loop spent the time since the last step on this, not waiting for data
         body: dict[str, Any] = {"type": type, "timestamp": time.time()}
         if seconds is not None:
             body["seconds"] = max(0.0, float(seconds))

@@ -35,11 +35,17 @@ _MAX_PENDING = 64  # intervals waiting for their events; past that the oldest ar
 
 
 class StepTimes(NamedTuple):
-    """What one `StepPhases.step_ended` call knows: this step's host time, and the means of finished intervals."""
+    """What one `StepPhases.step_ended` call knows: this step's host time, and the means of finished intervals.
+
+    ``step_seconds`` runs from the end of the previous step, so it holds the input wait; it is None for the first
+    step and after an interruption, the steps without an input-wait figure, so that the mean step time and the mean
+    wait cover the same steps. ``compute_seconds`` (compute start to end) is there for every step.
+    """
 
     step_seconds: float | None = None
     data_wait_seconds: float | None = None
     comm_seconds: float | None = None
+    compute_seconds: float | None = None
 
 
 class _Marks:
@@ -129,13 +135,12 @@ class StepPhases:
         if not self.enabled:
             return StepTimes()
         now = perf_counter()
-        start = self._boundary_host if self._boundary_host is not None else self._started_host
-        times = StepTimes(now - start if start is not None else None)
+        step = now - self._boundary_host if self._boundary_host is not None else None
+        compute = now - self._started_host if self._started_host is not None else None
+        times = StepTimes(step, None, 0.0 if self.no_comm else None, compute)
         try:
             if self._pending:
-                times = self._harvest(times.step_seconds)
-            elif self.no_comm:
-                times = StepTimes(times.step_seconds, None, 0.0)
+                times = self._harvest(step, compute)
             self._step += 1
             self._sync_armed = False  # a backward that raised never ran its final callbacks
             if self._boundary is not None:
@@ -212,7 +217,7 @@ class StepPhases:
             _, _, old_start, old_end = self._pending.popleft()
             self._marks.release(old_start, old_end)
 
-    def _harvest(self, step_seconds: float | None) -> StepTimes:
+    def _harvest(self, step_seconds: float | None, compute_seconds: float | None) -> StepTimes:
         wait_sum, wait_n = 0.0, 0
         syncs: dict[int, float] = {}
         pending, marks = self._pending, self._marks
@@ -229,7 +234,7 @@ class StepPhases:
                 wait_sum += max(seconds, 0.0)
                 wait_n += 1
         comm = sum(syncs.values()) / len(syncs) if syncs else (0.0 if self.no_comm else None)
-        return StepTimes(step_seconds, wait_sum / wait_n if wait_n else None, comm)
+        return StepTimes(step_seconds, wait_sum / wait_n if wait_n else None, comm, compute_seconds)
 
     def _fail(self) -> None:
         """An error in a hook: stop measuring (logged once) rather than disturb the training step."""
