@@ -155,10 +155,16 @@ def _list_inference(settings: Settings) -> int:
     return 0
 
 
+#: ``--once`` reads twice this far apart: GPM activity and throughput rates exist only over an interval.
+ONCE_WINDOW_S = 1.0
+
+
 def _print_once(settings: Settings, source: Source) -> int:
     import time
 
     ports = open_port_reader(settings, source)
+    source.collect()  # opens the interval; a single read would leave tensor/SM activity and rates out
+    time.sleep(ONCE_WINDOW_S)
     batch = NodeBatch(
         node=settings.NODE,
         timestamp=time.time(),

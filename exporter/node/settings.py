@@ -184,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--sim.mfu", type=float, help="target MFU of the simulated workload [default 0.4]")
     add("--sim.seed", type=int, help="seed of the simulation [default 0]")
     add("--log.level", help="DEBUG, INFO, WARNING or ERROR [default INFO]")
-    add("--once", action="store_true", help="collect once, print the JSON body to stdout and exit")
+    add("--once", action="store_true", help="read the GPUs over one second, print that JSON body to stdout and exit")
     inference = p.add_argument_group("serving engines (vLLM, SGLang, TGI): MFU, MBU and queue of inference jobs")
     inference.add_argument(
         "--inference.url",

@@ -91,6 +91,16 @@ def test_once_prints_one_batch(capsys: pytest.CaptureFixture[str]) -> None:
     assert all(0 < g["tensor_active"] < 1 for g in body["gpus"])
 
 
+def test_once_reads_over_an_interval_so_gpm_activity_is_present(
+    fake_nvml: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A single GPM read has nothing to compare with: on a real H200, one read printed no tensor_active at all.
+    fake_nvml.reset([fake_nvml.FakeGpu(uuid="GPU-0", gpm_values={2: 96.3, 5: 93.5})])
+    assert agent.main(["--source", "nvml", "--node", "n-gpm", "--once"]) == 0
+    gpu = json.loads(capsys.readouterr().out)["gpus"][0]
+    assert (gpu["tensor_active"], gpu["sm_active"]) == (pytest.approx(0.935), pytest.approx(0.963))
+
+
 def test_exit_codes(fake_nvml: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
     assert agent.main(["--interval", "-1"]) == 2
     fake_nvml.reset([], init_error=fake_nvml.NVML_ERROR_LIBRARY_NOT_FOUND)
