@@ -74,6 +74,15 @@ def nodes_gpus() -> dict[str, Any]:
             width=8,
         ),
         timeseries(
+            "Hardware MFU estimate",
+            targets((_per_gpu("mfumon_gpu_hardware_mfu_ratio"), legend)),
+            unit="percentunit",
+            max_value=1,
+            width=8,
+            description="Tensor-pipe activity x SM clock / max SM clock: what the tensor cores executed against the "
+            "dense peak. Absent on GPUs without tensor counters.",
+        ),
+        timeseries(
             "SM occupancy",
             targets((_per_gpu("mfumon_gpu_sm_occupancy_ratio"), legend)),
             unit="percentunit",
@@ -175,6 +184,19 @@ def pools() -> dict[str, Any]:
                 (f"max by (pool) (mfumon_pool_gpus_requested{{{pool}}})", "requested {{pool}}"),
                 (f"max by (pool) (mfumon_pool_gpus_allocated{{{pool}}})", "allocated {{pool}}"),
             ),
+        ),
+        timeseries(
+            "GPUs by state",
+            targets((f"pool:mfumon_gpus:max{{{pool}}}", "{{pool}} {{state}}")),
+            stack=True,
+            description="Every GPU of the pool's nodes: reporting, unreported (busy, no reports), idle, down.",
+        ),
+        timeseries(
+            "Reported coverage",
+            targets((f"pool:mfumon_reported_coverage_ratio:avg5m{{{pool}}}", "{{pool}}")),
+            unit="percentunit",
+            max_value=1,
+            description="GPUs in reporting jobs / busy GPUs of the pool.",
         ),
         timeseries(
             "Pending jobs",

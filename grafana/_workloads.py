@@ -61,6 +61,20 @@ def cluster_overview() -> dict[str, Any]:
             decimals=0,
             description="Allocated GPUs x (1 - MFU), integrated over the last 24 hours.",
         ),
+        stat(
+            "Reported coverage (5m)",
+            target("cluster:mfumon_reported_coverage_ratio:avg5m"),
+            unit="percentunit",
+            thresholds=[(None, "orange"), (0.8, "green")],
+            description="GPUs in jobs that report throughput / busy GPUs: the share of cluster MFU that rests on "
+            "reports; the rest is the hardware estimate (tensor activity x SM clock / max SM clock).",
+        ),
+        stat(
+            "Unverified GPUs",
+            target("max(mfumon_cluster_gpus_unverified)"),
+            decimals=0,
+            description="GPUs that job reports claim and no exporter confirms: counted in no state and no MFU.",
+        ),
         row("Utilization"),
         timeseries(
             "Cluster MFU",
@@ -108,6 +122,7 @@ def cluster_overview() -> dict[str, Any]:
             targets(('team:mfumon_mfu_ratio:avg1h{team=~"$team"}', "{{team}}")),
             unit="percentunit",
         ),
+        *_cluster_truth_panels(),
         row("Jobs"),
         table(
             "Worst jobs by MFU",
@@ -135,6 +150,84 @@ def cluster_overview() -> dict[str, Any]:
     )
 
 
+GRACE = "on () group_left () cluster:mfumon_unreported_grace_seconds:effective"
+#: jobs and nodes busy without reports for longer than the grace in the last day
+UNREPORTED_LONG = f"and on (job_id) (job_id:mfumon_job_unreported_seconds:sum1d > {GRACE})"
+UNATTRIBUTED_LONG = f"and on (node) (node:mfumon_unattributed_busy_seconds:sum1d > {GRACE})"
+HELD_COLUMNS = {
+    "Value #A": "GPUs",
+    "Value #B": "hardware MFU",
+    "Value #C": "hours (24h)",
+    "Value #D": "GPU-hours (24h)",
+}
+
+
+def _instant(*exprs: str) -> list[dict[str, Any]]:
+    """Instant table queries with refIds A, B, C..., merged by a table on their labels."""
+    return [target(expr, instant=True, table=True, ref=chr(ord("A") + i)) for i, expr in enumerate(exprs)]
+
+
+def _cluster_truth_panels() -> list[dict[str, Any]]:
+    """Where the cluster's numbers come from: coverage by reports, the cross-check, GPUs busy without reports."""
+    checked = "job_id:mfumon_job_mfu_hardware_agreement_ratio:max"
+    return [
+        row("Cluster truth: reports and hardware"),
+        timeseries(
+            "Reported coverage",
+            targets(
+                ("cluster:mfumon_reported_coverage_ratio:avg5m", "cluster"),
+                ('pool:mfumon_reported_coverage_ratio:avg5m{pool=~"$pool"}', "{{pool}}"),
+            ),
+            unit="percentunit",
+            max_value=1,
+            description="GPUs in reporting jobs / busy GPUs. Below 1, MFU rests partly on hardware estimates.",
+        ),
+        table(
+            "MFU cross-check: reported vs hardware",
+            _instant(
+                _with_info(f"job_id:mfumon_job_mfu_ratio:max and on (job_id) {checked}"),
+                _with_info(f"job_id:mfumon_job_hardware_mfu_ratio:max and on (job_id) {checked}"),
+                _with_info(checked),
+            ),
+            description="Reported MFU / hardware estimate: above 1.2 the job claims more model FLOPs than its tensor "
+            "cores executed (model size, seq_len, GPU count, dtype); below 0.5 it leaves executed work uncounted.",
+            renames={"Value #A": "reported MFU", "Value #B": "hardware MFU", "Value #C": "reported / hardware"},
+            units={"reported MFU": "percentunit", "hardware MFU": "percentunit"},
+            links={"job_id": ("Job drill-down", JOB_LINK)},
+            sort_by="reported / hardware",
+            width=12,
+        ),
+        table(
+            "Busy but not reporting: jobs",
+            _instant(
+                _with_info(f"job_id:mfumon_job_gpus_unreported:max {UNREPORTED_LONG}"),
+                _with_info(f"job_id:mfumon_job_hardware_mfu_ratio:max {UNREPORTED_LONG}"),
+                _with_info(f"job_id:mfumon_job_unreported_seconds:sum1d / 3600 {UNREPORTED_LONG}"),
+                _with_info(f"job_id:mfumon_job_unreported_gpu_seconds:sum1d / 3600 {UNREPORTED_LONG}"),
+            ),
+            description="Jobs holding GPUs without reporting throughput for longer than the grace "
+            "(cluster:mfumon_unreported_grace_seconds:effective) in the last day: take the list to their owners.",
+            renames=HELD_COLUMNS,
+            units={"hardware MFU": "percentunit"},
+            links={"job_id": ("Job drill-down", JOB_LINK)},
+            width=12,
+        ),
+        table(
+            "Busy but not reporting: GPUs with no job id",
+            _instant(
+                f"node:mfumon_gpus_unattributed_busy:max {UNATTRIBUTED_LONG}",
+                f"node:mfumon_unattributed_hardware_mfu_ratio:avg {UNATTRIBUTED_LONG}",
+                f"node:mfumon_unattributed_busy_seconds:sum1d / 3600 {UNATTRIBUTED_LONG}",
+                f"node:mfumon_unattributed_busy_gpu_seconds:sum1d / 3600 {UNATTRIBUTED_LONG}",
+            ),
+            description="Nodes whose GPUs run compute processes that no job id was found for, past the grace.",
+            renames=HELD_COLUMNS,
+            units={"hardware MFU": "percentunit"},
+            width=12,
+        ),
+    ]
+
+
 def _job_gpu_series(metric: str) -> str:
     """A GPU metric for each GPU the selected job holds (through mfumon_gpu_info's job_id)."""
     gpus = 'max by (node, gpu, uuid) (mfumon_gpu_info{job_id="$job"})'
@@ -160,6 +253,27 @@ def job_drilldown() -> dict[str, Any]:
         stat("Tokens/s", target(f"max(mfumon_job_tokens_per_second{{{job}}})"), unit="short"),
         stat("GPUs allocated", target(f"max(mfumon_job_gpus_allocated{{{job}}})"), decimals=0),
         stat("Wasted GPUs", target(f"job_id:mfumon_wasted_gpus:max{{{job}}}"), decimals=1),
+        stat(
+            "Hardware MFU (estimate)",
+            target(f"job_id:mfumon_job_hardware_mfu_ratio:max{{{job}}}"),
+            unit="percentunit",
+            thresholds=MFU_STEPS,
+            description="Tensor-pipe activity x SM clock / max SM clock, mean over the job's GPUs: tensor work "
+            "executed (recompute included), against the dense peak of the dtype the pipes ran.",
+        ),
+        stat(
+            "Reported / hardware MFU",
+            target(f"job_id:mfumon_job_mfu_hardware_agreement_ratio:max{{{job}}}"),
+            decimals=2,
+            thresholds=[(None, "orange"), (0.5, "green"), (1.2, "red")],
+            description="Above 1.2 the job claims more model FLOPs than ran; below 0.5 it leaves work uncounted.",
+        ),
+        stat(
+            "Unverified GPUs",
+            target(f"job_id:mfumon_job_gpus_unverified:max{{{job}}}"),
+            decimals=0,
+            description="GPUs the job reports (num_gpus) beyond those exporters attribute to it.",
+        ),
         table(
             "Job",
             [
@@ -182,6 +296,16 @@ def job_drilldown() -> dict[str, Any]:
                 (f"job_id:mfumon_job_mfu_threshold_ratio:effective{{{job}}}", "alert threshold"),
             ),
             unit="percentunit",
+        ),
+        timeseries(
+            "MFU against the hardware estimate",
+            targets(
+                (f"job_id:mfumon_job_mfu_ratio:max{{{job}}}", "reported MFU"),
+                (f"max(mfumon_job_hfu_ratio{{{job}}})", "reported HFU"),
+                (f"job_id:mfumon_job_hardware_mfu_ratio:max{{{job}}}", "hardware estimate"),
+            ),
+            unit="percentunit",
+            description="The hardware estimate counts recompute, so it tracks HFU more than MFU.",
         ),
         timeseries(
             "Model FLOP/s vs peak",

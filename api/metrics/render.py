@@ -158,7 +158,7 @@ def render_job_gpus(job_id: str, job: JobView | None, account: JobAccount) -> Ch
         add("mfumon_job_gpus_requested", job.gpus_requested or job.num_gpus or allocated)
     if account.status == "running":
         add("mfumon_job_gpus_unverified", account.gpus_unverified)
-    if not account.reporting:
+    if account.gpus_unreported:  # present only while it holds some: Prometheus counts how long it is present
         add("mfumon_job_gpus_unreported", account.gpus_unreported)
     add("mfumon_job_hardware_mfu_ratio", account.hardware_mfu)
     add("mfumon_job_mfu_hardware_agreement_ratio", account.agreement)

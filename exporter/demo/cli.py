@@ -1,7 +1,7 @@
 """``mfumon demo``: the aggregator plus a simulated cluster and jobs, for a machine without GPUs.
 
 Starts ``mfumon serve`` as a subprocess (SQLite in a temporary or given directory) and, in this process, a simulated
-cluster (:func:`exporter.demo.simcluster.default_cluster`: 7 nodes x 8 GPUs, H100 and A100, four pools) whose
+cluster (:func:`exporter.demo.simcluster.default_cluster`: 8 nodes x 8 GPUs, H100 and A100, four pools) whose
 nodes push samples through the real exporter pipeline while its jobs post reports over HTTP, simulated serving
 engines (vLLM- and TGI-style ``/metrics`` on loopback ports) that the real inference collector reads and reports,
 and a simulated scheduler that puts its queue as ``mfumon scheduler`` would. Runs until Ctrl-C or ``--duration``.
@@ -61,7 +61,7 @@ def _auth(token: str | None) -> dict[str, str]:
 
 def _register_jobs(client: httpx.Client, cluster: ClusterSpec) -> None:
     """``PUT`` every job's metadata, the pending ones with ``gpus_requested`` and no GPUs."""
-    bodies = [(job.job_id, job.metadata()) for job in cluster.jobs]
+    bodies = [(job.job_id, job.metadata()) for job in cluster.jobs if job.reports]
     bodies += [(job.job_id, job.metadata()) for job in cluster.pending]
     for job_id, body in bodies:
         try:
@@ -95,10 +95,21 @@ def _start_nodes(url: str, cluster: ClusterSpec, interval_s: float, seed: int, t
                 if node_name == node.name:
                     source.assign(index, workload)
         for serving in cluster.serving:
-            decode = SimWorkload(profile="inference", target_mfu=0.05, job_id=serving.job_id, step_seconds=0.05)
+            # The GPUs' tensor activity follows the MFU the engine's reports will show, ~1.2x of it as for an honest
+            # training job (the inference profile's own 1.6x, scaled by 0.75), so the cross-check agrees.
+            decode = SimWorkload(
+                profile="inference",
+                target_mfu=serving.expected_mfu(),
+                job_id=serving.job_id,
+                step_seconds=0.05,
+                tensor_scale=0.75,
+            )
             for node_name, index in serving.placement:
                 if node_name == node.name:
                     source.assign(index, decode)
+        for node_name, index in cluster.unattributed:
+            if node_name == node.name:  # a notebook's kernels: busy, no job id
+                source.assign(index, SimWorkload(profile="inference", target_mfu=0.05))
         sender = Sender(
             url, MemorySpool(16 * 1024**2), token=token, retry=RetryPolicy(initial_s=0.2, max_s=max(2.0, interval_s))
         )
@@ -174,7 +185,7 @@ def run_simulation(
             if cluster.scheduler is not None and now - synced >= SCHEDULER_INTERVAL_S:
                 _sync_scheduler(client, cluster, started, now)  # as often as a real adapter, not every cycle
                 synced = now
-            for job in cluster.jobs:
+            for job in (j for j in cluster.jobs if j.reports):
                 mfu = job.mfu_over(seed, last, now)
                 step = int(now / job.step_seconds)
                 if _post_report(client, job, job.report(mfu, now - last, step)):
@@ -280,9 +291,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  metrics:  {url}/metrics\n  API docs: {url}/docs\n  cluster:  {url}/v1/cluster", flush=True)
         print(f"  jobs:     {url}/v1/jobs\n  nodes:    {url}/v1/nodes", flush=True)
         print(
-            "Simulating 7 nodes x 8 GPUs (H100, A100) in 4 pools: 3 reporting jobs, 3 serving jobs behind simulated "
-            "vLLM/TGI endpoints, 2 unreported sweeps and a scheduler queue (a long wait, a fragmented pool). "
-            "Ctrl-C stops.",
+            "Simulating 8 nodes x 8 GPUs (H100, A100) in 4 pools: 4 reporting jobs (one over-claims), 3 serving jobs "
+            "behind simulated vLLM/TGI endpoints, an unwrapped job, 2 unreported sweeps, a GPU busy with no job id and "
+            "a scheduler queue (a long wait, a fragmented pool). Ctrl-C stops.",
             flush=True,
         )
         cluster = default_cluster(checkpoints=not args.no_checkpoints)

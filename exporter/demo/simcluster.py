@@ -103,6 +103,12 @@ class SimJob:
     comm_fraction: float = 0.05
     data_wait_fraction: float = 0.01
     checkpoint_every_s: float | None = 900.0
+    #: full activation recompute: the GPUs execute 8/6 of the model FLOPs, and the reports say so (HFU)
+    recompute_activations: bool = False
+    #: the model the job *reports*, when it is not the one that runs (a report that over-claims)
+    claimed_model: ModelShape | None = None
+    #: False for a job nobody wrapped: its GPUs are busy and attributed to it, but it never reports
+    reports: bool = True
 
     @property
     def num_gpus(self) -> int:
@@ -116,6 +122,7 @@ class SimJob:
             job_id=self.job_id,
             step_seconds=self.step_seconds,
             checkpoint_every_s=self.checkpoint_every_s,
+            tensor_scale=8 / 6 if self.recompute_activations else 1.0,
         )
 
     def mfu_over(self, seed: int, start: float, end: float, points: int = 8) -> float:
@@ -126,23 +133,29 @@ class SimJob:
         return sum(job_mfu_at(self.workload(), seed, t) for t in times) / points
 
     def tokens_per_second(self, mfu: float) -> float:
-        """Whole-job throughput that gives ``mfu`` on this job's GPUs: MFU x GPUs x peak / FLOPs per token."""
+        """Whole-job throughput that gives ``mfu`` on this job's GPUs: MFU x GPUs x peak / FLOPs per token.
+
+        The FLOPs are those of the model that runs; a job that claims a larger one reports a higher MFU than this.
+        """
         peak_flops_per_second = self.num_gpus * PEAK_BF16_DENSE[self.gpu_model]
         return mfu * peak_flops_per_second / flops_per_token(self.kind, self.model)
 
     def metadata(self) -> dict[str, Any]:
         """The ``PUT /v1/jobs/{id}`` body (and the metadata part of each report)."""
-        return {
+        body = {
             "kind": self.kind,
             "num_gpus": self.num_gpus,
             "gpus_requested": self.num_gpus,
             "gpu_model": self.gpu_model,
             "dtype": "bf16",
-            "model": self.model.as_json(),
+            "model": (self.claimed_model or self.model).as_json(),
             "name": self.name,
             "team": self.team,
             "pool": self.pool,
         }
+        if self.recompute_activations:
+            body["recompute_activations"] = True
+        return body
 
     def report(self, mfu: float, interval_s: float, step: int) -> dict[str, Any]:
         """A ``POST /v1/jobs/{id}/reports`` body for an interval at ``mfu``."""
@@ -274,6 +287,8 @@ class ClusterSpec:
     pending: tuple[PendingJob, ...] = ()
     serving: tuple[SimServingJob, ...] = ()  # behind simulated engines that the demo's exporter reads
     scheduler: SchedulerSpec | None = None
+    #: (node, GPU index) running compute work that no job id is found for (an interactive session, say)
+    unattributed: tuple[tuple[str, int], ...] = ()
 
 
 def _on(node: str, gpus: range) -> tuple[tuple[str, int], ...]:
@@ -281,13 +296,18 @@ def _on(node: str, gpus: range) -> tuple[tuple[str, int], ...]:
 
 
 def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
-    """5 nodes x 8 GPUs, two GPU models, three pools; a healthy, a comm-bound, an inference and a pending job.
+    """6 nodes x 8 GPUs, two GPU models, three pools, and jobs that exercise every panel and alert.
+
+    A healthy training job that recomputes activations (HFU), a comm-bound one, an inference job, a pending one, a
+    job whose reports over-claim (it reports llama2-13b while a 7B model runs), a job nobody wrapped (busy GPUs, no
+    reports), one GPU running work with no job id, and three serving jobs behind simulated engines
+    (:func:`default_serving`).
 
     Fleet health: the comm-bound job's node has an InfiniBand link that flaps every minute (its exposed
     communication has a cause), ``gpu-a100-02`` takes an uncorrectable ECC error 20 s in and waits for a reset
     (pending row remap: the drain list), and pool ``reserve-h100`` sits idle, drawing idle power.
 
-    Plus a simulated scheduler (:func:`default_scheduler`): a third pool of two H100 nodes that two unreported
+    Plus a simulated scheduler (:func:`default_scheduler`): a pool of two H100 nodes that two unreported
     sweeps leave fragmented (3 GPUs free on each while a 4-GPU job waits), a queue, and team quotas.
 
     ``checkpoints=False`` removes the periodic checkpoint dips (tests compare MFU with targets at any moment).
@@ -299,7 +319,9 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
         SimNode("gpu-a100-01", "infer-a100", A100, ib_traffic_bytes_per_second=1e8),
         SimNode("gpu-a100-02", "infer-a100", A100, fault_gpu=5, ib_traffic_bytes_per_second=1e6),
         SimNode("gpu-h100-03", "reserve-h100", H100, ib_traffic_bytes_per_second=1e6),
+        SimNode("gpu-h100-04", "train-h100", H100, ib_traffic_bytes_per_second=6e9),
     )
+    llama2_13b = ModelShape("llama2-13b", 13.0e9, layers=40, heads=40, head_dim=128, seq_len=4096)
     jobs = (
         SimJob(
             job_id="pretrain-llama3-8b",
@@ -315,6 +337,7 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
             step_seconds=2.5,
             comm_fraction=0.06,
             checkpoint_every_s=every,
+            recompute_activations=True,
         ),
         SimJob(
             job_id="finetune-13b-commbound",
@@ -325,7 +348,7 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
             profile="comm_bound",
             gpu_model=H100,
             target_mfu=0.20,
-            model=ModelShape("llama2-13b", 13.0e9, layers=40, heads=40, head_dim=128, seq_len=4096),
+            model=llama2_13b,
             placement=_on("gpu-h100-02", range(4)),
             step_seconds=4.0,
             comm_fraction=0.45,
@@ -347,6 +370,35 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
             comm_fraction=0.1,
             data_wait_fraction=0.0,
         ),
+        SimJob(
+            job_id="finetune-7b-overclaim",
+            name="7b finetune (reports the 13b model)",
+            team="research",
+            pool="train-h100",
+            kind="training",
+            profile="training",
+            gpu_model=H100,
+            target_mfu=0.30,
+            model=ModelShape("llama2-7b", 6.74e9, layers=32, heads=32, head_dim=128, seq_len=4096),
+            claimed_model=llama2_13b,  # reported MFU ~0.56 on tensor pipes that show ~0.35: agreement ~1.6
+            placement=_on("gpu-h100-04", range(4)),
+            step_seconds=2.0,
+            checkpoint_every_s=every,
+        ),
+        SimJob(
+            job_id="sweep-unwrapped-17",
+            name="hyperparameter sweep (not wrapped)",
+            team="research",
+            pool="train-h100",
+            kind="training",
+            profile="training",
+            gpu_model=H100,
+            target_mfu=0.35,
+            model=ModelShape("gpt2-xl", 1.56e9, layers=48, heads=25, head_dim=64, seq_len=1024),
+            placement=_on("gpu-h100-04", range(4, 8)),
+            checkpoint_every_s=every,
+            reports=False,
+        ),
     )
     pending = (
         PendingJob(
@@ -362,7 +414,12 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
     )
     research = (SimNode("gpu-h100-r01", "research-h100", H100), SimNode("gpu-h100-r02", "research-h100", H100))
     return ClusterSpec(
-        nodes=nodes + research, jobs=jobs, pending=pending, serving=default_serving(), scheduler=default_scheduler()
+        nodes=nodes + research,
+        jobs=jobs,
+        pending=pending,
+        serving=default_serving(),
+        scheduler=default_scheduler(),
+        unattributed=(("gpu-h100-02", 7),),
     )
 
 

@@ -82,6 +82,15 @@ class SimServingJob:
         bandwidth = self.num_gpus * PEAK_MEMORY_BANDWIDTH[self.gpu_model]
         return self.target_mbu * bandwidth * self.batch / step_bytes
 
+    def expected_mfu(self) -> float:
+        """The MFU its reports should show: prompt tokens computed and tokens generated, 2N FLOPs each, over the peak.
+
+        The demo's GPUs of this job run tensor work in step with it, so the cross-check with the hardware agrees.
+        """
+        decode = self.decode_tokens_per_second()
+        prefill = decode / self.output_tokens * self.prompt_tokens * (1.0 - self.prefix_cache_hit_ratio)
+        return 2 * self.params * (prefill + decode) / (self.num_gpus * self.peak_flops_per_gpu)
+
     def endpoint_options(self) -> str:
         """The ``--inference.url`` options that describe this job's model to the exporter."""
         shape = f"params={self.params:g},layers={self.layers},heads={self.heads},kv_heads={self.kv_heads}"

@@ -16,7 +16,7 @@ from tests.utils.factories import metric_value
 
 def test_job_sizes_give_the_target_mfu_with_the_dense_peaks() -> None:
     for job in default_cluster().jobs:
-        m = job.model
+        m = job.model  # the model that runs (an over-claiming job reports another)
         attention = m.layers * m.heads * m.head_dim * m.seq_len
         # interface.md: training 6N + 12·L·H·Q·T, inference 2N + 4·L·H·Q·T; MFU = tokens/s x FLOPs/token / peak
         per_token = (6 * m.params + 12 * attention) if job.kind == "training" else (2 * m.params + 4 * attention)
@@ -28,14 +28,16 @@ def test_job_sizes_give_the_target_mfu_with_the_dense_peaks() -> None:
 def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -> None:
     cluster = default_cluster(checkpoints=False)
     result = demo.run_simulation(live_server.url, duration_s=3.0, interval_s=0.5, cluster=cluster)
-    # Every cycle posts each running job's report; how many cycles fit in 3 s depends on the machine's load.
+    # Every reporting job (4 of the 5 running ones) posts once a cycle; a loaded machine fits fewer cycles in 3 s.
     assert result.report_failures == 0 and result.cycles >= 2
-    assert result.reports_posted == 3 * result.cycles
-    assert result.batches_delivered >= 7 * 2
+    assert result.reports_posted == 4 * result.cycles
+    assert result.batches_delivered >= 8 * 2
     with httpx.Client(base_url=live_server.url, timeout=5) as client:
         jobs = {j["job_id"]: j for j in client.get("/v1/jobs").json()["data"]}
-        pools = {p["name"]: p for p in client.get("/v1/cluster").json()["pools"]}
+        summary = client.get("/v1/cluster").json()
+        pools = {p["name"]: p for p in summary["pools"]}
         nodes = {n["name"]: n for n in client.get("/v1/nodes").json()["data"]}
+        metrics = client.get("/metrics").text
     # target, GPUs, tolerance: the simulated MFU wanders by design (training ±5 %, comm-bound ±12 %, inference ±15 %)
     targets = {
         "pretrain-llama3-8b": (0.45, 8, 0.1),
@@ -51,7 +53,8 @@ def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -
     pending = jobs["pretrain-llama3-70b"]
     assert (pending["status"], pending["gpus_allocated"], pending["gpus_requested"]) == ("pending", 0, 8)
 
-    assert pools["train-h100"]["resource_satisfaction"] == pytest.approx(12 / 20)
+    # train-h100: 8 + 4 + 4 + 4 (the unwrapped job, which the scheduler runs) held of those + 8 (queued) requested.
+    assert pools["train-h100"]["resource_satisfaction"] == pytest.approx(20 / 28)
     assert pools["infer-a100"]["resource_satisfaction"] == pytest.approx(1.0)
     # The simulated scheduler: two unreported sweeps leave 3 + 3 GPUs free, so the queued 4-GPU job fits nowhere.
     assert pools["research-h100"]["resource_satisfaction"] == pytest.approx(10 / 14)
@@ -62,15 +65,39 @@ def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -
     assert 'mfumon_pool_fragmented_gpus{pool="research-h100"} 4' in text
     assert 'mfumon_pool_largest_free_block_gpus{pool="research-h100"} 3' in text
 
-    assert len(nodes) == 7 and all(len(n["gpus"]) == 8 for n in nodes.values())
+    assert len(nodes) == 8 and all(len(n["gpus"]) == 8 for n in nodes.values())
     assert {n["pool"] for n in nodes.values()} == {"train-h100", "infer-a100", "reserve-h100", "research-h100"}
-    idle = [nodes["gpu-a100-02"]["gpus"][7], *nodes["gpu-h100-02"]["gpus"][4:], *nodes["gpu-h100-03"]["gpus"]]
-    assert all(g["job_id"] is None and g["counters"]["tensor_active"] == 0 for g in idle)
-    # The GPUs' tensor activity is consistent with their job's MFU (the pipe is ~1.15x busier than MFU).
+    idle = [nodes["gpu-a100-02"]["gpus"][7], *nodes["gpu-h100-02"]["gpus"][4:7], *nodes["gpu-h100-03"]["gpus"]]
+    assert all(g["job_id"] is None and g["counters"]["tensor_active"] == 0 and g["state"] == "idle" for g in idle)
+    # The GPUs' tensor activity is consistent with their job's MFU: the pipe is ~1.15x busier than MFU, and this
+    # job recomputes activations (8/6 of the model FLOPs executed).
     trained = [g for g in nodes["gpu-h100-01"]["gpus"]]
-    mfu = jobs["pretrain-llama3-8b"]["latest"]["mfu"]
+    pretrain = jobs["pretrain-llama3-8b"]
+    mfu = pretrain["latest"]["mfu"]
+    assert pretrain["latest"]["hfu"] == pytest.approx(mfu * 8 / 6)
     assert all(g["job_id"] == "pretrain-llama3-8b" for g in trained)
-    assert all(g["counters"]["tensor_active"] / mfu == pytest.approx(1.15, rel=0.1) for g in trained)
+    assert all(g["counters"]["tensor_active"] / mfu == pytest.approx(1.15 * 8 / 6, rel=0.1) for g in trained)
+    assert pretrain["accounting"]["verdict"] == "consistent"
+
+    # Cluster truth: 40 GPUs, every one in a state; the over-claiming job is caught, the unwrapped one estimated.
+    # The serving jobs' 7 GPUs are reporting once the exporter's first inference report for each has arrived.
+    states = {s: summary[f"gpus_{s}"] for s in ("reporting", "unreported", "idle", "down")}
+    # Idle: 4 in the busy pools, the 8 of reserve-h100, 3 + 3 the research sweeps leave; busy: 36 + the sweeps' 10.
+    assert (states["idle"], states["down"]) == (18, 0)
+    assert 24 <= states["reporting"] <= 31 and states["reporting"] + states["unreported"] == 46
+    assert sum(states.values()) == summary["gpus_known"] == 64
+    assert summary["reported_coverage"] == pytest.approx(states["reporting"] / 46)
+    over = jobs["finetune-7b-overclaim"]
+    assert over["mfu_hardware_agreement"] == pytest.approx(1.63, rel=0.15)
+    assert over["accounting"]["verdict"] == "over_claims"
+    unwrapped = jobs["sweep-unwrapped-17"]  # the scheduler runs it; it never reports ...
+    assert (unwrapped["status"], unwrapped["last_report_at"], unwrapped["accounting"]) == ("running", None, None)
+    assert metric_value(metrics, "mfumon_job_gpus_unreported", job_id="sweep-unwrapped-17") == 4  # ... the GPUs tell
+    assert metric_value(metrics, "mfumon_job_hardware_mfu_ratio", job_id="sweep-unwrapped-17") == pytest.approx(
+        0.35 * 1.15, rel=0.15
+    )
+    stray = nodes["gpu-h100-02"]["gpus"][7]
+    assert (stray["job_id"], stray["state"]) == (None, "unreported")
 
 
 def test_simulated_cluster_shows_its_health_story(live_server: LiveServer) -> None:

@@ -38,6 +38,7 @@ OVERRIDE_SERIES = frozenset(
         "job_id:mfumon_job_mbu_threshold_ratio:override",
         "job_id:mfumon_job_prefill_mfu_threshold_ratio:override",
         "job_id:mfumon_job_kv_cache_usage_threshold_ratio:override",
+        "cluster:mfumon_unreported_grace_seconds:override",
     }
 )
 

@@ -142,6 +142,20 @@ def test_required_panels_exist() -> None:
         "Largest free block vs free GPUs",
         "Fragmented GPUs",
     } <= titles["mfumon-capacity.json"]
+    # Cluster truth (issue 8): where each number comes from, the cross-check, the GPUs busy without reports.
+    assert {
+        "GPUs by state",
+        "Reported coverage (5m)",
+        "Unverified GPUs",
+        "MFU cross-check: reported vs hardware",
+        "Busy but not reporting: jobs",
+        "Busy but not reporting: GPUs with no job id",
+    } <= titles["mfumon-cluster-overview.json"]
+    assert {"Hardware MFU (estimate)", "Reported / hardware MFU", "MFU against the hardware estimate"} <= titles[
+        "mfumon-job-drilldown.json"
+    ]
+    assert {"GPUs by state", "Reported coverage"} <= titles["mfumon-pools.json"]
+    assert "Hardware MFU estimate" in titles["mfumon-nodes-gpus.json"]
 
 
 def test_job_gpu_panels_join_through_gpu_info() -> None:

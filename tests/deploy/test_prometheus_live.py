@@ -1,10 +1,13 @@
 """The shipped Prometheus config, rules and dashboards against a real Prometheus scraping a real aggregator.
 
 One module-wide setup: `mfumon serve` on a free loopback port, fed by the simulated cluster of `mfumon demo`
-(7 nodes, a healthy training job, a communication-bound one at ~20% MFU, an inference job, a pending job, and a
-simulated scheduler with a long-waiting job, a fragmented pool and two unreported sweeps), and a
-real `prometheus` whose configuration is deploy/prometheus/prometheus.yml with the aggregator's address filled in,
-a 1-second scrape and evaluation interval, every alert's `for:` cut to 2 s and the warm-up to 2 s.
+(8 nodes, a healthy training job that recomputes activations, a communication-bound one at ~20% MFU, an inference
+job, a pending job, a job whose reports over-claim, an unwrapped job, a GPU busy with no job id, three serving jobs
+behind simulated vLLM/TGI endpoints, a flapping InfiniBand link, a GPU waiting for a reset, an idle pool, and a
+simulated scheduler with a long-waiting job, a fragmented pool and two unreported sweeps), and a real `prometheus`
+whose configuration is deploy/prometheus/prometheus.yml with the aggregator's address filled in, a 1-second scrape
+and evaluation interval (rule groups' own intervals too), every alert's `for:` cut to 2 s and the warm-up and the
+not-reporting grace to 2 s.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import pytest
 import yaml
 
 from exporter.demo.cli import run_simulation
-from exporter.demo.simcluster import ClusterSpec, SimJob, default_cluster
+from exporter.demo.simcluster import ClusterSpec, default_cluster
 from tests.conftest import LiveServer, start_server, stop_process, wait_for_listening
 from tests.deploy._support import (
     AGGREGATOR_JOB,
@@ -42,11 +45,16 @@ from tests.deploy._support import (
 pytestmark = pytest.mark.prometheus
 
 LOW_MFU_JOB = "finetune-13b-commbound"  # target MFU 0.20, below the 30% training threshold
-HEALTHY_JOB = "pretrain-llama3-8b"  # target MFU 0.45
+HEALTHY_JOB = "pretrain-llama3-8b"  # target MFU 0.45, recomputes activations
 INFERENCE_JOB = "serve-llama3-70b"  # target MFU 0.07
 FLAPPING_NODE = "gpu-h100-02"  # an InfiniBand link that flaps
 REMAP_NODE = "gpu-a100-02"  # a GPU whose row remap waits for a reset
+OVERCLAIM_JOB = "finetune-7b-overclaim"  # reports the 13b model while a 7b one runs: ~1.6x its hardware estimate
+UNWRAPPED_JOB = "sweep-unwrapped-17"  # busy GPUs attributed to it, never reports
+STRAY_NODE = "gpu-h100-02"  # one GPU runs work with no job id
+SERVING_JOBS = ("serve-chat-70b", "serve-code-8b", "serve-rag-32b")  # behind simulated engines, read by the exporter
 SHORT_FOR = "2s"
+SHORTENED_SERIES = ("cluster:mfumon_job_warmup_seconds:default", "cluster:mfumon_unreported_grace_seconds:default")
 SHORT_WARMUP_S = 2
 WAIT_S = 90.0
 # Prometheus logs the address it bound, so "127.0.0.1:0" needs no port picked in advance.
@@ -55,44 +63,30 @@ _PROMETHEUS_LISTENING = re.compile(r'msg="Listening on"[^\n]*? address=(127\.0\.
 T = TypeVar("T")
 
 
-class _RecomputingJob(SimJob):
-    """A simulated job that also reports activation recomputation, so the aggregator exposes its HFU."""
-
-    __slots__ = ()
-
-    def report(self, mfu: float, interval_s: float, step: int) -> dict[str, Any]:
-        return {**super().report(mfu, interval_s, step), "recompute_activations": True}
-
-
 def _cluster() -> ClusterSpec:
     cluster = default_cluster(checkpoints=False)  # no checkpoint dips: MFU stays on target
-    jobs = tuple(
-        _RecomputingJob(**{f.name: getattr(job, f.name) for f in dataclasses.fields(job)})
-        if job.job_id == HEALTHY_JOB
-        else job
-        for job in cluster.jobs
-    )
     # Fleet health within the test's time: the link flaps every 10 s, the GPU fault comes 5 s in.
     soon = {FLAPPING_NODE: {"flapping_link_every_s": 10.0}, REMAP_NODE: {"fault_after_s": 5.0}}
     nodes = tuple(dataclasses.replace(node, **soon.get(node.name, {})) for node in cluster.nodes)
-    return dataclasses.replace(cluster, jobs=jobs, nodes=nodes)
+    return dataclasses.replace(cluster, nodes=nodes)
 
 
 def _rewrite_rules(target_dir: Path) -> None:
     """Copy the rule files with alerts' `for:` and the warm-up shortened, so that a test sees them fire."""
     target_dir.mkdir()
-    warmups = 0
+    shortened: list[str] = []
     for path in sorted(RULES_DIR.glob("*.yml")):
         data = yaml.safe_load(path.read_text())
         for group in data["groups"]:
+            group.pop("interval", None)  # the global 1 s
             for rule in group["rules"]:
                 if "for" in rule:
                     rule["for"] = SHORT_FOR
-                if rule.get("record") == "cluster:mfumon_job_warmup_seconds:default":
+                if rule.get("record") in SHORTENED_SERIES:
                     rule["expr"] = f"vector({SHORT_WARMUP_S})"
-                    warmups += 1
+                    shortened.append(rule["record"])
         (target_dir / path.name).write_text(yaml.safe_dump(data, sort_keys=False))
-    assert warmups == 1, "the warm-up rule was renamed: update this test"
+    assert sorted(shortened) == sorted(SHORTENED_SERIES), "a shortened rule was renamed: update this test"
 
 
 def _write_config(work: Path, aggregator: LiveServer) -> Path:
@@ -237,9 +231,47 @@ def test_serving_alerts_judge_each_serving_job_by_its_own_number(prometheus: str
         firing = _wait_for(f"{alertname} to fire", lambda name=alertname: _firing(prometheus, name))  # type: ignore[misc]
         assert {alert["labels"]["job_id"] for alert in firing} == jobs, alertname
     inference = {a["labels"]["job_id"] for a in _firing(prometheus, "MfumonInferenceMFULow")}
-    assert not inference & {"serve-chat-70b", "serve-code-8b", "serve-rag-32b"}  # MBU judges them, not MFU
+    assert not inference & set(SERVING_JOBS)  # MBU judges them, not MFU
     training = {a["labels"]["job_id"] for a in _firing(prometheus, "MfumonTrainingMFULow")}
-    assert not training & {"serve-chat-70b", "serve-code-8b", "serve-rag-32b", INFERENCE_JOB}
+    assert not training & {*SERVING_JOBS, INFERENCE_JOB}
+
+
+def test_cross_check_fires_for_the_over_claiming_job_only(prometheus: str) -> None:
+    firing = _wait_for("MfumonMFUAccountingSuspect to fire", lambda: _firing(prometheus, "MfumonMFUAccountingSuspect"))
+    time.sleep(5)  # any other job would be firing by now too (same warm-up, same `for`)
+    firing = _firing(prometheus, "MfumonMFUAccountingSuspect")
+    assert {alert["labels"]["job_id"] for alert in firing} == {OVERCLAIM_JOB}
+    (alert,) = firing
+    assert (alert["labels"]["severity"], alert["labels"]["verdict"], alert["labels"]["team"]) == (
+        "warning",
+        "over_claims",
+        "research",
+    )
+    assert float(alert["value"]) > 1.2
+    # The honest jobs agree with their hardware: the recomputing one sits near 0.75 / 1.15 x clock, not below 0.5.
+    agreement = {
+        r["metric"]["job_id"]: float(r["value"][1])
+        for r in _query(prometheus, "job_id:mfumon_job_mfu_hardware_agreement_ratio:max")
+    }
+    honest = {HEALTHY_JOB, LOW_MFU_JOB, INFERENCE_JOB, *SERVING_JOBS}
+    assert set(agreement) == honest | {OVERCLAIM_JOB}
+    assert all(0.5 < agreement[job] < 1.2 for job in honest), sorted(agreement.items())
+
+
+def test_busy_but_not_reporting_fires_for_the_unwrapped_job_and_the_stray_gpu(prometheus: str) -> None:
+    def both() -> list[dict[str, Any]] | None:
+        firing = _firing(prometheus, "MfumonGPUsBusyNotReporting")
+        found = {a["labels"].get("job_id") or a["labels"].get("node") for a in firing}
+        return firing if {UNWRAPPED_JOB, STRAY_NODE} <= found else None
+
+    firing = _wait_for("MfumonGPUsBusyNotReporting to fire for the unwrapped job and the stray GPU", both)
+    time.sleep(5)  # the scheduler's sweeps started with the rest: they would be firing by now too
+    firing = _firing(prometheus, "MfumonGPUsBusyNotReporting")
+    by_what = {a["labels"].get("job_id") or a["labels"].get("node"): float(a["value"]) for a in firing}
+    # The sweeps run under the simulated scheduler and never report: busy but not reporting as well.
+    assert by_what == {UNWRAPPED_JOB: 4, "sweep-lr-a": 5, "sweep-lr-b": 5, STRAY_NODE: 1}
+    states = {r["metric"]["state"]: float(r["value"][1]) for r in _query(prometheus, "cluster:mfumon_gpus:max")}
+    assert states == {"reporting": 31, "unreported": 15, "idle": 18, "down": 0}  # 64 GPUs, each in one state
 
 
 def test_drain_alert_fires_for_the_flapping_link_and_the_pending_remap_only(prometheus: str) -> None:

@@ -87,6 +87,8 @@ class SimWorkload:
     step_seconds: float = 2.0
     checkpoint_every_s: float | None = 900.0
     checkpoint_seconds: float = 30.0
+    #: executed tensor work per unit of model FLOPs: 4/3 with full activation recompute (HFU = MFU x 8/6)
+    tensor_scale: float = 1.0
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
@@ -225,7 +227,7 @@ class SimSource:
             return GpuSample(uuid=uuid, index=index, name=name, up=False, job_id=work.job_id)
         jitter = smooth_noise(self._seed, stream, t, 7.0)
         slow = smooth_noise(self._seed, stream + 1, t, 300.0)
-        x = job_mfu_at(work, self._seed, t) * _TENSOR_PER_MFU[work.profile] * (1.0 + 0.03 * jitter)
+        x = job_mfu_at(work, self._seed, t) * _TENSOR_PER_MFU[work.profile] * work.tensor_scale * (1.0 + 0.03 * jitter)
         counters: dict[str, Any] = dict(_profile_counters(work.profile, x, jitter, spec))
         load = counters.pop("_load")
         power = spec.idle_power_watts + (spec.power_limit_watts - spec.idle_power_watts) * load
