@@ -1,8 +1,9 @@
 """Run a short bf16 matmul load on GPU 0 (torch, if available) while sampling with the exporter's NVML source.
 
 Prints, per sample, what NVML/GPM showed (utilization, SM active, SM occupancy, tensor active, DRAM active, power,
-temperature, SM clock, clock-event reasons, job attribution), then the load's achieved TFLOP/s, the MFU that implies
-against the dense bf16 peak, and the tensor-active / MFU ratio (the simulator assumes about 1.15 for training).
+temperature, SM clock, clock-event reasons, job attribution, compute processes, the aggregator's hardware MFU estimate),
+then the load's achieved TFLOP/s, the MFU that implies against the dense bf16 peak, the tensor-active / MFU ratio (the
+simulator assumes about 1.15 for training) and the hardware estimate / MFU ratio (about 1.0 on the H200 calibration).
 
     python bench/gpu_check.py [--seconds 10] [--interval 1] [--size 8192] [--json out.json]
 
@@ -23,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from api.mfu import hardware_mfu
 from exporter.errors import SourceUnavailable
 from exporter.node.attribution import JobResolver
 from exporter.node.sources.nvml import NvmlSource
@@ -77,7 +79,8 @@ def _row(t: float, s: GpuSample) -> str:
     return (
         f"{t:5.1f}s gpu{s.index} util {pct(s.utilization)} sm {pct(s.sm_active)} occ {pct(s.sm_occupancy)} "
         f"tensor {pct(s.tensor_active)} dram {pct(s.dram_active)} power {power}W temp {s.temperature_celsius}C "
-        f"clock {clock}MHz reasons {reasons} job {s.job_id}"
+        f"clock {clock}MHz reasons {reasons} job {s.job_id} procs {s.compute_processes} "
+        f"hw-mfu {pct(hardware_mfu(s.tensor_active, s.sm_clock_hz, s.max_sm_clock_hz))}"
     )
 
 
@@ -104,6 +107,7 @@ def main() -> int:
         print(f"no load ({load.error}); sampling idle GPUs")
     records: list[dict[str, object]] = []
     busy_tensor: list[float] = []
+    busy_estimate: list[float] = []
     started = time.monotonic()
     try:
         while time.monotonic() - started < args.seconds:
@@ -114,6 +118,8 @@ def main() -> int:
                 records.append({"t": round(t, 3), **sample.to_json()})
                 if sample.index == 0 and sample.tensor_active is not None and not load.error:
                     busy_tensor.append(sample.tensor_active)
+                    estimate = hardware_mfu(sample.tensor_active, sample.sm_clock_hz, sample.max_sm_clock_hz)
+                    busy_estimate.append(estimate if estimate is not None else float("nan"))
     finally:
         load.stop.set()
         load.join(timeout=60)
@@ -128,6 +134,10 @@ def main() -> int:
             tensor = statistics.mean(busy_tensor[1:] or busy_tensor)
             print(f"implied MFU {100 * mfu:.1f}% of {peak / 1e12:.0f} TFLOP/s; mean tensor_active {100 * tensor:.1f}%")
             print(f"tensor_active / MFU = {tensor / mfu:.2f}")
+            estimate = statistics.mean(busy_estimate[1:] or busy_estimate)
+            print(
+                f"aggregator's hardware estimate (tensor x SM clock / max) {100 * estimate:.1f}%: {estimate / mfu:.2f}x"
+            )
     if args.json:
         Path(args.json).write_text(json.dumps(records, indent=1))
     return 0
