@@ -51,6 +51,9 @@ class Settings(BaseSettings):
     BASELINE_WINDOW_REPORTS: int = Field(default=5, ge=2)
     BASELINE_MAX_RELATIVE_SPREAD: float = Field(default=0.10, gt=0)
 
+    # Timestamps sent by clients may run ahead of this server's clock by at most this much (422 beyond it).
+    MAX_CLOCK_SKEW_SECONDS: float = Field(default=300.0, gt=0)
+
     HISTORY_RETENTION_DAYS: float = Field(default=30.0, gt=0)
     MAX_BODY_BYTES: int = Field(default=1_048_576, ge=1024)
     PEAKS_FILE: Path | None = None

@@ -29,9 +29,12 @@ def record_node_sample(*, session: Session, node: str, sample: NodeSampleCreate,
     """Store a node sample; returns the node's state and whether the sample was applied.
 
     A sample older than the newest one applied (a spool replay after an outage) counts as received and keeps
-    the node alive, but does not overwrite newer GPU state. Core statements, not ORM objects: this is the
-    hottest write path, and every statement touches only this node's rows.
+    the node alive, but does not overwrite newer GPU state. The newest timestamp is kept no later than the push's
+    arrival (``now``), so a sample dated in the future (a fast clock, a forged push) never outranks the real samples
+    taken after it arrived. Core statements, not ORM objects: this is the hottest write path, and every statement
+    touches only this node's rows.
     """
+    newest = min(sample.timestamp, now)
     nodes: Table = Node.__table__  # type: ignore[assignment]
     ports = None if sample.ib_ports is None else [p.model_dump(exclude_none=True) for p in sample.ib_ports]
     held = session.execute(
@@ -41,14 +44,14 @@ def record_node_sample(*, session: Session, node: str, sample: NodeSampleCreate,
     ).one_or_none()
     applied = held is None or sample.timestamp >= held.last_sample_timestamp
     if held is None:
-        state = NodeState(sample.pool, sample.timestamp, 1, ports)
+        state = NodeState(sample.pool, newest, 1, ports)
         session.execute(
             insert(nodes).values(
                 name=node,
                 pool=sample.pool,
                 ib_ports=ports,
                 last_seen_at=now,
-                last_sample_timestamp=sample.timestamp,
+                last_sample_timestamp=newest,
                 samples_received=1,
                 updated_at=now,
             )
@@ -56,7 +59,7 @@ def record_node_sample(*, session: Session, node: str, sample: NodeSampleCreate,
     else:
         state = NodeState(
             sample.pool if applied else held.pool,
-            sample.timestamp if applied else held.last_sample_timestamp,
+            newest if applied else held.last_sample_timestamp,
             held.samples_received + 1,
             ports,
         )

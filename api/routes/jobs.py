@@ -11,6 +11,7 @@ from api.crud.nodes import read_gpus_of_job
 from api.db.models import Job
 from api.deps import ContextDep, IngestAuth, JobIdPath
 from api.mfu import check_accounting
+from api.schemas._common import INT32_MAX
 from api.schemas.jobs import (
     AccountingPublic,
     JobEnd,
@@ -130,7 +131,7 @@ def read_jobs(
     ctx: ContextDep,
     status: Annotated[str | None, Query(pattern="^(pending|running|ended)$")] = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=INT32_MAX)] = 0,
 ) -> JobsPublic:
     """List jobs with their current MFU."""
     accounts = _accounts(ctx)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Container
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, Depends, HTTPException, Query
 
-from api.deps import ContextDep, IngestAuth, NodePath
+from api.deps import ContextDep, IngestAuth, NodePath, reject_future_timestamp
 from api.schemas.nodes import (
     GpuPublic,
     HealthReason,
@@ -66,8 +66,15 @@ def _public(node: NodeView, reporting: Container[str]) -> NodePublic:
     )
 
 
+def _sample_body(body: NodeSampleCreate, ctx: ContextDep) -> NodeSampleCreate:
+    reject_future_timestamp(ctx, body.timestamp)
+    return body
+
+
 @router.post("/{node}/samples", response_model=SampleAccepted, dependencies=[IngestAuth])
-def create_sample(node: NodePath, body: NodeSampleCreate, ctx: ContextDep) -> SampleAccepted:
+def create_sample(
+    node: NodePath, body: Annotated[NodeSampleCreate, Depends(_sample_body)], ctx: ContextDep
+) -> SampleAccepted:
     """Push one collection cycle of a node's GPUs."""
     applied = record_sample(ctx, node, body)
     ctx.self_metrics.count_ingest("node_samples", "accepted")

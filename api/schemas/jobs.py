@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from api.schemas._common import (
+    MAX_TOKENS_PER_SECOND,
     Count,
     Dtype,
     Kind,
@@ -15,7 +16,9 @@ from api.schemas._common import (
     PositiveFloat,
     PositiveInt,
     Ratio,
+    Step,
     StorageDtype,
+    TokensPerSecond,
 )
 
 _BIG = Annotated[float, Field(gt=0, le=1e30, allow_inf_nan=False)]
@@ -76,13 +79,13 @@ class JobUpdate(JobFields):
 class JobReportCreate(JobFields):
     """``POST /v1/jobs/{job_id}/reports``: throughput over the last interval, whole job."""
 
-    tokens_per_second: PositiveFloat | None = None
+    tokens_per_second: TokensPerSecond | None = None
     tokens: Count | None = None
     interval_seconds: PositiveFloat | None = None
     step_seconds: NonNegativeFloat | None = None
     comm_seconds: NonNegativeFloat | None = None
     data_wait_seconds: NonNegativeFloat | None = None
-    step: Count | None = None
+    step: Step | None = None
     # --- inference: the interval split by phase, and what MBU needs (see api/mfu/_serving.py) ---
     prefill_tokens: Count | None = None  # prompt tokens computed in the interval (prefix-cache hits excluded)
     decode_tokens: Count | None = None  # tokens generated in the interval
@@ -94,6 +97,14 @@ class JobReportCreate(JobFields):
     requests_running: Count | None = None
     requests_waiting: Count | None = None
     kv_cache_usage: Ratio | None = None
+
+    @field_validator("interval_seconds")
+    @classmethod
+    def _bounded_rate(cls, interval: float | None, info: ValidationInfo) -> float | None:
+        tokens = info.data.get("tokens")
+        if interval is not None and tokens is not None and tokens / interval > MAX_TOKENS_PER_SECOND:
+            raise ValueError(f"tokens / interval_seconds exceeds {MAX_TOKENS_PER_SECOND:g} tokens per second")
+        return interval
 
     @model_validator(mode="after")
     def _throughput(self) -> JobReportCreate:
