@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pydantic import ValidationError
 
 from api.core.config import Settings
-from api.core.security import InsecureConfigError, check_startup_security
+from api.core.security import InsecureConfigError, TokenConfigError, check_startup_security
 from api.server import BindError, bind_socket, run_app
 
 
@@ -44,8 +44,11 @@ def main(argv: Sequence[str]) -> int:
         overrides["LOG_LEVEL"] = args.log_level
     try:
         settings = Settings(**overrides)  # type: ignore[arg-type]
-        check_startup_security(settings.HOST, settings.ingest_tokens(), settings.ALLOW_INSECURE)
-    except (ValidationError, InsecureConfigError, OSError) as exc:
+        tokens = settings.ingest_tokens()
+        check_startup_security(settings.HOST, tokens, settings.ALLOW_INSECURE)
+        if settings.READ_REQUIRES_TOKEN and not any(t.principal.allows("read") for t in tokens):
+            raise TokenConfigError("MFUMON_READ_REQUIRES_TOKEN is on, but no token has the 'read' scope")
+    except (ValidationError, InsecureConfigError, TokenConfigError, OSError) as exc:
         print(f"mfumon serve: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     try:

@@ -1,13 +1,15 @@
-"""Route dependencies: the process context, and ingest authentication."""
+"""Route dependencies: the process context, authentication by scope, and checks that need the server's state."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Path, Request, status
 from fastapi.exceptions import RequestValidationError
 
 from api.context import AppContext
+from api.core.security import Principal
 from api.middleware import endpoint_of
 from api.schemas._common import ID_PATTERN
 
@@ -19,20 +21,59 @@ def get_context(request: Request) -> AppContext:
 ContextDep = Annotated[AppContext, Depends(get_context)]
 
 
-def require_ingest_token(request: Request, ctx: ContextDep) -> None:
-    """401 unless the request carries a configured bearer token (when tokens are configured)."""
-    if not ctx.verifier.verify(request.headers.get("authorization")):
-        endpoint = endpoint_of(request.method, request.url.path)
+def authenticate(request: Request, ctx: AppContext, scope: str) -> Principal:
+    """The request's principal if its token has ``scope``: 401 for a missing or wrong token, 403 for a token
+    without that scope. The principal is kept on the request for the write audit (log line and per-token count)."""
+    principal = ctx.verifier.principal(request.headers.get("authorization"))
+    endpoint = endpoint_of(request.method, request.url.path)
+    if principal is None:
         if endpoint is not None:
             ctx.self_metrics.count_ingest(endpoint, "unauthorized")
         raise HTTPException(
             status_code=status.HTTP_401_UNAUTHORIZED,
-            detail="missing or invalid ingest token (Authorization: Bearer <token>)",
+            detail="missing or invalid token (Authorization: Bearer <token>)",
             headers={"WWW-Authenticate": "Bearer"},
         )
+    if not principal.allows(scope):
+        if endpoint is not None:
+            ctx.self_metrics.count_ingest(endpoint, "forbidden")
+        raise HTTPException(
+            status_code=status.HTTP_403_FORBIDDEN,
+            detail=f"token {principal.name!r} lacks the {scope!r} scope (it has: {', '.join(sorted(principal.scopes))})"
+            if principal.scopes
+            else f"token {principal.name!r} lacks the {scope!r} scope",
+        )
+    request.state.principal = principal
+    return principal
 
 
-IngestAuth = Depends(require_ingest_token)
+def _require(scope: str) -> Callable[[Request, AppContext], Principal]:
+    def dependency(request: Request, ctx: ContextDep) -> Principal:
+        return authenticate(request, ctx, scope)
+
+    dependency.__name__ = f"require_{scope}_scope"
+    return dependency
+
+
+# One dependency per scope: declare the principal a route needs (``principal: JobWriter``) and the check is done.
+NodeWriter = Annotated[Principal, Depends(_require("nodes"))]
+"""Pushes node samples: a token with the ``nodes`` scope."""
+JobWriter = Annotated[Principal, Depends(_require("jobs"))]
+"""Writes jobs (register, report, end, events, ...): a token with the ``jobs`` scope; pass it on to the service,
+which checks the job's team with :meth:`Principal.job_team`."""
+IngestAuth = Depends(_require("jobs"))
+"""For ``dependencies=[...]`` on a job write that needs no principal; prefer :data:`JobWriter`."""
+
+OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+
+
+def require_reader(request: Request, ctx: ContextDep) -> None:
+    """App-wide: with ``MFUMON_READ_REQUIRES_TOKEN``, every GET but the probes needs a token with the ``read`` scope."""
+    if ctx.settings.READ_REQUIRES_TOKEN and request.method in ("GET", "HEAD") and request.url.path not in OPEN_PATHS:
+        authenticate(request, ctx, "read")
+
+
+ReadAuth = Depends(require_reader)
 
 
 def reject_future_timestamp(ctx: AppContext, timestamp: float, field: str = "timestamp") -> None:

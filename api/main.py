@@ -13,14 +13,15 @@ from sqlalchemy.exc import DataError, OperationalError, StatementError
 
 from api.context import AppContext
 from api.core.config import Settings
-from api.core.security import TokenVerifier
+from api.core.security import ForbiddenError, Token, TokenVerifier
 from api.db.migrate import upgrade_to_head
 from api.db.session import make_engine, make_sessionmaker
+from api.deps import ReadAuth
 from api.errors import InputError
 from api.metrics.render import MetricsRenderer
 from api.metrics.self_metrics import SelfMetrics
 from api.mfu import PeakTable
-from api.middleware import SCHEDULER_SYNC_PATH, BodySizeLimit, endpoint_of
+from api.middleware import SCHEDULER_SYNC_PATH, BodySizeLimit, WriteAudit, endpoint_of
 from api.routes import cluster, health, job_events, jobs, metrics, nodes, scheduler
 from api.services.expiry import expire_silent_jobs
 from api.state.devices import DeviceResolver
@@ -49,7 +50,7 @@ def build_context(settings: Settings) -> AppContext:
     self_metrics = SelfMetrics()
     renderer = MetricsRenderer(self_metrics, lambda: (refresher.last_duration_s, refresher.errors))
     tokens = settings.ingest_tokens()
-    logger.info("ingest authentication: %s", f"{len(tokens)} token(s)" if tokens else "off (loopback only)")
+    logger.info("authentication: %s", _describe(tokens) if tokens else "off (loopback only)")
     return AppContext(
         settings=settings,
         engine=engine,
@@ -62,6 +63,16 @@ def build_context(settings: Settings) -> AppContext:
         self_metrics=self_metrics,
         renderer=renderer,
     )
+
+
+def _describe(tokens: list[Token]) -> str:
+    """Token names and what they may do (never the tokens themselves)."""
+    parts = []
+    for token in tokens:
+        who = token.principal
+        teams = f"; teams {','.join(sorted(who.teams))}" if who.teams is not None else ""
+        parts.append(f"{who.name} ({','.join(sorted(who.scopes))}{teams})")
+    return f"{len(tokens)} token(s): " + ", ".join(parts)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -90,7 +101,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Cluster-wide MFU: job throughput and GPU counters in, MFU and Prometheus metrics out.",
         version="0.1.0",
         lifespan=lifespan,
+        dependencies=[ReadAuth],
     )
+    app.add_middleware(WriteAudit)
     app.add_middleware(
         BodySizeLimit,
         max_bytes=settings.MAX_BODY_BYTES,
@@ -122,6 +135,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         field = exc.field if isinstance(exc, InputError) else "body"
         detail = [{"field": field, "loc": ["body", field], "msg": str(exc), "type": "value_error"}]
         return JSONResponse(status_code=422, content={"detail": detail})
+
+    @app.exception_handler(ForbiddenError)
+    async def _forbidden(request: Request, exc: ForbiddenError) -> Response:
+        """A valid token writing outside its teams; nothing was stored (the transaction rolled back)."""
+        endpoint = endpoint_of(request.method, request.url.path)
+        if endpoint is not None and hasattr(request.app.state, "ctx"):
+            request.app.state.ctx.self_metrics.count_ingest(endpoint, "forbidden")
+        return JSONResponse(status_code=403, content={"detail": str(exc)})
 
     @app.exception_handler(OperationalError)
     async def _database_unavailable(request: Request, exc: OperationalError) -> Response:

@@ -1,8 +1,9 @@
-"""ASGI middleware: reject oversized bodies before anything parses them."""
+"""ASGI middleware: reject oversized bodies before anything parses them; audit every write by token name."""
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -26,6 +27,52 @@ def endpoint_of(method: str, path: str) -> str | None:
         if method == m and pattern.match(path):
             return name
     return None
+
+
+audit_logger = logging.getLogger("api.audit")
+
+_READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def endpoint_label(scope: Scope) -> str:
+    """The ingest endpoint name, else ``METHOD /route/{template}`` (bounded: one per route, never the raw path)."""
+    method, path = scope["method"], scope["path"]
+    named = endpoint_of(method, path)
+    if named is not None:
+        return named
+    route = scope.get("route")
+    return f"{method} {getattr(route, 'path', 'unmatched')}"
+
+
+class WriteAudit:
+    """After each write that a token passed: one ``api.audit`` log line naming the token (never the token itself)
+    and the request's outcome, and a count per token name and endpoint in ``/metrics``."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in _READ_METHODS:
+            await self.app(scope, receive, send)
+            return
+        status = 500
+
+        async def recording_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, recording_send)
+        finally:
+            principal = (scope.get("state") or {}).get("principal")
+            ctx = getattr(scope["app"].state, "ctx", None) if "app" in scope else None
+            if principal is not None and ctx is not None:
+                outcome = "accepted" if status < 400 else "rejected" if status < 500 else "failed"
+                ctx.self_metrics.count_token_write(principal.name, endpoint_label(scope), outcome)
+                if ctx.settings.AUDIT_LOG:
+                    audit_logger.info("%s %s by token %s: %d", scope["method"], scope["path"], principal.name, status)
 
 
 class _TooLarge(Exception):

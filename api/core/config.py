@@ -10,6 +10,8 @@ from pathlib import Path
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from api.core.security import Token, parse_tokens
+
 DEFAULT_DATABASE_URL = "sqlite:///mfumon.db"
 
 
@@ -22,10 +24,15 @@ class Settings(BaseSettings):
     HOST: str = "127.0.0.1"
     PORT: int = Field(default=8000, ge=0, le=65535)  # 0: the kernel picks a free port
 
-    # Security: tokens for ingest (PUT/POST). Comma separated in the environment, or one per line in a file.
+    # Security: tokens for ingest (PUT/POST). Comma separated in the environment, or one per line in a file, where a
+    # line may name the token and limit it to scopes and teams (api.core.security).
     INGEST_TOKENS: str = Field(default="", repr=False)
     INGEST_TOKENS_FILE: Path | None = None
     ALLOW_INSECURE: bool = False
+    # Reads (/v1/* GETs and /metrics) need a token with the "read" scope too; Prometheus sends it as a bearer token.
+    READ_REQUIRES_TOKEN: bool = False
+    # One log line per write naming the token (logger "api.audit"); off for very large clusters if too chatty.
+    AUDIT_LOG: bool = True
 
     # Expiry: series of silent nodes and jobs vanish after these times; ended jobs vanish at once.
     NODE_TTL_SECONDS: float = Field(default=300.0, gt=0)
@@ -67,9 +74,7 @@ class Settings(BaseSettings):
             return "postgresql+psycopg://" + value.split("://", 1)[1]
         return value
 
-    def ingest_tokens(self) -> list[str]:
-        """The configured ingest tokens from the environment and the token file, blanks dropped."""
-        tokens = [t.strip() for t in self.INGEST_TOKENS.split(",")]
-        if self.INGEST_TOKENS_FILE is not None:
-            tokens += [line.strip() for line in self.INGEST_TOKENS_FILE.read_text().splitlines()]
-        return [t for t in tokens if t and not t.startswith("#")]
+    def ingest_tokens(self) -> list[Token]:
+        """The configured tokens: comma-separated in the environment, one per line in the file (see README Security)."""
+        file_lines = self.INGEST_TOKENS_FILE.read_text().splitlines() if self.INGEST_TOKENS_FILE is not None else []
+        return parse_tokens(self.INGEST_TOKENS.split(","), file_lines)

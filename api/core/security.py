@@ -1,17 +1,122 @@
-"""Ingest authentication: bearer tokens compared in constant time, and the refuse-to-start rule.
+"""Authentication: named, scoped bearer tokens compared in constant time, and the refuse-to-start rule.
 
-The rule: a process listening beyond loopback must have ingest tokens, unless the operator explicitly says
-``--insecure``. Tokens are never logged; only their count is.
+The rule: a process listening beyond loopback must have tokens, unless the operator explicitly says ``--insecure``.
+Tokens are never logged; their names are.
+
+A token line is ``TOKEN [name=NAME] [scopes=SCOPE,...] [teams=TEAM,...]``. A line with no ``scopes=`` may do
+everything, as every token could before scopes existed. Scopes:
+
+- ``nodes``: push node samples (exporters);
+- ``jobs``: register, report, end jobs (job wrappers, schedulers); with ``teams=``, only jobs of those teams;
+- ``read``: read ``/v1/*`` and ``/metrics`` when ``MFUMON_READ_REQUIRES_TOKEN`` is on (Grafana, Prometheus).
 """
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+SCOPES: tuple[str, ...] = ("nodes", "jobs", "read")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 class InsecureConfigError(Exception):
     """Raised at startup when the service would accept unauthenticated ingest from the network."""
+
+
+class TokenConfigError(ValueError):
+    """A token line that cannot be understood; the service refuses to start rather than guess."""
+
+
+class ForbiddenError(Exception):
+    """An authenticated token asked for something its scopes or teams do not allow (403)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who made a request: a token's name, what it may do, and for job writes which teams (None: any)."""
+
+    name: str
+    scopes: frozenset[str]
+    teams: frozenset[str] | None = None
+
+    def allows(self, scope: str) -> bool:
+        return scope in self.scopes
+
+    def job_team(self, job_id: str, requested: str | None, current: str | None = None, *, exists: bool) -> str | None:
+        """The team a job write leaves the job in, or :class:`ForbiddenError`.
+
+        A team-scoped token touches only jobs of its teams and moves them only among its teams; a job it creates
+        without naming a team gets the token's team when it has exactly one.
+        """
+        if self.teams is None:
+            return requested
+        allowed = ", ".join(sorted(self.teams))
+        if exists and current not in self.teams:
+            owner = f"team {current!r}" if current else "no team"
+            raise ForbiddenError(f"token {self.name!r} writes jobs of team(s) {allowed}; job {job_id!r} is of {owner}")
+        team = requested or current
+        if team is None:
+            if len(self.teams) == 1:
+                return next(iter(self.teams))
+            raise ForbiddenError(f"token {self.name!r} writes jobs of several teams ({allowed}): name the job's team")
+        if team not in self.teams:
+            raise ForbiddenError(f"token {self.name!r} writes jobs of team(s) {allowed}, not of team {team!r}")
+        return team
+
+
+ANONYMOUS = Principal("anonymous", frozenset(SCOPES))
+"""The principal of every request while no token is configured (loopback only)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    principal: Principal
+    secret: bytes
+
+
+def parse_token_line(line: str, default_name: str) -> Token | None:
+    """One line of a token file (or one entry of ``MFUMON_INGEST_TOKENS``); None for blanks and comments."""
+    fields = line.split("#", 1)[0].split() if not line.lstrip().startswith("#") else []
+    if not fields:
+        return None
+    secret, options = fields[0], fields[1:]
+    name, scopes, teams = default_name, set(SCOPES), None
+    for option in options:
+        key, sep, value = option.partition("=")
+        if not sep or not value:
+            raise TokenConfigError(f"token {default_name}: expected name=, scopes= or teams=, got {option!r}")
+        items = {v for v in value.split(",") if v}
+        if key == "name":
+            if not _NAME.match(value):
+                raise TokenConfigError(f"token {default_name}: name {value!r} must match {_NAME.pattern}")
+            name = value
+        elif key == "scopes":
+            unknown = items - set(SCOPES)
+            if unknown:
+                raise TokenConfigError(f"token {default_name}: unknown scope(s) {sorted(unknown)}; known: {SCOPES}")
+            scopes = items
+        elif key == "teams":
+            teams = frozenset(items)
+        else:
+            raise TokenConfigError(f"token {default_name}: unknown option {key!r} (name=, scopes=, teams=)")
+    if teams is not None and "jobs" not in scopes:
+        raise TokenConfigError(f"token {name}: teams= limits job writes, but the token has no 'jobs' scope")
+    return Token(Principal(name, frozenset(scopes), teams), secret.encode())
+
+
+def parse_tokens(env_entries: Iterable[str], file_lines: Iterable[str]) -> list[Token]:
+    """Tokens from the environment (comma-separated entries, named ``env-N``) and the file (``line-N``)."""
+    tokens = [t for i, e in enumerate(env_entries, 1) if (t := parse_token_line(e, f"env-{i}"))]
+    tokens += [t for i, line in enumerate(file_lines, 1) if (t := parse_token_line(line, f"line-{i}"))]
+    names = [t.principal.name for t in tokens]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise TokenConfigError(f"token names must be unique: {duplicates}")
+    return tokens
 
 
 def is_loopback(host: str) -> bool:
@@ -24,7 +129,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_startup_security(host: str, tokens: list[str], allow_insecure: bool) -> None:
+def check_startup_security(host: str, tokens: list[Token], allow_insecure: bool) -> None:
     """Refuse to listen beyond loopback without ingest tokens, unless explicitly allowed."""
     if tokens or allow_insecure or is_loopback(host):
         return
@@ -35,23 +140,35 @@ def check_startup_security(host: str, tokens: list[str], allow_insecure: bool) -
 
 
 class TokenVerifier:
-    """Checks ``Authorization: Bearer <token>`` headers against the configured tokens."""
+    """Maps ``Authorization: Bearer <token>`` headers to the principal of the configured token."""
 
-    def __init__(self, tokens: list[str]) -> None:
-        self._tokens = [t.encode() for t in tokens]
+    def __init__(self, tokens: list[Token]) -> None:
+        self._tokens = tokens
 
     @property
     def required(self) -> bool:
         return bool(self._tokens)
 
-    def verify(self, authorization: str | None) -> bool:
-        """True when auth is off, or the header carries one of the tokens (every token is compared)."""
+    @property
+    def names(self) -> list[str]:
+        return [t.principal.name for t in self._tokens]
+
+    def principal(self, authorization: str | None) -> Principal | None:
+        """The token's principal (:data:`ANONYMOUS` while auth is off), or None for a missing or wrong token.
+
+        Every configured token is compared, in constant time, whichever matches.
+        """
         if not self._tokens:
-            return True
+            return ANONYMOUS
         if not authorization or not authorization.lower().startswith("bearer "):
-            return False
+            return None
         presented = authorization[7:].strip().encode()
-        matched = False
+        found = None
         for token in self._tokens:
-            matched |= hmac.compare_digest(presented, token)
-        return matched
+            if hmac.compare_digest(presented, token.secret):
+                found = token.principal
+        return found
+
+    def verify(self, authorization: str | None) -> bool:
+        """True when auth is off, or the header carries one of the tokens."""
+        return self.principal(authorization) is not None

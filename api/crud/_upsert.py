@@ -21,6 +21,13 @@ def _upsert_statement(table: Table, dialect: str, key: tuple[str, ...], update: 
     return stmt.on_conflict_do_nothing(index_elements=list(key))
 
 
+def insert_if_absent(session: Session, table: Table, row: dict[str, Any], *, key: Sequence[str]) -> bool:
+    """Insert ``row`` unless a row with its ``key`` exists (even one inserted concurrently); True if inserted."""
+    dialect = session.get_bind().dialect.name
+    stmt = _upsert_statement(table, dialect, tuple(key), ()).returning(*(table.c[k] for k in key))
+    return session.execute(stmt, row).first() is not None  # rowcount is -1 here with psycopg 3
+
+
 def upsert_rows(
     session: Session, table: Table, rows: Sequence[dict[str, Any]], *, key: Sequence[str], update: Sequence[str]
 ) -> None:

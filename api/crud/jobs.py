@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from api.crud._upsert import lock_for_write, upsert_rows
+from api.crud._upsert import insert_if_absent, lock_for_write, upsert_rows
 from api.db.models import Baseline, Job, JobReport
 from api.schemas.jobs import JobFields
 
@@ -63,16 +63,16 @@ def insert_new_jobs(*, session: Session, job_ids: list[str], now: float) -> None
         upsert_rows(session, Job.__table__, rows[start : start + 500], key=["job_id"], update=[])  # type: ignore[arg-type]
 
 
-def new_job(*, session: Session, job_id: str, now: float) -> Job:
-    """Create the job unless a concurrent first write just did, and return it locked for update.
+def lock_or_create_job(*, session: Session, job_id: str, now: float) -> tuple[Job, bool]:
+    """The job's row, locked for this transaction, created (pending) first if absent; True when this call created it.
 
-    INSERT ... ON CONFLICT DO NOTHING waits for a concurrent inserter to commit, so two first reports to a new id
-    both succeed (one creates, the other updates) instead of one failing on the primary key.
+    INSERT ... ON CONFLICT DO NOTHING before the locking read waits for a concurrent inserter to commit, so
+    concurrent first writes to one id all succeed, one after the other, instead of failing on the primary key.
     """
-    insert_new_jobs(session=session, job_ids=[job_id], now=now)
+    created = insert_if_absent(session, Job.__table__, new_job_row(job_id, now), key=["job_id"])  # type: ignore[arg-type]
     job = read_job(session=session, job_id=job_id, for_update=True)
     assert job is not None
-    return job
+    return job, created
 
 
 def apply_job_fields(*, job: Job, fields: JobFields) -> None:

@@ -251,6 +251,9 @@ SUMMARY_FAMILIES: dict[str, Family] = {
             "unknown_device_reports_total",
             "Job reports whose GPU model has no peak in the table (MFU unknown).",
         ),
+        _c(
+            "token_writes_total", "Writes by the name of the token that made them (never the token), endpoint, outcome."
+        ),
         _g("scrape_duration_seconds", "Time the previous /metrics render took."),
         _g(
             "state_refresh_duration_seconds",

@@ -291,6 +291,11 @@ class MetricsRenderer:
             "mfumon_unknown_device_reports_total",
             [([("gpu_model", m)], n) for m, n in sorted(unknown.items())],
         )
+        token_writes = sorted(self._self_metrics.copy_token_writes().items())
+        emit(
+            "mfumon_token_writes_total",
+            [([("token_name", t), ("endpoint", e), ("outcome", o)], n) for (t, e, o), n in token_writes],
+        )
         emit("mfumon_scrape_duration_seconds", [([], self._self_metrics.last_scrape_duration_s)])
         refresh_s, refresh_errors = self._refresh_stats()
         emit("mfumon_state_refresh_duration_seconds", [([], refresh_s)])

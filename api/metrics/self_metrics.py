@@ -17,6 +17,7 @@ class SelfMetrics:
         self.unknown_devices: Counter[str] = Counter()  # reported gpu_model -> reports
         self.gpu_samples = 0
         self.last_scrape_duration_s = 0.0
+        self.token_writes: Counter[tuple[str, str, str]] = Counter()  # (token name, endpoint, outcome) -> writes
 
     def count_ingest(self, endpoint: str, outcome: str) -> None:
         with self._lock:
@@ -29,6 +30,14 @@ class SelfMetrics:
     def count_unknown_device(self, gpu_model: str) -> None:
         with self._lock:
             self.unknown_devices[gpu_model[:128]] += 1
+
+    def count_token_write(self, token_name: str, endpoint: str, outcome: str) -> None:
+        with self._lock:
+            self.token_writes[(token_name, endpoint, outcome)] += 1
+
+    def copy_token_writes(self) -> dict[tuple[str, str, str], int]:
+        with self._lock:
+            return dict(self.token_writes)
 
     def copy(self) -> tuple[dict[tuple[str, str], int], dict[str, int], int]:
         with self._lock:

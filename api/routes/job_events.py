@@ -8,17 +8,19 @@ from fastapi import APIRouter, HTTPException, Query
 
 from api.crud import events as event_crud
 from api.crud import jobs as crud
-from api.deps import ContextDep, IngestAuth, JobIdPath
+from api.deps import ContextDep, JobIdPath, JobWriter, reject_future_timestamp
 from api.schemas.events import JobEventCreate, JobEventPublic, JobEventResult, JobEventsPublic
 from api.services.events import record_event
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 
-@router.post("/{job_id}/events", response_model=JobEventResult, dependencies=[IngestAuth])
-def create_event(job_id: JobIdPath, body: JobEventCreate, ctx: ContextDep) -> JobEventResult:
+@router.post("/{job_id}/events", response_model=JobEventResult)
+def create_event(job_id: JobIdPath, body: JobEventCreate, ctx: ContextDep, principal: JobWriter) -> JobEventResult:
     """Record a job event: init, checkpoint_save, checkpoint_load, eval, restart or failure."""
-    result = record_event(ctx, job_id, body)
+    if body.timestamp is not None:
+        reject_future_timestamp(ctx, body.timestamp)
+    result = record_event(ctx, job_id, body, principal)
     ctx.self_metrics.count_ingest("job_events", "accepted")
     return result
 

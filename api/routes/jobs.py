@@ -9,7 +9,7 @@ from fastapi import APIRouter, Body, HTTPException, Query
 from api.crud import jobs as crud
 from api.crud.nodes import read_gpus_of_job
 from api.db.models import Job
-from api.deps import ContextDep, IngestAuth, JobIdPath
+from api.deps import ContextDep, JobIdPath, JobWriter
 from api.mfu import check_accounting
 from api.schemas._common import INT32_MAX
 from api.schemas.jobs import (
@@ -99,26 +99,28 @@ def _accounts(ctx: ContextDep) -> dict[str, JobAccount]:
     return summarize(ctx.state.snapshot(ctx.clock())).jobs
 
 
-@router.put("/{job_id}", response_model=JobPublic, dependencies=[IngestAuth])
-def update_job(job_id: JobIdPath, body: JobUpdate, ctx: ContextDep) -> JobPublic:
+@router.put("/{job_id}", response_model=JobPublic)
+def update_job(job_id: JobIdPath, body: JobUpdate, ctx: ContextDep, principal: JobWriter) -> JobPublic:
     """Register a job (pending until it reports) or update its metadata."""
-    job = reports.update_job(ctx, job_id, body)
+    job = reports.update_job(ctx, job_id, body, principal)
     ctx.self_metrics.count_ingest("job_update", "accepted")
     return _public(ctx, job, account=_accounts(ctx).get(job_id), history=[], gpus=[])
 
 
-@router.post("/{job_id}/reports", response_model=ReportResult, dependencies=[IngestAuth])
-def create_report(job_id: JobIdPath, body: JobReportCreate, ctx: ContextDep) -> ReportResult:
+@router.post("/{job_id}/reports", response_model=ReportResult)
+def create_report(job_id: JobIdPath, body: JobReportCreate, ctx: ContextDep, principal: JobWriter) -> ReportResult:
     """Report a job's throughput over the last interval; returns its MFU now."""
-    result = reports.record_report(ctx, job_id, body)
+    result = reports.record_report(ctx, job_id, body, principal)
     ctx.self_metrics.count_ingest("job_reports", "accepted")
     return result
 
 
-@router.post("/{job_id}/end", response_model=JobPublic, dependencies=[IngestAuth])
-def end_job(job_id: JobIdPath, ctx: ContextDep, body: Annotated[JobEnd | None, Body()] = None) -> JobPublic:
+@router.post("/{job_id}/end", response_model=JobPublic)
+def end_job(
+    job_id: JobIdPath, ctx: ContextDep, principal: JobWriter, body: Annotated[JobEnd | None, Body()] = None
+) -> JobPublic:
     """End a job; its series leave /metrics at once."""
-    job = reports.end_job(ctx, job_id, body or JobEnd())
+    job = reports.end_job(ctx, job_id, body or JobEnd(), principal)
     if job is None:
         ctx.self_metrics.count_ingest("job_end", "not_found")
         raise HTTPException(status_code=404, detail=f"job {job_id!r} not found")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Query
 
-from api.deps import ContextDep, IngestAuth, NodePath, reject_future_timestamp
+from api.deps import ContextDep, NodePath, NodeWriter, reject_future_timestamp
 from api.schemas.nodes import (
     GpuPublic,
     HealthReason,
@@ -71,9 +71,9 @@ def _sample_body(body: NodeSampleCreate, ctx: ContextDep) -> NodeSampleCreate:
     return body
 
 
-@router.post("/{node}/samples", response_model=SampleAccepted, dependencies=[IngestAuth])
+@router.post("/{node}/samples", response_model=SampleAccepted)
 def create_sample(
-    node: NodePath, body: Annotated[NodeSampleCreate, Depends(_sample_body)], ctx: ContextDep
+    node: NodePath, body: Annotated[NodeSampleCreate, Depends(_sample_body)], ctx: ContextDep, _: NodeWriter
 ) -> SampleAccepted:
     """Push one collection cycle of a node's GPUs."""
     applied = record_sample(ctx, node, body)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from api.context import AppContext
+from api.core.security import ANONYMOUS, Principal
 from api.crud import events as event_crud
 from api.crud import jobs as crud
 from api.crud.counters import add_to_counters, shard_of
@@ -13,14 +14,16 @@ from api.services import lifecycle
 from api.state.refresh import job_view
 
 
-def record_event(ctx: AppContext, job_id: str, event: JobEventCreate) -> JobEventResult:
+def record_event(
+    ctx: AppContext, job_id: str, event: JobEventCreate, principal: Principal = ANONYMOUS
+) -> JobEventResult:
     """Store one event; a ``restart`` (or any non-failure event reaching an ended job) begins a new attempt."""
     now = ctx.clock()
     increments: lifecycle.Increments = Counter()
     with ctx.sessions.begin() as session:
-        job = crud.read_job(session=session, job_id=job_id, for_update=True)
-        if job is None:
-            job = crud.new_job(session=session, job_id=job_id, now=now)
+        job, created = crud.lock_or_create_job(session=session, job_id=job_id, now=now)
+        team = principal.job_team(job_id, None, None if created else job.team, exists=not created)
+        job.team = team or job.team
         if event.type == "failure":
             lifecycle.record_failure(job, event.exit_code)
             restarted = False

@@ -9,12 +9,13 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from api.context import AppContext
+from api.core.security import ANONYMOUS, Principal
 from api.crud import jobs as crud
 from api.crud.counters import add_to_counters, shard_of
 from api.db.models import Baseline, Job
 from api.errors import InputError
 from api.mfu import ModelShape, ServingWindow, evaluate
-from api.schemas.jobs import JobEnd, JobReportCreate, JobUpdate, ReportResult
+from api.schemas.jobs import JobEnd, JobFields, JobReportCreate, JobUpdate, ReportResult
 from api.services import lifecycle
 from api.state.refresh import baseline_view, job_view, model_key
 
@@ -30,16 +31,23 @@ def _ratio(part: float | None, whole: float | None) -> float | None:
     return min(part / whole, 1.0)
 
 
-def record_report(ctx: AppContext, job_id: str, report: JobReportCreate) -> ReportResult:
+def _authorize(principal: Principal, job_id: str, job: Job | None, fields: JobFields) -> str | None:
+    """The team the write leaves the job in (ForbiddenError for another team's job); checked under the row lock."""
+    return principal.job_team(job_id, fields.team, job.team if job else None, exists=job is not None)
+
+
+def record_report(
+    ctx: AppContext, job_id: str, report: JobReportCreate, principal: Principal = ANONYMOUS
+) -> ReportResult:
     """Store one report and return the job's MFU now (or null with the reason)."""
     now = ctx.clock()
     tokens_per_second = report.rate()
     increments: lifecycle.Increments = Counter()
     with ctx.sessions.begin() as session:
-        job = crud.read_job(session=session, job_id=job_id, for_update=True)
-        if job is None:
-            job = crud.new_job(session=session, job_id=job_id, now=now)
+        job, created = crud.lock_or_create_job(session=session, job_id=job_id, now=now)
+        team = _authorize(principal, job_id, None if created else job, report)
         crud.apply_job_fields(job=job, fields=report)
+        job.team = team or job.team
         lifecycle.note_activity(session, job, now, increments, what="report", step=report.step)
 
         # Exporters' attribution fills in what the report leaves out.
@@ -255,20 +263,20 @@ def _baseline(
     return crud.read_baseline(session=session, signature=signature)
 
 
-def update_job(ctx: AppContext, job_id: str, update: JobUpdate) -> Job:
+def update_job(ctx: AppContext, job_id: str, update: JobUpdate, principal: Principal = ANONYMOUS) -> Job:
     """Register or update a job's metadata; a new job stays pending until it reports."""
     now = ctx.clock()
     with ctx.sessions.begin() as session:
-        job = crud.read_job(session=session, job_id=job_id, for_update=True)
-        if job is None:
-            job = crud.new_job(session=session, job_id=job_id, now=now)
+        job, created = crud.lock_or_create_job(session=session, job_id=job_id, now=now)
+        team = _authorize(principal, job_id, None if created else job, update)
         crud.apply_job_fields(job=job, fields=update)
+        job.team = team or job.team
         job.updated_at = now
     ctx.state.apply_job(job_view(job))
     return job
 
 
-def end_job(ctx: AppContext, job_id: str, end: JobEnd) -> Job | None:
+def end_job(ctx: AppContext, job_id: str, end: JobEnd, principal: Principal = ANONYMOUS) -> Job | None:
     """Mark a job ended; its series leave ``/metrics`` at once. Returns None for an unknown job.
 
     Ending an ended job changes nothing (a retried request must not count the end twice).
@@ -279,6 +287,7 @@ def end_job(ctx: AppContext, job_id: str, end: JobEnd) -> Job | None:
         job = crud.read_job(session=session, job_id=job_id, for_update=True)
         if job is None:
             return None
+        principal.job_team(job_id, None, job.team, exists=True)
         if job.status == "ended":
             return job
         lifecycle.end(job, now, increments, exit_code=end.exit_code)

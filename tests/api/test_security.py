@@ -10,7 +10,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from api.core.security import InsecureConfigError, TokenVerifier, check_startup_security, is_loopback
+from api.core.security import InsecureConfigError, TokenVerifier, check_startup_security, is_loopback, parse_tokens
 from tests.conftest import start_server
 from tests.utils.factories import node_sample, report
 
@@ -65,13 +65,13 @@ def test_loopback_detection(host: str, loopback: bool) -> None:
 def test_startup_rule() -> None:
     with pytest.raises(InsecureConfigError, match="--insecure"):
         check_startup_security("0.0.0.0", [], allow_insecure=False)
-    check_startup_security("0.0.0.0", [SECRET], allow_insecure=False)
+    check_startup_security("0.0.0.0", parse_tokens([SECRET], []), allow_insecure=False)
     check_startup_security("0.0.0.0", [], allow_insecure=True)
     check_startup_security("127.0.0.1", [], allow_insecure=False)
 
 
 def test_verifier_compares_every_token() -> None:
-    verifier = TokenVerifier(["a", SECRET])
+    verifier = TokenVerifier(parse_tokens(["a", SECRET], []))
     assert verifier.verify(f"Bearer {SECRET}") and verifier.verify(f"bearer  {SECRET} ")
     assert not verifier.verify(SECRET) and not verifier.verify(None) and not verifier.verify("Bearer ")
 
