@@ -141,7 +141,8 @@ class JobReport(Base):
     __tablename__ = "job_reports"
     __table_args__ = (Index("ix_job_reports_job_id_received_at", "job_id", "received_at"),)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    # 64-bit: one id per report ever stored. SQLite keeps INTEGER, the type that makes it the auto-increment rowid.
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
     job_id: Mapped[str] = mapped_column(String(ID_LENGTH), ForeignKey("jobs.job_id", ondelete="CASCADE"))
     received_at: Mapped[float] = mapped_column(Float)
     tokens_per_second: Mapped[float] = mapped_column(Float)
@@ -152,7 +153,7 @@ class JobReport(Base):
     comm_ratio: Mapped[float | None] = mapped_column(Float)
     data_wait_ratio: Mapped[float | None] = mapped_column(Float)
     step_seconds: Mapped[float | None] = mapped_column(Float)
-    step: Mapped[int | None] = mapped_column(Integer)
+    step: Mapped[int | None] = mapped_column(BigInteger)
     reason: Mapped[str | None] = mapped_column(Text)
     # Inference reports that split their tokens by phase.
     mbu: Mapped[float | None] = mapped_column(Float)

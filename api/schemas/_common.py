@@ -49,8 +49,8 @@ Ratio = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 PositiveInt = Annotated[int, Field(ge=1, le=10_000_000)]
 Count = Annotated[int, Field(ge=0, le=10**18)]
 """A count kept inside a JSON document (GPU error counters): JSON numbers have no 32-bit limit."""
-Step = Annotated[int, Field(ge=0, le=INT32_MAX)]
-"""A training step number, stored in an INTEGER column."""
+Step = Annotated[int, Field(ge=0, le=10**18)]
+"""A step or iteration counter, stored in a BIGINT column (an inference server's iterations pass 2^31)."""
 
 MAX_TOKENS_PER_SECOND = 1e15
 """Far above any job (10^5 GPUs x 10^5 tokens/s is 10^10); keeps every FLOP/s product finite."""

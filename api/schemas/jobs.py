@@ -81,7 +81,8 @@ class JobReportCreate(JobFields):
 
     tokens_per_second: TokensPerSecond | None = None
     tokens: Count | None = None
-    interval_seconds: PositiveFloat | None = None
+    # At least a millisecond, so that every per-second rate derived from a count stays finite.
+    interval_seconds: Annotated[float, Field(ge=1e-3, allow_inf_nan=False)] | None = None
     step_seconds: NonNegativeFloat | None = None
     comm_seconds: NonNegativeFloat | None = None
     data_wait_seconds: NonNegativeFloat | None = None
