@@ -21,7 +21,7 @@ from api.errors import InputError
 from api.metrics.render import MetricsRenderer
 from api.metrics.self_metrics import SelfMetrics
 from api.mfu import PeakTable
-from api.middleware import SCHEDULER_SYNC_PATH, BodySizeLimit, WriteAudit, endpoint_of
+from api.middleware import SCHEDULER_SYNC_PATH, BodySizeLimit, BodyTimeout, WriteAudit, endpoint_of
 from api.routes import cluster, health, job_events, jobs, metrics, nodes, scheduler
 from api.services.expiry import expire_silent_jobs
 from api.state.devices import DeviceResolver
@@ -65,6 +65,12 @@ def build_context(settings: Settings) -> AppContext:
     )
 
 
+def _count_body_timeout(app: FastAPI) -> None:
+    ctx = getattr(app.state, "ctx", None)
+    if ctx is not None:
+        ctx.self_metrics.count_body_timeout()
+
+
 def _describe(tokens: list[Token]) -> str:
     """Token names and what they may do (never the tokens themselves)."""
     parts = []
@@ -83,6 +89,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         ctx = build_context(settings)
         app.state.ctx = ctx
+        ctx.self_metrics.connections = getattr(app.state, "connection_guard", None)  # set by mfumon serve
         thread = RefreshThread(
             ctx.refresher,
             settings.REFRESH_INTERVAL_SECONDS,
@@ -108,6 +115,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         BodySizeLimit,
         max_bytes=settings.MAX_BODY_BYTES,
         overrides=((SCHEDULER_SYNC_PATH, settings.MAX_SCHEDULER_BODY_BYTES),),
+    )
+    app.add_middleware(
+        BodyTimeout, timeout_s=settings.BODY_TIMEOUT_SECONDS, on_timeout=lambda: _count_body_timeout(app)
     )
 
     @app.exception_handler(RequestValidationError)

@@ -1,10 +1,14 @@
-"""ASGI middleware: reject oversized bodies before anything parses them; audit every write by token name."""
+"""ASGI middleware: bodies too large or too slow are refused before anything parses them; writes are audited by
+token name."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
+import time
+from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -75,6 +79,62 @@ class WriteAudit:
                     audit_logger.info("%s %s by token %s: %d", scope["method"], scope["path"], principal.name, status)
 
 
+class BodyTimeout:
+    """408 (and the connection closed) when a request body does not arrive within ``timeout_s`` of its head.
+
+    A Content-Length longer than the body sent, or a body trickled byte by byte, otherwise holds a worker forever.
+    On a timeout the 408 goes out at once and the application sees a disconnect; whatever it answers is dropped.
+    """
+
+    def __init__(self, app: ASGIApp, timeout_s: float, on_timeout: Callable[[], None] | None = None) -> None:
+        self.app = app
+        self.timeout_s = timeout_s
+        self.on_timeout = on_timeout
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        deadline = time.monotonic() + self.timeout_s
+        responded = timed_out = body_done = False
+
+        async def timed_receive() -> Message:
+            nonlocal timed_out, body_done
+            if timed_out:
+                return {"type": "http.disconnect"}
+            if body_done:  # only waiting for a disconnect now: no deadline
+                return await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
+                body_done = message["type"] != "http.request" or not message.get("more_body", False)
+                return message
+            except asyncio.TimeoutError:
+                timed_out = True
+                if not responded:
+                    await _send_json(send, 408, {"detail": "the request body did not arrive in time"}, close=True)
+                    if self.on_timeout is not None:
+                        self.on_timeout()
+                return {"type": "http.disconnect"}
+
+        async def guarded_send(message: Message) -> None:
+            nonlocal responded
+            if timed_out:
+                return  # the 408 went out already
+            responded = True
+            await send(message)
+
+        await self.app(scope, timed_receive, guarded_send)
+
+
+async def _send_json(send: Send, status: int, content: object, *, close: bool = False) -> None:
+    body = json.dumps(content).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if close:
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
 class _TooLarge(Exception):
     pass
 
@@ -120,15 +180,4 @@ class BodySizeLimit:
             await self._reject(send, max_bytes)
 
     async def _reject(self, send: Send, max_bytes: int) -> None:
-        body = json.dumps({"detail": f"request body exceeds {max_bytes} bytes"}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await _send_json(send, 413, {"detail": f"request body exceeds {max_bytes} bytes"})

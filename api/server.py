@@ -6,13 +6,16 @@ the kernel picks a free port and the ``listening on`` line says which, so nothin
 
 from __future__ import annotations
 
+import logging
 import os
+import resource
 import socket
 import sys
 
 from starlette.types import ASGIApp
 
 from api.core.config import Settings
+from api.core.logs import RepeatLimit, limit_repeats
 
 LISTENING_PREFIX = "mfumon serve: listening on "
 
@@ -38,11 +41,48 @@ def url_of(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if sock.family == socket.AF_INET6 else f"http://{host}:{port}"
 
 
+def raise_fd_limit(reserve: int = 256) -> int:
+    """Raise the soft file-descriptor limit to the hard one; returns how many connections fit beside ``reserve``
+    descriptors kept for the database, logs and files."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    return max(16, (soft if soft != resource.RLIM_INFINITY else 1 << 20) - reserve)
+
+
 def run_app(app: ASGIApp, settings: Settings, sock: socket.socket | None = None) -> None:
-    """Serve ``app`` on ``sock`` (or a socket bound to the settings' host and port) until a signal stops it."""
+    """Serve ``app`` on ``sock`` (or a socket bound to the settings' host and port) until a signal stops it.
+
+    uvicorn with :class:`~api.connections.GuardedH11Protocol`: request-head and write deadlines and a connection
+    cap below the file-descriptor limit; repeated log lines are limited once uvicorn has set logging up.
+    """
     import uvicorn
 
+    from api.connections import ConnectionGuard, GuardedH11Protocol
+
     sock = sock or bind_socket(settings.HOST, settings.PORT)
+    max_connections = min(settings.MAX_CONNECTIONS, raise_fd_limit())
+    guard = ConnectionGuard(
+        header_timeout_s=settings.HEADER_TIMEOUT_SECONDS,
+        write_timeout_s=settings.WRITE_TIMEOUT_SECONDS,
+        max_connections=max_connections,
+    )
+    if hasattr(app, "state"):
+        app.state.connection_guard = guard  # for /metrics
+    config = uvicorn.Config(
+        app,
+        http=GuardedH11Protocol,
+        log_level=settings.LOG_LEVEL.lower(),
+        access_log=False,
+        timeout_keep_alive=settings.KEEPALIVE_TIMEOUT_SECONDS,  # type: ignore[arg-type]
+        backlog=2048,
+    )
+    config.connection_guard = guard  # type: ignore[attr-defined]
+    limit_repeats(RepeatLimit(burst=settings.LOG_REPEATS_PER_MINUTE, period_s=60.0))
     print(f"{LISTENING_PREFIX}{url_of(sock)}", file=sys.stderr, flush=True)
-    config = uvicorn.Config(app, log_level=settings.LOG_LEVEL.lower(), access_log=False)
+    logging.getLogger(__name__).info("at most %d connections", max_connections)
     uvicorn.Server(config).run(sockets=[sock])

@@ -63,6 +63,14 @@ class Settings(BaseSettings):
 
     HISTORY_RETENTION_DAYS: float = Field(default=30.0, gt=0)
     MAX_BODY_BYTES: int = Field(default=1_048_576, ge=1024)
+
+    # Connections (mfumon serve): no idle, slow or silent client holds one for long (api/connections.py).
+    KEEPALIVE_TIMEOUT_SECONDS: float = Field(default=5.0, gt=0)  # idle between requests on a kept-alive connection
+    HEADER_TIMEOUT_SECONDS: float = Field(default=10.0, gt=0)  # connection open or last response -> request head
+    BODY_TIMEOUT_SECONDS: float = Field(default=30.0, gt=0)  # request head -> whole body, else 408
+    WRITE_TIMEOUT_SECONDS: float = Field(default=30.0, gt=0)  # a client that stops reading its response
+    MAX_CONNECTIONS: int = Field(default=4096, ge=16)  # also kept below the process's file-descriptor limit
+    LOG_REPEATS_PER_MINUTE: int = Field(default=10, ge=1)  # the same log line more often than this is counted
     PEAKS_FILE: Path | None = None
     LOG_LEVEL: str = "INFO"
 

@@ -254,6 +254,11 @@ SUMMARY_FAMILIES: dict[str, Family] = {
         _c(
             "token_writes_total", "Writes by the name of the token that made them (never the token), endpoint, outcome."
         ),
+        _g("http_connections", "Open HTTP connections (mfumon serve)."),
+        _c(
+            "http_connections_closed_total",
+            "Connections the server closed on a client: header/body/write timeout, evicted or refused at the cap.",
+        ),
         _g("scrape_duration_seconds", "Time the previous /metrics render took."),
         _g(
             "state_refresh_duration_seconds",

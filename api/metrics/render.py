@@ -296,6 +296,10 @@ class MetricsRenderer:
             "mfumon_token_writes_total",
             [([("token_name", t), ("endpoint", e), ("outcome", o)], n) for (t, e, o), n in token_writes],
         )
+        open_connections, closed = self._self_metrics.connection_counts()
+        if open_connections is not None:
+            emit("mfumon_http_connections", [([], open_connections)])
+        emit("mfumon_http_connections_closed_total", [([("reason", r)], n) for r, n in sorted(closed.items())])
         emit("mfumon_scrape_duration_seconds", [([], self._self_metrics.last_scrape_duration_s)])
         refresh_s, refresh_errors = self._refresh_stats()
         emit("mfumon_state_refresh_duration_seconds", [([], refresh_s)])

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from api.connections import ConnectionGuard
 
 
 class SelfMetrics:
@@ -18,6 +22,8 @@ class SelfMetrics:
         self.gpu_samples = 0
         self.last_scrape_duration_s = 0.0
         self.token_writes: Counter[tuple[str, str, str]] = Counter()  # (token name, endpoint, outcome) -> writes
+        self.body_timeouts = 0
+        self.connections: ConnectionGuard | None = None  # mfumon serve's connection guard, absent in tests
 
     def count_ingest(self, endpoint: str, outcome: str) -> None:
         with self._lock:
@@ -34,6 +40,18 @@ class SelfMetrics:
     def count_token_write(self, token_name: str, endpoint: str, outcome: str) -> None:
         with self._lock:
             self.token_writes[(token_name, endpoint, outcome)] += 1
+
+    def count_body_timeout(self) -> None:
+        with self._lock:
+            self.body_timeouts += 1
+
+    def connection_counts(self) -> tuple[int | None, dict[str, int]]:
+        """Open connections (None outside mfumon serve) and connections closed by reason (408s included)."""
+        with self._lock:
+            closed = {"body_timeout": self.body_timeouts}
+        if self.connections is None:
+            return None, closed
+        return self.connections.open, {**self.connections.closed(), **closed}
 
     def copy_token_writes(self) -> dict[tuple[str, str, str], int]:
         with self._lock:

@@ -1,0 +1,156 @@
+"""Connection hygiene for ``mfumon serve``: no idle, slow or silent client holds a connection for long.
+
+uvicorn closes a keep-alive connection that stays idle after a response, but it never times out a connection that
+has not yet sent a complete request head (a half-open socket, a slowloris trickle), never gives up on a client that
+stops reading its response, and keeps accepting until the process runs out of file descriptors. This protocol adds
+those three deadlines and a connection cap to uvicorn's own h11 protocol:
+
+- the request head must be complete within ``header_timeout_s`` of the connection opening or of the previous
+  response (408 if part of it came, a plain close if nothing did);
+- a response the client does not read for ``write_timeout_s`` is abandoned;
+- past ``max_connections``, a new connection first evicts the connection that has waited longest for a request
+  head (an idle or slow one, never one with a request in flight); if none waits, the new one gets 503.
+
+The request *body* deadline (408) is an ASGI middleware (:class:`api.middleware.BodyTimeout`), so it works under any
+server. Counters of what was closed, and why, are on ``/metrics``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from typing import Any
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+CLOSE_REASONS = ("header_timeout", "write_timeout", "evicted", "refused")
+
+
+def _raw_response(status: str, detail: str, extra: str = "") -> bytes:
+    body = ('{"detail":"' + detail + '"}').encode()
+    head = (
+        f"HTTP/1.1 {status}\r\ncontent-type: application/json\r\nconnection: close\r\n{extra}"
+        f"content-length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+_HEADER_TIMEOUT = _raw_response("408 Request Timeout", "the request head did not arrive in time")
+_REFUSED = _raw_response("503 Service Unavailable", "too many connections", "retry-after: 1\r\n")
+
+
+class ConnectionGuard:
+    """The limits, the connections waiting for a request head (oldest first), and counts of connections closed."""
+
+    def __init__(self, *, header_timeout_s: float, write_timeout_s: float, max_connections: int) -> None:
+        self.header_timeout_s = header_timeout_s
+        self.write_timeout_s = write_timeout_s
+        self.max_connections = max_connections
+        self.waiting: dict[GuardedH11Protocol, None] = {}  # insertion order: the longest waiting first
+        self.open = 0
+        self._closed: Counter[str] = Counter()
+        self._lock = threading.Lock()  # the counters are read by /metrics from another thread
+
+    def count(self, reason: str) -> None:
+        with self._lock:
+            self._closed[reason] += 1
+
+    def closed(self) -> dict[str, int]:
+        with self._lock:
+            return {reason: self._closed[reason] for reason in CLOSE_REASONS}
+
+    def evict_one(self, newcomer: GuardedH11Protocol) -> bool:
+        """Close the connection that has waited longest for a request head; False when none waits."""
+        for victim in self.waiting:
+            if victim is not newcomer:
+                del self.waiting[victim]
+                victim.transport.close()
+                self.count("evicted")
+                return True
+        return False
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a request-head deadline, a write deadline and a connection cap."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.guard: ConnectionGuard = self.config.connection_guard  # type: ignore[attr-defined]
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._write_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        guard = self.guard
+        guard.open = len(self.connections)
+        if guard.open > guard.max_connections and not guard.evict_one(self):
+            guard.count("refused")
+            transport.write(_REFUSED)
+            transport.close()
+            return
+        self._wait_for_head()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.their_state is not h11.IDLE:
+            self._head_arrived()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self.transport.is_closing():
+            return
+        if self.conn.their_state is h11.IDLE:
+            self._wait_for_head()
+        else:  # a pipelined request was already parsed
+            self._head_arrived()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._head_arrived()
+        self._cancel_write_timer()
+        super().connection_lost(exc)
+        self.guard.open = len(self.connections)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._write_timer is None:
+            self._write_timer = self.loop.call_later(self.guard.write_timeout_s, self._on_write_timeout)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._cancel_write_timer()
+
+    def _wait_for_head(self) -> None:
+        self.guard.waiting.pop(self, None)
+        self.guard.waiting[self] = None
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+        self._head_timer = self.loop.call_later(self.guard.header_timeout_s, self._on_head_timeout)
+
+    def _head_arrived(self) -> None:
+        self.guard.waiting.pop(self, None)
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _on_head_timeout(self) -> None:
+        self._head_timer = None
+        self.guard.waiting.pop(self, None)
+        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+            return
+        if self.conn.trailing_data[0]:  # part of a request head came: tell the client why
+            self.transport.write(_HEADER_TIMEOUT)
+        self.transport.close()
+        self.guard.count("header_timeout")
+
+    def _on_write_timeout(self) -> None:
+        self._write_timer = None
+        if not self.transport.is_closing():
+            self.transport.abort()
+            self.guard.count("write_timeout")
+
+    def _cancel_write_timer(self) -> None:
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
