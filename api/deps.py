@@ -19,6 +19,8 @@ def get_context(request: Request) -> AppContext:
 
 
 ContextDep = Annotated[AppContext, Depends(get_context)]
+JobIdPath = Annotated[str, Path(pattern=ID_PATTERN, description="Scheduler job id, at most 128 characters.")]
+NodePath = Annotated[str, Path(pattern=ID_PATTERN, description="Node (host) name, at most 128 characters.")]
 
 
 def authenticate(request: Request, ctx: AppContext, scope: str) -> Principal:
@@ -76,6 +78,43 @@ def require_reader(request: Request, ctx: ContextDep) -> None:
 ReadAuth = Depends(require_reader)
 
 
+LIMITED_RETRY_AFTER_S = 60
+
+
+def _limited(ctx: AppContext, endpoint: str, limit: str, message: str) -> HTTPException:
+    """429 at a cardinality limit: counted by limit, and retried later by exporters and reporters (Retry-After)."""
+    ctx.self_metrics.count_refused(limit)
+    ctx.self_metrics.count_ingest(endpoint, "limited")
+    return HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, message, {"Retry-After": str(LIMITED_RETRY_AFTER_S)})
+
+
+def check_node_capacity(ctx: AppContext, node: str, gpus: int) -> None:
+    """GPUs per push (422 naming ``gpus``), then nodes and GPUs in all (429): the bounds on node and GPU series."""
+    settings = ctx.settings
+    if gpus > settings.MAX_GPUS_PER_NODE:
+        ctx.self_metrics.count_refused("gpus_per_node")
+        message = f"at most {settings.MAX_GPUS_PER_NODE} GPUs per node (MFUMON_MAX_GPUS_PER_NODE), got {gpus}"
+        raise RequestValidationError([{"type": "too_long", "loc": ("body", "gpus"), "msg": message, "input": gpus}])
+    held = ctx.state.node(node)
+    nodes, gpus_held, _ = ctx.state.sizes()
+    if held is None and nodes >= settings.MAX_NODES:
+        raise _limited(ctx, "node_samples", "nodes", f"the aggregator holds {nodes} nodes (MFUMON_MAX_NODES)")
+    if gpus_held - (len(held.gpus) if held is not None else 0) + gpus > settings.MAX_GPUS:
+        raise _limited(ctx, "node_samples", "gpus", f"the aggregator holds {gpus_held} GPUs (MFUMON_MAX_GPUS)")
+
+
+def _require_job_capacity(request: Request, job_id: JobIdPath, ctx: ContextDep, _: JobWriter) -> None:
+    jobs = ctx.state.sizes()[2]
+    if jobs < ctx.settings.MAX_ACTIVE_JOBS or ctx.state.job_revision(job_id) is not None:
+        return
+    endpoint = endpoint_of(request.method, request.url.path) or "jobs"
+    raise _limited(ctx, endpoint, "active_jobs", f"the aggregator holds {jobs} jobs (MFUMON_MAX_ACTIVE_JOBS)")
+
+
+JobCapacity = Depends(_require_job_capacity)
+"""For writes that may start tracking a new job: 429 once ``MFUMON_MAX_ACTIVE_JOBS`` jobs are held."""
+
+
 def reject_future_timestamp(ctx: AppContext, timestamp: float, field: str = "timestamp") -> None:
     """422 naming ``field`` for a client timestamp further ahead of this server's clock than the allowed skew.
 
@@ -95,7 +134,3 @@ def reject_future_timestamp(ctx: AppContext, timestamp: float, field: str = "tim
                 }
             ]
         )
-
-
-JobIdPath = Annotated[str, Path(pattern=ID_PATTERN, description="Scheduler job id, at most 128 characters.")]
-NodePath = Annotated[str, Path(pattern=ID_PATTERN, description="Node (host) name, at most 128 characters.")]

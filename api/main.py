@@ -48,6 +48,7 @@ def build_context(settings: Settings) -> AppContext:
     refresher = Refresher(state, sessions, resolver, overlap_s=settings.REFRESH_OVERLAP_SECONDS)
     refresher.refresh()
     self_metrics = SelfMetrics()
+    self_metrics.max_unknown_devices = settings.MAX_UNKNOWN_GPU_MODELS
     renderer = MetricsRenderer(self_metrics, lambda: (refresher.last_duration_s, refresher.errors))
     tokens = settings.ingest_tokens()
     logger.info("authentication: %s", _describe(tokens) if tokens else "off (loopback only)")

@@ -64,6 +64,14 @@ class Settings(BaseSettings):
     HISTORY_RETENTION_DAYS: float = Field(default=30.0, gt=0)
     MAX_BODY_BYTES: int = Field(default=1_048_576, ge=1024)
 
+    # Cardinality: every label a client controls is bounded (README "Security"). Past a limit, new nodes and jobs get
+    # 429 (Retry-After) until old ones expire, and GPU models unknown to the peak table are counted as "other".
+    MAX_NODES: int = Field(default=20_000, ge=1)
+    MAX_GPUS: int = Field(default=131_072, ge=1)
+    MAX_GPUS_PER_NODE: int = Field(default=128, ge=1, le=1024)
+    MAX_ACTIVE_JOBS: int = Field(default=20_000, ge=1)
+    MAX_UNKNOWN_GPU_MODELS: int = Field(default=64, ge=1)
+
     # Connections (mfumon serve): no idle, slow or silent client holds one for long (api/connections.py).
     KEEPALIVE_TIMEOUT_SECONDS: float = Field(default=5.0, gt=0)  # idle between requests on a kept-alive connection
     HEADER_TIMEOUT_SECONDS: float = Field(default=10.0, gt=0)  # connection open or last response -> request head

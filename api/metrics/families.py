@@ -254,6 +254,11 @@ SUMMARY_FAMILIES: dict[str, Family] = {
         _c(
             "token_writes_total", "Writes by the name of the token that made them (never the token), endpoint, outcome."
         ),
+        _c(
+            "ingest_refused_total",
+            "Writes refused at a cardinality limit (nodes, gpus, gpus_per_node, active_jobs); for "
+            "unknown_gpu_models, reports whose GPU model was counted as 'other'.",
+        ),
         _g("http_connections", "Open HTTP connections (mfumon serve)."),
         _c(
             "http_connections_closed_total",

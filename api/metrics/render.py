@@ -296,6 +296,8 @@ class MetricsRenderer:
             "mfumon_token_writes_total",
             [([("token_name", t), ("endpoint", e), ("outcome", o)], n) for (t, e, o), n in token_writes],
         )
+        refused = sorted(self._self_metrics.copy_refused().items())
+        emit("mfumon_ingest_refused_total", [([("limit", limit)], n) for limit, n in refused])
         open_connections, closed = self._self_metrics.connection_counts()
         if open_connections is not None:
             emit("mfumon_http_connections", [([], open_connections)])

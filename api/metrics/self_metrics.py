@@ -23,6 +23,8 @@ class SelfMetrics:
         self.last_scrape_duration_s = 0.0
         self.token_writes: Counter[tuple[str, str, str]] = Counter()  # (token name, endpoint, outcome) -> writes
         self.body_timeouts = 0
+        self.refused: Counter[str] = Counter()  # cardinality limit -> requests refused (or labels folded)
+        self.max_unknown_devices = 64
         self.connections: ConnectionGuard | None = None  # mfumon serve's connection guard, absent in tests
 
     def count_ingest(self, endpoint: str, outcome: str) -> None:
@@ -34,8 +36,21 @@ class SelfMetrics:
             self.gpu_samples += n
 
     def count_unknown_device(self, gpu_model: str) -> None:
+        """Count a report naming a GPU with no known peak; past the distinct-model limit the label is "other"."""
         with self._lock:
-            self.unknown_devices[gpu_model[:128]] += 1
+            key = gpu_model[:128]
+            if key not in self.unknown_devices and len(self.unknown_devices) >= self.max_unknown_devices:
+                key = "other"
+                self.refused["unknown_gpu_models"] += 1
+            self.unknown_devices[key] += 1
+
+    def count_refused(self, limit: str) -> None:
+        with self._lock:
+            self.refused[limit] += 1
+
+    def copy_refused(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self.refused)
 
     def count_token_write(self, token_name: str, endpoint: str, outcome: str) -> None:
         with self._lock:

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Body, HTTPException, Query
 from api.crud import jobs as crud
 from api.crud.nodes import read_gpus_of_job
 from api.db.models import Job
-from api.deps import ContextDep, JobIdPath, JobWriter
+from api.deps import ContextDep, JobCapacity, JobIdPath, JobWriter
 from api.mfu import check_accounting
 from api.schemas._common import INT32_MAX
 from api.schemas.jobs import (
@@ -99,7 +99,7 @@ def _accounts(ctx: ContextDep) -> dict[str, JobAccount]:
     return summarize(ctx.state.snapshot(ctx.clock())).jobs
 
 
-@router.put("/{job_id}", response_model=JobPublic)
+@router.put("/{job_id}", response_model=JobPublic, dependencies=[JobCapacity])
 def update_job(job_id: JobIdPath, body: JobUpdate, ctx: ContextDep, principal: JobWriter) -> JobPublic:
     """Register a job (pending until it reports) or update its metadata."""
     job = reports.update_job(ctx, job_id, body, principal)
@@ -107,7 +107,7 @@ def update_job(job_id: JobIdPath, body: JobUpdate, ctx: ContextDep, principal: J
     return _public(ctx, job, account=_accounts(ctx).get(job_id), history=[], gpus=[])
 
 
-@router.post("/{job_id}/reports", response_model=ReportResult)
+@router.post("/{job_id}/reports", response_model=ReportResult, dependencies=[JobCapacity])
 def create_report(job_id: JobIdPath, body: JobReportCreate, ctx: ContextDep, principal: JobWriter) -> ReportResult:
     """Report a job's throughput over the last interval; returns its MFU now."""
     result = reports.record_report(ctx, job_id, body, principal)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Query
 
-from api.deps import ContextDep, NodePath, NodeWriter, reject_future_timestamp
+from api.deps import ContextDep, NodePath, NodeWriter, check_node_capacity, reject_future_timestamp
 from api.schemas.nodes import (
     GpuPublic,
     HealthReason,
@@ -66,14 +66,16 @@ def _public(node: NodeView, reporting: Container[str]) -> NodePublic:
     )
 
 
-def _sample_body(body: NodeSampleCreate, ctx: ContextDep) -> NodeSampleCreate:
+def _sample_body(node: NodePath, body: NodeSampleCreate, ctx: ContextDep, _: NodeWriter) -> NodeSampleCreate:
+    """The checks that need this server's clock and state: the token first, then the timestamp and the limits."""
     reject_future_timestamp(ctx, body.timestamp)
+    check_node_capacity(ctx, node, len(body.gpus))
     return body
 
 
 @router.post("/{node}/samples", response_model=SampleAccepted)
 def create_sample(
-    node: NodePath, body: Annotated[NodeSampleCreate, Depends(_sample_body)], ctx: ContextDep, _: NodeWriter
+    node: NodePath, body: Annotated[NodeSampleCreate, Depends(_sample_body)], ctx: ContextDep
 ) -> SampleAccepted:
     """Push one collection cycle of a node's GPUs."""
     applied = record_sample(ctx, node, body)

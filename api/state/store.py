@@ -57,6 +57,8 @@ class ClusterState:
         self._sources: dict[str, SourceView] = {}
         self._queue_waits: dict[tuple[str, str], HistogramView] = {}
         self.scheduler_ttl_s = scheduler_ttl_s
+        self._gpu_count = 0  # GPUs of the nodes held, for the cardinality limits
+        self._open_jobs = 0  # jobs held that have not ended
         self.node_ttl_s = node_ttl_s
         self.job_ttl_s = job_ttl_s
         self.pending_job_ttl_s = pending_job_ttl_s
@@ -73,6 +75,7 @@ class ClusterState:
                 view = advance(held, view, self.health_window_s)  # health needs the view it replaces
                 self._count_pool_health(view)
                 self._index_jobs(held, remove=True)
+                self._gpu_count += len(view.gpus) - (len(held.gpus) if held is not None else 0)
                 self._nodes[view.name] = view
                 self._index_jobs(view, remove=False)
 
@@ -98,6 +101,7 @@ class ClusterState:
         with self._lock:
             held = self._jobs.get(view.job_id)
             if held is None or view.updated_at >= held.updated_at:
+                self._open_jobs += (view.status != "ended") - (held is not None and held.status != "ended")
                 self._jobs[view.job_id] = view
 
     def apply_source(self, view: SourceView) -> None:
@@ -136,9 +140,11 @@ class ClusterState:
         """Forget what can no longer become visible, so memory tracks the live cluster, not its history."""
         with self._lock:
             for name in [n for n, v in self._nodes.items() if not self._node_visible(v, now)]:
-                self._index_jobs(self._nodes.pop(name), remove=True)
+                gone = self._nodes.pop(name)
+                self._gpu_count -= len(gone.gpus)
+                self._index_jobs(gone, remove=True)
             for job_id in [j for j, v in self._jobs.items() if not self._job_visible(v, now)]:
-                del self._jobs[job_id]
+                self._open_jobs -= self._jobs.pop(job_id).status != "ended"
 
     # --- reads ---------------------------------------------------------------------------------------------
     def _node_visible(self, node: NodeView, now: float) -> bool:
@@ -181,6 +187,12 @@ class ClusterState:
             sources=sources,
             queue_waits=queue_waits,
         )
+
+    def sizes(self) -> tuple[int, int, int]:
+        """Nodes, GPUs and jobs not ended that are held (visible or not yet pruned): what the cardinality limits
+        count. O(1)."""
+        with self._lock:
+            return len(self._nodes), self._gpu_count, self._open_jobs
 
     def node(self, name: str) -> NodeView | None:
         with self._lock:
