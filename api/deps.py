@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import base64
+import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Path, Request, status
+from fastapi import Depends, HTTPException, Path, Query, Request, status
 from fastapi.exceptions import RequestValidationError
 
 from api.context import AppContext
@@ -113,6 +116,47 @@ def _require_job_capacity(request: Request, job_id: JobIdPath, ctx: ContextDep, 
 
 JobCapacity = Depends(_require_job_capacity)
 """For writes that may start tracking a new job: 429 once ``MFUMON_MAX_ACTIVE_JOBS`` jobs are held."""
+
+
+MAX_PAGE = 1000
+_CURSOR_PATTERN = r"^[A-Za-z0-9_-]{1,200}$"
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of a list: at most ``limit`` items whose sort key comes after ``after``."""
+
+    limit: int
+    after: str | None
+
+    def next_cursor(self, keys: list[str]) -> str | None:
+        """The cursor of the page after one whose items have these keys; None when this page was the last."""
+        if len(keys) < self.limit or not keys:
+            return None
+        return base64.urlsafe_b64encode(keys[-1].encode()).decode().rstrip("=")
+
+
+def _page(
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description=f"Items per page, at most {MAX_PAGE}.")] = 100,
+    cursor: Annotated[
+        str | None, Query(pattern=_CURSOR_PATTERN, description="`next_cursor` of the previous page.")
+    ] = None,
+) -> Page:
+    if cursor is None:
+        return Page(limit, None)
+    try:
+        after = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except (ValueError, UnicodeDecodeError):
+        after = None
+    if after is None or not re.match(ID_PATTERN, after):
+        raise RequestValidationError(
+            [{"type": "value_error", "loc": ("query", "cursor"), "msg": "not a cursor this API gave", "input": cursor}]
+        )
+    return Page(limit, after)
+
+
+PageDep = Annotated[Page, Depends(_page)]
+"""``?limit=&cursor=`` for a list sorted by a unique key; answer with ``next_cursor=page.next_cursor(keys)``."""
 
 
 def reject_future_timestamp(ctx: AppContext, timestamp: float, field: str = "timestamp") -> None:

@@ -21,7 +21,7 @@ from api.errors import InputError
 from api.metrics.render import MetricsRenderer
 from api.metrics.self_metrics import SelfMetrics
 from api.mfu import PeakTable
-from api.middleware import SCHEDULER_SYNC_PATH, BodySizeLimit, BodyTimeout, WriteAudit, endpoint_of
+from api.middleware import SCHEDULER_SYNC_PATH, BodySizeLimit, BodyTimeout, ReadLimit, WriteAudit, endpoint_of
 from api.routes import cluster, health, job_events, jobs, metrics, nodes, scheduler
 from api.services.expiry import expire_silent_jobs
 from api.state.devices import DeviceResolver
@@ -72,6 +72,12 @@ def _count_body_timeout(app: FastAPI) -> None:
         ctx.self_metrics.count_body_timeout()
 
 
+def _count_read_rejected(app: FastAPI, group: str) -> None:
+    ctx = getattr(app.state, "ctx", None)
+    if ctx is not None:
+        ctx.self_metrics.count_read_rejected(group)
+
+
 def _describe(tokens: list[Token]) -> str:
     """Token names and what they may do (never the tokens themselves)."""
     parts = []
@@ -119,6 +125,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(
         BodyTimeout, timeout_s=settings.BODY_TIMEOUT_SECONDS, on_timeout=lambda: _count_body_timeout(app)
+    )
+    app.add_middleware(
+        ReadLimit,
+        max_concurrent=settings.MAX_CONCURRENT_READS,
+        wait_s=settings.READ_WAIT_SECONDS,
+        on_rejected=lambda group: _count_read_rejected(app, group),
     )
 
     @app.exception_handler(RequestValidationError)

@@ -79,6 +79,66 @@ class WriteAudit:
                     audit_logger.info("%s %s by token %s: %d", scope["method"], scope["path"], principal.name, status)
 
 
+class ReadLimit:
+    """At most ``max_concurrent`` reads in work at once, so list requests cannot take the threads and the CPU that
+    ingest needs; ``/metrics`` has slots of its own so API reads never delay a scrape, and the probes are never held.
+
+    A read waits up to ``wait_s`` for a slot, then gets 503 with Retry-After. The slot is held while the answer is
+    computed, not while a slow client downloads it.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_concurrent: int,
+        wait_s: float,
+        on_rejected: Callable[[str], None] | None = None,
+        scrape_slots: int = 2,
+        exempt: frozenset[str] = frozenset({"/healthz", "/readyz"}),
+    ) -> None:
+        self.app = app
+        self.wait_s = wait_s
+        self.on_rejected = on_rejected
+        self.exempt = exempt
+        self._slots = {"api": max_concurrent, "metrics": scrape_slots}
+        self._semaphores: dict[str, asyncio.Semaphore] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in ("GET", "HEAD") or scope["path"] in self.exempt:
+            await self.app(scope, receive, send)
+            return
+        group = "metrics" if scope["path"] == "/metrics" else "api"
+        semaphore = self._semaphores.get(group)
+        if semaphore is None:  # created in the server's event loop
+            semaphore = self._semaphores[group] = asyncio.Semaphore(self._slots[group])
+        try:
+            await asyncio.wait_for(semaphore.acquire(), self.wait_s)
+        except asyncio.TimeoutError:
+            if self.on_rejected is not None:
+                self.on_rejected(group)
+            await _send_json(
+                send, 503, {"detail": "too many reads in progress, retry"}, headers=[(b"retry-after", b"1")]
+            )
+            return
+        held = True
+
+        def release() -> None:
+            nonlocal held
+            if held:
+                held = False
+                semaphore.release()
+
+        async def releasing_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                release()  # computed: a slow download does not hold the slot
+            await send(message)
+
+        try:
+            await self.app(scope, receive, releasing_send)
+        finally:
+            release()
+
+
 class BodyTimeout:
     """408 (and the connection closed) when a request body does not arrive within ``timeout_s`` of its head.
 
@@ -126,9 +186,11 @@ class BodyTimeout:
         await self.app(scope, timed_receive, guarded_send)
 
 
-async def _send_json(send: Send, status: int, content: object, *, close: bool = False) -> None:
+async def _send_json(
+    send: Send, status: int, content: object, *, close: bool = False, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
     body = json.dumps(content).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(headers or [])]
     if close:
         headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": headers})

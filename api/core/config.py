@@ -72,6 +72,11 @@ class Settings(BaseSettings):
     MAX_ACTIVE_JOBS: int = Field(default=20_000, ge=1)
     MAX_UNKNOWN_GPU_MODELS: int = Field(default=64, ge=1)
 
+    # Reads: at most this many list/detail reads computed at once (plus 2 for /metrics), so reads cannot starve
+    # ingest; a read that finds no free slot within READ_WAIT_SECONDS gets 503 with Retry-After.
+    MAX_CONCURRENT_READS: int = Field(default=4, ge=1)
+    READ_WAIT_SECONDS: float = Field(default=10.0, gt=0)
+
     # Connections (mfumon serve): no idle, slow or silent client holds one for long (api/connections.py).
     KEEPALIVE_TIMEOUT_SECONDS: float = Field(default=5.0, gt=0)  # idle between requests on a kept-alive connection
     HEADER_TIMEOUT_SECONDS: float = Field(default=10.0, gt=0)  # connection open or last response -> request head

@@ -36,10 +36,15 @@ def read_job(*, session: Session, job_id: str, for_update: bool = False) -> Job 
     return session.scalars(stmt).one_or_none()
 
 
-def read_jobs(*, session: Session, status: str | None = None, limit: int = 1000, offset: int = 0) -> list[Job]:
+def read_jobs(
+    *, session: Session, status: str | None = None, limit: int = 100, after: str | None = None, offset: int = 0
+) -> list[Job]:
+    """Jobs in job_id order after ``after`` (a cursor: an index seek, however deep the page)."""
     stmt = select(Job).order_by(Job.job_id).limit(limit).offset(offset)
     if status is not None:
         stmt = stmt.where(Job.status == status)
+    if after is not None:
+        stmt = stmt.where(Job.job_id > after)
     return list(session.scalars(stmt))
 
 

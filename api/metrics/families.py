@@ -259,6 +259,7 @@ SUMMARY_FAMILIES: dict[str, Family] = {
             "Writes refused at a cardinality limit (nodes, gpus, gpus_per_node, active_jobs); for "
             "unknown_gpu_models, reports whose GPU model was counted as 'other'.",
         ),
+        _c("read_requests_rejected_total", "Reads answered 503 because every read slot stayed busy (api, metrics)."),
         _g("http_connections", "Open HTTP connections (mfumon serve)."),
         _c(
             "http_connections_closed_total",

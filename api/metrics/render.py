@@ -298,6 +298,8 @@ class MetricsRenderer:
         )
         refused = sorted(self._self_metrics.copy_refused().items())
         emit("mfumon_ingest_refused_total", [([("limit", limit)], n) for limit, n in refused])
+        rejected = sorted(self._self_metrics.copy_reads_rejected().items())
+        emit("mfumon_read_requests_rejected_total", [([("group", g)], n) for g, n in rejected])
         open_connections, closed = self._self_metrics.connection_counts()
         if open_connections is not None:
             emit("mfumon_http_connections", [([], open_connections)])

@@ -25,6 +25,7 @@ class SelfMetrics:
         self.body_timeouts = 0
         self.refused: Counter[str] = Counter()  # cardinality limit -> requests refused (or labels folded)
         self.max_unknown_devices = 64
+        self.reads_rejected: Counter[str] = Counter()  # "api" or "metrics" -> reads answered 503 (slots busy)
         self.connections: ConnectionGuard | None = None  # mfumon serve's connection guard, absent in tests
 
     def count_ingest(self, endpoint: str, outcome: str) -> None:
@@ -43,6 +44,14 @@ class SelfMetrics:
                 key = "other"
                 self.refused["unknown_gpu_models"] += 1
             self.unknown_devices[key] += 1
+
+    def count_read_rejected(self, group: str) -> None:
+        with self._lock:
+            self.reads_rejected[group] += 1
+
+    def copy_reads_rejected(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self.reads_rejected)
 
     def count_refused(self, limit: str) -> None:
         with self._lock:

@@ -9,9 +9,8 @@ from fastapi import APIRouter, Body, HTTPException, Query
 from api.crud import jobs as crud
 from api.crud.nodes import read_gpus_of_job
 from api.db.models import Job
-from api.deps import ContextDep, JobCapacity, JobIdPath, JobWriter
+from api.deps import ContextDep, JobCapacity, JobIdPath, JobWriter, PageDep
 from api.mfu import check_accounting
-from api.schemas._common import INT32_MAX
 from api.schemas.jobs import (
     AccountingPublic,
     JobEnd,
@@ -27,6 +26,8 @@ from api.state.aggregate import JobAccount, summarize
 from api.state.health import job_health
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+MAX_OFFSET = 10_000
 
 
 def _public(
@@ -131,20 +132,20 @@ def end_job(
 @router.get("", response_model=JobsPublic)
 def read_jobs(
     ctx: ContextDep,
+    page: PageDep,
     status: Annotated[str | None, Query(pattern="^(pending|running|ended)$")] = None,
-    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
-    offset: Annotated[int, Query(ge=0, le=INT32_MAX)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="Prefer `cursor`: deep offsets are slow.")] = 0,
 ) -> JobsPublic:
-    """List jobs with their current MFU."""
+    """List jobs in job_id order with their current MFU, a page at a time: pass `next_cursor` back as `cursor`."""
     accounts = _accounts(ctx)
     with ctx.sessions() as session:
-        rows = crud.read_jobs(session=session, status=status, limit=limit, offset=offset)
+        rows = crud.read_jobs(session=session, status=status, limit=page.limit, after=page.after, offset=offset)
     data = [_public(ctx, j, account=accounts.get(j.job_id), history=[], gpus=[]) for j in rows]
-    return JobsPublic(data=data, count=len(data))
+    return JobsPublic(data=data, count=len(data), next_cursor=page.next_cursor([j.job_id for j in rows]))
 
 
 @router.get("/{job_id}", response_model=JobPublic)
-def read_job(job_id: JobIdPath, ctx: ContextDep, history: Annotated[int, Query(ge=0, le=10_000)] = 60) -> JobPublic:
+def read_job(job_id: JobIdPath, ctx: ContextDep, history: Annotated[int, Query(ge=0, le=1000)] = 60) -> JobPublic:
     """One job: current MFU, baseline, its GPUs and recent history."""
     account = _accounts(ctx).get(job_id)
     with ctx.sessions() as session:

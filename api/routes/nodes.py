@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Query
 
-from api.deps import ContextDep, NodePath, NodeWriter, check_node_capacity, reject_future_timestamp
+from api.deps import ContextDep, NodePath, NodeWriter, PageDep, check_node_capacity, reject_future_timestamp
 from api.schemas.nodes import (
     GpuPublic,
     HealthReason,
@@ -86,18 +86,22 @@ def create_sample(
 @router.get("", response_model=NodesPublic)
 def read_nodes(
     ctx: ContextDep,
+    page: PageDep,
     unhealthy: Annotated[bool, Query(description="only nodes failing a health check (GPU or node)")] = False,
     drain: Annotated[bool, Query(description="only the drain list: nodes failing a check that needs a drain")] = False,
 ) -> NodesPublic:
-    """Nodes that pushed within the node TTL, with their GPUs; ``unhealthy=true`` lists failing ones, with reasons."""
+    """Nodes that pushed within the node TTL, with their GPUs, in name order a page at a time; ``unhealthy=true``
+    lists failing ones, with reasons."""
     snapshot = ctx.state.snapshot(ctx.clock())
     reporting = reporting_jobs(snapshot)
-    nodes = sorted(snapshot.nodes, key=lambda n: n.name)
+    nodes = sorted((n for n in snapshot.nodes if page.after is None or n.name > page.after), key=lambda n: n.name)
     if unhealthy:
         nodes = [n for n in nodes if n.health is not None and not n.health.healthy]
     if drain:
         nodes = [n for n in nodes if n.health is not None and n.health.drain]
-    return NodesPublic(data=[_public(n, reporting) for n in nodes], count=len(nodes))
+    nodes = nodes[: page.limit]
+    next_cursor = page.next_cursor([n.name for n in nodes])
+    return NodesPublic(data=[_public(n, reporting) for n in nodes], count=len(nodes), next_cursor=next_cursor)
 
 
 @router.get("/{node}", response_model=NodePublic)

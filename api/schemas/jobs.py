@@ -254,4 +254,5 @@ class JobPublic(BaseModel):
 
 class JobsPublic(BaseModel):
     data: list[JobPublic]
-    count: int
+    count: int = Field(description="Jobs in this page.")
+    next_cursor: str | None = Field(None, description="Pass as `cursor` for the next page; null on the last page.")

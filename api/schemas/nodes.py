@@ -190,4 +190,5 @@ class NodePublic(BaseModel):
 
 class NodesPublic(BaseModel):
     data: list[NodePublic]
-    count: int
+    count: int = Field(description="Nodes in this page.")
+    next_cursor: str | None = Field(None, description="Pass as `cursor` for the next page; null on the last page.")
