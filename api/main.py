@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import DataError, OperationalError, StatementError
 
+from api import openapi
 from api.context import AppContext
 from api.core.config import Settings
 from api.core.security import ForbiddenError, Token, TokenVerifier
@@ -191,4 +192,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     for module in (jobs, job_events, nodes, cluster, scheduler, metrics, health):
         app.include_router(module.router)
+    openapi.install(app)
     return app
