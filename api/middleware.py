@@ -76,7 +76,8 @@ class WriteAudit:
                 outcome = "accepted" if status < 400 else "rejected" if status < 500 else "failed"
                 ctx.self_metrics.count_token_write(principal.name, endpoint_label(scope), outcome)
                 if ctx.settings.AUDIT_LOG:
-                    audit_logger.info("%s %s by token %s: %d", scope["method"], scope["path"], principal.name, status)
+                    path = scope["path"] if scope["path"].isprintable() else ascii(scope["path"])  # one line each
+                    audit_logger.info("%s %s by token %s: %d", scope["method"], path, principal.name, status)
 
 
 class ReadLimit:
