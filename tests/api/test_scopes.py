@@ -197,6 +197,20 @@ def test_writes_are_logged_and_counted_by_token_name(tmp_path: Path, tokens_file
         assert secret not in log
 
 
+def _serve_refuses(tmp_path: Path, env: dict[str, str]) -> str:
+    """Start ``mfumon serve`` with this environment; it must exit 1 at once. Its stderr."""
+    result = subprocess.run(
+        [sys.executable, "-m", "exporter", "serve", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", **env},
+    )
+    assert result.returncode == 1, result.stderr
+    return result.stderr
+
+
 @pytest.mark.parametrize(
     ("line", "message"),
     [
@@ -209,28 +223,9 @@ def test_writes_are_logged_and_counted_by_token_name(tmp_path: Path, tokens_file
 )
 def test_a_bad_token_file_stops_the_server(tmp_path: Path, line: str, message: str) -> None:
     (tmp_path / "tokens").write_text(line + "\n")
-    result = subprocess.run(
-        [sys.executable, "-m", "exporter", "serve", "--port", "0"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "MFUMON_INGEST_TOKENS_FILE": str(tmp_path / "tokens")},
-    )
-    assert result.returncode == 1 and message in result.stderr, result.stderr
+    assert message in _serve_refuses(tmp_path, {"MFUMON_INGEST_TOKENS_FILE": str(tmp_path / "tokens")})
 
 
 def test_read_auth_without_a_read_token_stops_the_server(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "exporter", "serve", "--port", "0"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-        env={
-            "PATH": "/usr/bin:/bin",
-            "MFUMON_INGEST_TOKENS": "t name=x scopes=nodes",
-            "MFUMON_READ_REQUIRES_TOKEN": "1",
-        },
-    )
-    assert result.returncode == 1 and "no token has the 'read' scope" in result.stderr
+    env = {"MFUMON_INGEST_TOKENS": "t name=x scopes=nodes", "MFUMON_READ_REQUIRES_TOKEN": "1"}
+    assert "no token has the 'read' scope" in _serve_refuses(tmp_path, env)
