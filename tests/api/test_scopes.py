@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -114,6 +115,20 @@ def test_a_team_token_writes_only_its_teams_jobs(scoped: TestClient) -> None:
     # ... and cannot move its own job to another team.
     assert scoped.put("/v1/jobs/n1", json={"team": "vision"}, headers=nlp).status_code == 403
     assert _job(scoped, "n1")["team"] == "nlp"
+
+
+def test_job_events_follow_the_same_scopes_and_teams(scoped: TestClient) -> None:
+    assert scoped.put("/v1/jobs/v1", json={"team": "vision"}, headers=_auth("vision-secret")).status_code == 200
+    failure = {"type": "failure", "exit_code": 1}
+    assert scoped.post("/v1/jobs/v1/events", json=failure, headers=_auth("exporter-secret")).status_code == 403
+    response = scoped.post("/v1/jobs/v1/events", json=failure, headers=_auth("nlp-secret"))
+    assert response.status_code == 403 and "is of team 'vision'" in response.json()["detail"]
+    assert _job(scoped, "v1")["failures"] == 0
+    assert scoped.post("/v1/jobs/v1/events", json=failure, headers=_auth("vision-secret")).status_code == 200
+    assert _job(scoped, "v1")["failures"] == 1
+    future = {"type": "eval", "seconds": 3, "timestamp": time.time() + 3600}
+    response = scoped.post("/v1/jobs/v1/events", json=future, headers=_auth("vision-secret"))
+    assert response.status_code == 422 and response.json()["detail"][0]["field"] == "timestamp"
 
 
 def test_a_job_without_a_team_belongs_to_no_team_token(scoped: TestClient) -> None:
