@@ -3,8 +3,8 @@
 A report's ``step`` is a counter that may pass 2^31 (an inference server's iterations), and ``job_reports.id``
 takes one value per report ever stored: 10,000 jobs reporting every 10 s use up a 32-bit sequence in 25 days.
 
-Revision ID: 0005_bigint_counters
-Revises: 0004_job_events
+Revision ID: 0006_bigint_counters
+Revises: 0005_scheduler
 Create Date: 2026-11-30
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0005_bigint_counters"
-down_revision = "0004_job_events"
+revision = "0006_bigint_counters"
+down_revision = "0005_scheduler"
 branch_labels = None
 depends_on = None
 
