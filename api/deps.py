@@ -66,6 +66,8 @@ NodeWriter = Annotated[Principal, Depends(_require("nodes"))]
 JobWriter = Annotated[Principal, Depends(_require("jobs"))]
 """Writes jobs (register, report, end, events, ...): a token with the ``jobs`` scope; pass it on to the service,
 which checks the job's team with :meth:`Principal.job_team`."""
+SchedulerWriter = Annotated[Principal, Depends(_require("scheduler"))]
+"""Puts a scheduler's whole queue (``mfumon scheduler``): a token with the ``scheduler`` scope (never team-limited)."""
 IngestAuth = Depends(_require("jobs"))
 """For ``dependencies=[...]`` on a job write that needs no principal; prefer :data:`JobWriter`."""
 

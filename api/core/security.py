@@ -7,7 +7,9 @@ A token line is ``TOKEN [name=NAME] [scopes=SCOPE,...] [teams=TEAM,...]``. A lin
 everything, as every token could before scopes existed. Scopes:
 
 - ``nodes``: push node samples (exporters);
-- ``jobs``: register, report, end jobs (job wrappers, schedulers); with ``teams=``, only jobs of those teams;
+- ``jobs``: register, report, end jobs, post their events (job wrappers); with ``teams=``, only jobs of those teams;
+- ``scheduler``: put a scheduler's whole view of its queue (``mfumon scheduler``), which creates and ends the jobs of
+  every team, so a token limited to teams cannot have it;
 - ``read``: read ``/v1/*`` and ``/metrics`` when ``MFUMON_READ_REQUIRES_TOKEN`` is on (Grafana, Prometheus).
 """
 
@@ -19,7 +21,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-SCOPES: tuple[str, ...] = ("nodes", "jobs", "read")
+SCOPES: tuple[str, ...] = ("nodes", "jobs", "scheduler", "read")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -105,6 +107,8 @@ def parse_token_line(line: str, default_name: str) -> Token | None:
             raise TokenConfigError(f"token {default_name}: unknown option {key!r} (name=, scopes=, teams=)")
     if teams is not None and "jobs" not in scopes:
         raise TokenConfigError(f"token {name}: teams= limits job writes, but the token has no 'jobs' scope")
+    if teams is not None and "scheduler" in scopes:
+        raise TokenConfigError(f"token {name}: a scheduler sync writes every team's jobs; it cannot have teams=")
     return Token(Principal(name, frozenset(scopes), teams), secret.encode())
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path
 
 from api.crud import scheduler as crud
-from api.deps import ContextDep, IngestAuth
+from api.deps import ContextDep, SchedulerWriter, reject_future_timestamp
 from api.schemas.scheduler import SchedulerSync, SourcePublic, SourcesPublic, SyncResult, TeamQuota
 from api.services import scheduler as service
 
@@ -22,9 +22,10 @@ SourcePath = Annotated[
 ]
 
 
-@router.put("/{source}", response_model=SyncResult, dependencies=[IngestAuth])
-def sync_source(source: SourcePath, body: SchedulerSync, ctx: ContextDep) -> SyncResult:
+@router.put("/{source}", response_model=SyncResult)
+def sync_source(source: SourcePath, body: SchedulerSync, ctx: ContextDep, _: SchedulerWriter) -> SyncResult:
     """Replace what ``source`` says about its jobs: pending and running jobs, quotas; missing jobs are ended."""
+    reject_future_timestamp(ctx, body.observed_at, "observed_at")
     result = service.sync(ctx, source, body)
     ctx.self_metrics.count_ingest("scheduler_sync", "accepted" if result.applied else "stale")
     return result

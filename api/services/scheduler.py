@@ -157,7 +157,7 @@ def sync(ctx: AppContext, source: str, body: SchedulerSync) -> SyncResult:
                 out.ended += 1
         histograms = crud.add_queue_waits(session=session, waits=out.waits, now=now) if out.waits else []
         row.kind = body.kind
-        row.observed_at = body.observed_at
+        row.observed_at = min(body.observed_at, now)  # a snapshot dated in the future never outranks later ones
         row.synced_at = now
         row.quotas = [q.model_dump() for q in body.quotas]
         row.updated_at = now

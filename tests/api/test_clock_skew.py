@@ -8,6 +8,7 @@ for any implementation of the write path.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from fastapi.testclient import TestClient
 
@@ -70,3 +71,19 @@ def test_a_spool_replay_still_does_not_overwrite_newer_state(client: TestClient)
     assert _push(client, "replay", now - 120, 1.0)["applied"] is False  # an old batch arriving late
     assert _power(client, "replay") == 600.0
     assert client.get("/v1/nodes/replay").json()["samples_received"] == 2
+
+
+def _sync(client: TestClient, observed_at: float, job_ids: list[str]) -> Any:
+    jobs = [{"job_id": j, "status": "pending", "gpus_requested": 8, "pool": "train"} for j in job_ids]
+    return client.put("/v1/scheduler/slurm", json={"kind": "slurm", "observed_at": observed_at, "jobs": jobs})
+
+
+def test_a_scheduler_snapshot_from_the_future_cannot_freeze_the_source(make_client) -> None:  # type: ignore[no-untyped-def]
+    """The same rule for ``mfumon scheduler``: snapshots older than the last applied one are ignored."""
+    client: TestClient = make_client(MAX_CLOCK_SKEW_SECONDS=SKEW)
+    response = _sync(client, 99_000_000_000.0, ["forged"])
+    assert response.status_code == 422 and response.json()["detail"][0]["field"] == "observed_at"
+    assert _sync(client, time.time() + SKEW - 1, ["forged"]).json()["applied"] is True
+    real = _sync(client, time.time(), ["real-1", "real-2"]).json()  # the adapter's next real snapshot
+    assert real["applied"] is True and real["ended"] == 1
+    assert client.get("/v1/jobs/forged").json()["status"] == "ended"

@@ -30,6 +30,7 @@ nlp-secret              name=team-nlp  scopes=jobs teams=nlp
 vision-secret           name=team-vision scopes=jobs teams=vision
 multi-secret            name=platform scopes=jobs,nodes teams=nlp,vision
 grafana-secret          name=grafana scopes=read
+slurm-secret            name=slurm-adapter scopes=scheduler
 """
 
 
@@ -131,6 +132,17 @@ def test_job_events_follow_the_same_scopes_and_teams(scoped: TestClient) -> None
     assert response.status_code == 422 and response.json()["detail"][0]["field"] == "timestamp"
 
 
+def test_only_a_scheduler_token_syncs_a_scheduler(scoped: TestClient) -> None:
+    """A sync creates and ends every team's jobs: a jobs token, even an unlimited one, may not send one."""
+    body = {"kind": "slurm", "observed_at": time.time(), "jobs": [{"job_id": "s1", "status": "pending", "gpus_requested": 8}]}
+    for secret in ("nlp-secret", "exporter-secret"):
+        response = scoped.put("/v1/scheduler/slurm", json=body, headers=_auth(secret))
+        assert response.status_code == 403 and "'scheduler' scope" in response.json()["detail"]
+    assert scoped.get("/v1/jobs/s1").status_code == 404
+    assert scoped.put("/v1/scheduler/slurm", json=body, headers=_auth("slurm-secret")).status_code == 200
+    assert scoped.get("/v1/jobs/s1").json()["status"] == "pending"
+
+
 def test_a_job_without_a_team_belongs_to_no_team_token(scoped: TestClient) -> None:
     assert scoped.put("/v1/jobs/shared", json={}, headers=_auth("admin-secret")).status_code == 200
     response = scoped.post("/v1/jobs/shared/end", headers=_auth("nlp-secret"))
@@ -207,7 +219,7 @@ def test_writes_are_logged_and_counted_by_token_name(tmp_path: Path, tokens_file
     assert 'mfumon_token_writes_total{token_name="team-nlp",endpoint="job_update",outcome="rejected"} 1' in text
     assert "POST /v1/nodes/gpu-01/samples by token exporters: 200" in log
     assert "PUT /v1/jobs/j by token team-nlp: 403" in log
-    assert "6 token(s): line-2 (jobs,nodes,read), exporters (nodes)" in log
+    assert "7 token(s): line-2 (jobs,nodes,read,scheduler), exporters (nodes)" in log
     for secret in ("admin-secret", "exporter-secret", "nlp-secret", "wrong"):
         assert secret not in log
 
@@ -231,6 +243,7 @@ def _serve_refuses(tmp_path: Path, env: dict[str, str]) -> str:
     [
         ("tok scopes=nodes,admin", "unknown scope(s) ['admin']"),
         ("tok teams=nlp scopes=nodes", "no 'jobs' scope"),
+        ("tok teams=nlp scopes=jobs,scheduler", "cannot have teams="),
         ("tok role=x", "unknown option 'role'"),
         ("a name=x\nb name=x", "token names must be unique: ['x']"),
         ("tok name=has/slash", "must match"),
