@@ -133,8 +133,9 @@ def test_job_events_follow_the_same_scopes_and_teams(scoped: TestClient) -> None
 
 
 def test_only_a_scheduler_token_syncs_a_scheduler(scoped: TestClient) -> None:
-    """A sync creates and ends every team's jobs: a jobs token, even an unlimited one, may not send one."""
-    body = {"kind": "slurm", "observed_at": time.time(), "jobs": [{"job_id": "s1", "status": "pending", "gpus_requested": 8}]}
+    """A sync creates and ends every team's jobs: a token with the jobs scope (or any other) may not send one."""
+    job = {"job_id": "s1", "status": "pending", "gpus_requested": 8}
+    body = {"kind": "slurm", "observed_at": time.time(), "jobs": [job]}
     for secret in ("nlp-secret", "exporter-secret"):
         response = scoped.put("/v1/scheduler/slurm", json=body, headers=_auth(secret))
         assert response.status_code == 403 and "'scheduler' scope" in response.json()["detail"]
