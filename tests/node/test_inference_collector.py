@@ -94,11 +94,30 @@ def test_reports_reach_the_aggregator_and_survive_an_engine_restart(
     assert metric_value(text, "mfumon_job_phase_tokens_per_second", job_id="chat-70b", phase="decode") == 35
 
 
-def _mock(statuses: list[int], posted: list[dict[str, Any]]) -> httpx.MockTransport:
-    texts = iter(
-        (FIXTURES / name).read_text()
-        for name in ("tgi-3.3.6-a.prom", "tgi-3.3.6-b.prom", "tgi-3.3.6-b.prom", "tgi-3.3.6-b.prom")
-    )
+def _tgi_finished_more(text: str, requests: int, prompt_tokens: int, generated_tokens: int) -> str:
+    """A later TGI scrape: ``requests`` more finished, with these tokens (the histograms' _count and _sum grow)."""
+
+    def grow(text: str, name: str, by: float) -> str:
+        head, _, rest = text.partition(f"\n{name} ")
+        value, _, tail = rest.partition("\n")
+        return f"{head}\n{name} {float(value) + by:g}\n{tail}"
+
+    for name, by in (
+        ("tgi_request_input_length_count", requests),
+        ("tgi_request_input_length_sum", prompt_tokens),
+        ("tgi_request_generated_tokens_count", requests),
+        ("tgi_request_generated_tokens_sum", generated_tokens),
+    ):
+        text = grow(text, name, by)
+    return text
+
+
+_TGI_B = (FIXTURES / "tgi-3.3.6-b.prom").read_text()
+_TGI_C = _tgi_finished_more(_TGI_B, requests=10, prompt_tokens=8_000, generated_tokens=5_000)
+
+
+def _mock(statuses: list[int], posted: list[dict[str, Any]], texts_in_order: list[str]) -> httpx.MockTransport:
+    texts = iter(texts_in_order)
     answers = iter(statuses)
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -111,20 +130,24 @@ def _mock(statuses: list[int], posted: list[dict[str, Any]]) -> httpx.MockTransp
     return httpx.MockTransport(handler)
 
 
-def _tgi_collector(statuses: list[int], posted: list[dict[str, Any]]) -> InferenceCollector:
-    """A collector reading a TGI endpoint (a, b, b, b) and posting to an aggregator answering ``statuses``."""
+def _tgi_collector(
+    statuses: list[int], posted: list[dict[str, Any]], texts: list[str] | None = None
+) -> InferenceCollector:
+    """A collector reading a TGI endpoint (a, b, c by default) and posting to an aggregator answering ``statuses``."""
+    texts = texts or [(FIXTURES / "tgi-3.3.6-a.prom").read_text(), _TGI_B, _TGI_C]
     return InferenceCollector(
         url="http://aggregator",
         endpoints=[parse_endpoint("http://tgi:3000/metrics,job_id=t")],
         node="n1",
         clock=ticking(),
-        transport=_mock(statuses, posted),
+        transport=_mock(statuses, posted, texts),
     )
 
 
 def test_a_failed_post_keeps_the_older_reading_so_the_next_report_covers_the_gap() -> None:
     posted: list[dict[str, Any]] = []
-    collector = _tgi_collector([503, 200], posted)
+    a = (FIXTURES / "tgi-3.3.6-a.prom").read_text()
+    collector = _tgi_collector([503, 200], posted, [a, _TGI_B, _TGI_B])
     collector.collect_once()
     collector.collect_once()  # a -> b posted, answered 503: kept for later
     collector.collect_once()  # a -> b again, now over 20 s
@@ -141,8 +164,31 @@ def test_a_rejected_report_is_dropped_and_the_next_interval_starts_fresh() -> No
         collector.collect_once()
     collector.stop()
     assert [body["interval_seconds"] for body in posted] == [10.0, 10.0]
-    assert posted[1]["decode_tokens"] == 0  # b -> b: nothing new
+    assert (posted[1]["prefill_tokens"], posted[1]["decode_tokens"]) == (8_000, 5_000)  # b -> c only
     assert collector.metrics.inference_reports.labels("rejected")._value.get() == 1
+
+
+def test_tgi_tokens_of_running_requests_are_reported_when_they_finish_not_as_zero() -> None:
+    # TGI counts a request's tokens when it finishes. With 30 requests running and none finished between two
+    # scrapes, "0 decode tokens" would be false (the demo's MBU read 0 now and then); the interval waits instead.
+    posted: list[dict[str, Any]] = []
+    a = (FIXTURES / "tgi-3.3.6-a.prom").read_text()
+    collector = _tgi_collector([200, 200], posted, [a, _TGI_B, _TGI_B, _TGI_C])
+    for _ in range(4):
+        collector.collect_once()
+    collector.stop()
+    assert [body["interval_seconds"] for body in posted] == [10.0, 20.0]  # b -> b was not reported
+    assert (posted[1]["prefill_tokens"], posted[1]["decode_tokens"]) == (8_000, 5_000)
+
+
+def test_an_idle_tgi_interval_is_reported_as_idle() -> None:
+    posted: list[dict[str, Any]] = []
+    idle = _TGI_B.replace("\ntgi_batch_current_size 30\n", "\ntgi_batch_current_size 0\n")
+    collector = _tgi_collector([200], posted, [idle, idle])
+    collector.collect_once()
+    collector.collect_once()
+    collector.stop()
+    assert [(body["interval_seconds"], body["decode_tokens"]) for body in posted] == [(10.0, 0)]
 
 
 def test_an_unreachable_engine_is_counted_not_fatal() -> None:

@@ -158,6 +158,8 @@ class InferenceCollector:
                 state.previous, state.previous_at = reading, now
                 continue
             window = serving_interval(previous, reading, now - previous_at)
+            if window.awaiting_completion(reading.engine):
+                continue  # keep the older reading: the report covers the stretch once a request finishes
             if window.restarted:
                 self.metrics.inference_restarts.inc()
                 logger.info("%s restarted: counting its counters from zero", endpoint.url)

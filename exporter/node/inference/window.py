@@ -17,7 +17,13 @@ from typing import Any
 
 from exporter.node.inference.engines import EngineReading
 
-__all__ = ["ServingInterval", "serving_interval"]
+__all__ = ["COUNTS_AT_COMPLETION", "MAX_COMPLETION_WAIT_S", "ServingInterval", "serving_interval"]
+
+#: Engines whose token counters grow only when a request finishes (TGI: the sums of its per-request histograms).
+#: Between two scrapes in which none finished, their tokens are unknown, not zero.
+COUNTS_AT_COMPLETION = frozenset({"tgi"})
+#: How long such an engine's interval may stretch while waiting for a request to finish before it is reported anyway.
+MAX_COMPLETION_WAIT_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -28,6 +34,7 @@ class ServingInterval:
     prefill_tokens: int
     decode_tokens: int
     restarted: bool = False
+    requests_finished: int | None = None
     batch_size: float | None = None
     context_tokens: float | None = None
     mean_prompt_tokens: float | None = None
@@ -53,6 +60,20 @@ class ServingInterval:
             "kv_cache_usage": self.kv_cache_usage,
         }
         return {key: value for key, value in fields.items() if value is not None}
+
+    def awaiting_completion(self, engine: str) -> bool:
+        """True while ``engine`` counts tokens at completion and requests ran but none finished in this interval.
+
+        Reporting such an interval would say "0 tokens" for a full batch; waiting for the next completion (up to
+        :data:`MAX_COMPLETION_WAIT_S`) reports the tokens over the whole stretch instead.
+        """
+        return (
+            engine in COUNTS_AT_COMPLETION
+            and not self.restarted
+            and self.requests_finished == 0
+            and (self.requests_running or 0) > 0
+            and self.interval_seconds < MAX_COMPLETION_WAIT_S
+        )
 
 
 def restarted_between(previous: EngineReading, current: EngineReading) -> bool:
@@ -104,6 +125,7 @@ def serving_interval(previous: EngineReading, current: EngineReading, interval_s
         prefill_tokens=round(_computed_prompt_tokens(grew)),
         decode_tokens=round(decode),
         restarted=restarted,
+        requests_finished=None if (finished := grew("finished_generation_requests")) is None else round(finished),
         batch_size=_batch_size(previous, current, grew, decode),
         context_tokens=_context_tokens(current, grew),
         mean_prompt_tokens=_mean(grew("finished_prompt_tokens"), grew("finished_prompt_requests")),
