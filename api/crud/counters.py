@@ -41,11 +41,11 @@ def add_to_counters(
     table: Table = Counter.__table__  # type: ignore[assignment]
     insert = postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert
     stmt = insert(table).values(rows)
-    stmt = stmt.on_conflict_do_update(
+    upsert = stmt.on_conflict_do_update(
         index_elements=["name", "labels", "shard"],
         set_={"value": table.c.value + stmt.excluded.value, "updated_at": stmt.excluded.updated_at},
     ).returning(table.c.name, table.c.labels, table.c.shard, table.c.value)
-    return [(r.name, r.labels, r.shard, r.value) for r in session.execute(stmt)]
+    return [(r.name, r.labels, r.shard, r.value) for r in session.execute(upsert)]
 
 
 def read_counters(session: Session, *, changed_after: float) -> Iterable[CounterRow]:

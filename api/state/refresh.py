@@ -238,7 +238,8 @@ class RefreshThread(threading.Thread):
         self._retention_s = history_retention_s
         self._stop_event = threading.Event()
         self._next_prune = 0.0
-        self._periodic = [[0.0, every_s, task] for every_s, task in periodic]
+        self._periodic = list(periodic)
+        self._due = [0.0] * len(self._periodic)  # monotonic time each periodic task runs next
 
     def run(self) -> None:
         while not self._stop_event.wait(self._interval_s):
@@ -250,15 +251,15 @@ class RefreshThread(threading.Thread):
             except Exception:
                 self._refresher.errors += 1
                 logger.exception("state refresh from the database failed; retrying")
-            for entry in self._periodic:
-                if time.monotonic() < entry[0]:
+            for i, (every_s, task) in enumerate(self._periodic):
+                if time.monotonic() < self._due[i]:
                     continue
-                entry[0] = time.monotonic() + entry[1]
+                self._due[i] = time.monotonic() + every_s
                 try:
-                    entry[2]()
+                    task()
                 except Exception:
                     self._refresher.errors += 1
-                    logger.exception("periodic task %s failed; retrying", getattr(entry[2], "__name__", entry[2]))
+                    logger.exception("periodic task %s failed; retrying", getattr(task, "__name__", task))
 
     def stop(self) -> None:
         self._stop_event.set()
