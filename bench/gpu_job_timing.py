@@ -5,7 +5,7 @@ Needs torch with CUDA. Each check prints what was expected and what the hooks me
 one is off:
 
 1. **input wait, GPU idle**: the loader sleeps 50 ms after the GPU finished the previous step: ~50 ms.
-2. **input wait, hidden**: the loader sleeps 50 ms while the GPU still runs ~200 ms of queued matmuls from the
+2. **input wait, hidden**: the loader sleeps 50 ms while the GPU still runs the ~200 ms of matmuls that ended the
    previous step (the host returned early): the device never waited, so ~0 (host-side timing would say 50 ms).
 3. **exposed sync**: DDP over two processes (NCCL on two GPUs, or gloo with CUDA tensors on one GPU); rank 1's
    gradient is 100 ms late; rank 0's exposed sync ~100 ms. Without the delay it is small.
@@ -49,18 +49,18 @@ def input_wait(hidden: bool, steps: int = 12) -> dict[str, Any]:
     busy = torch.randn(8192, 8192, device="cuda")
     reporter = JobReporter("gpu-wait", url=CLOSED_URL, model=model, gpu_model=None, rank=0, start=False)
     for _ in range(steps):
-        if hidden:
-            for _ in range(20):  # ~0.2 s of queued device work the host does not wait for
-                busy = busy @ busy
-                busy = busy / busy.norm()
-        else:
-            torch.cuda.synchronize()  # the device is idle from here
-        time.sleep(0.05)  # the loader
         loss = model(x).square().mean()
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        reporter.step(64)
+        if hidden:  # the step ends with ~0.2 s of device work the host does not wait for
+            for _ in range(20):
+                busy = busy @ busy
+                busy = busy / busy.norm()
+        reporter.step(64)  # the step ends here on the host
+        if not hidden:
+            torch.cuda.synchronize()  # the device is idle from here
+        time.sleep(0.05)  # the loader: the device waits for it only when it has nothing queued
     torch.cuda.synchronize()
     return _report(reporter)
 
