@@ -54,8 +54,8 @@ class _Marks:
     def __init__(self, torch: Any, cuda: bool) -> None:
         self.cuda = cuda
         self._event = torch.cuda.Event if cuda else None
-        # ``Event.record()`` without a stream looks the device up through Python on every call (~25 µs, most of
-        # the hooks' cost on an H200); with the device index known, finding its current stream is one C call.
+        # ``Event.record()`` without a stream looks the device up through Python on every call: 10.6 µs a record on
+        # an H200, against 6.3 µs with the device index known (input-wait timing 110 -> 50 µs per step).
         self._cuda = torch.cuda if cuda else None
         self._device: int | None = None  # read at the first mark, inside the loop (after its set_device)
         self._free: list[Any] = []
