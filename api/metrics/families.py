@@ -83,9 +83,24 @@ JOB_FAMILIES: dict[str, Family] = {
             "Hardware MFU estimate: tensor activity x SM clock / max SM clock, mean over the job's GPUs with one.",
         ),
         _g("job_mfu_hardware_agreement_ratio", "Reported MFU / hardware-estimated MFU of a reporting job."),
+        _g(
+            "job_gpu_tensor_active_spread_ratio",
+            "(max - min) / max tensor activity over the job's GPUs: stragglers make it large (issue 11).",
+        ),
         # Lifecycle and accounting (issue 11).
         _c("job_restarts_total", "Restarts of the job: announced, or inferred (activity after its end, step back)."),
         _c("job_failures_total", "Failures of the job: failure events and non-zero exits, once per attempt."),
+        _c(
+            "job_gpu_seconds_total",
+            "The job's allocated GPU-seconds by waterfall category; the categories add up to its allocated time.",
+        ),
+        _g("job_goodput_ratio", "Productive step time / allocated time over the job's life."),
+        _g("job_lifetime_mfu_ratio", "Useful model FLOPs / dense peak FLOPs over the job's whole allocated time."),
+        _g("job_compute_mfu_ratio", "Model FLOPs / dense peak FLOPs over the job's compute time only."),
+        _g(
+            "job_step_time_deviation_ratio",
+            "Mean absolute deviation of the last reports' step times from their median, / the median.",
+        ),
     )
 }
 
@@ -128,6 +143,22 @@ DURABLE_FAMILIES: dict[str, Family] = {
     for f in (
         _c("job_ends_total", "Jobs ended, by kind and outcome (success, failure, unknown, expired)."),
         _c("job_events_total", "Job events received or inferred (restarts), by kind and type."),
+        # The waste waterfall (api/accounting): GPU-seconds by category, and FLOPs to put MFU over any window.
+        _c(
+            "cluster_gpu_seconds_total",
+            "GPU-seconds by category: jobs' waterfalls plus idle and unreported GPUs; increase() over any window.",
+        ),
+        _c("pool_gpu_seconds_total", "GPU-seconds of the pool by category (jobs' waterfalls, idle, unreported)."),
+        _c("team_gpu_seconds_total", "GPU-seconds of the team's jobs by waterfall category."),
+        _c("cluster_model_flops_total", "Useful model FLOPs of all jobs (work redone after a failure excluded)."),
+        _c("pool_model_flops_total", "Useful model FLOPs of the pool's jobs."),
+        _c("team_model_flops_total", "Useful model FLOPs of the team's jobs."),
+        _c("cluster_peak_flops_total", "Dense peak FLOP/s x allocated seconds of all jobs: the MFU denominator."),
+        _c("pool_peak_flops_total", "Dense peak FLOP/s x allocated seconds of the pool's jobs."),
+        _c("team_peak_flops_total", "Dense peak FLOP/s x allocated seconds of the team's jobs."),
+        _c("cluster_compute_peak_flops_total", "Dense peak FLOP/s x compute seconds of all jobs."),
+        _c("pool_compute_peak_flops_total", "Dense peak FLOP/s x compute seconds of the pool's jobs."),
+        _c("team_compute_peak_flops_total", "Dense peak FLOP/s x compute seconds of the team's jobs."),
     )
 }
 

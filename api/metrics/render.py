@@ -7,12 +7,14 @@ nodes and jobs that are no longer in the snapshot (silent, ended) are simply not
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from api.accounting import CATEGORIES, CLUSTER_CATEGORIES, Ledger
 from api.metrics._text import format_value, labels_text, sample_line
 from api.metrics.families import (
     CAPACITY_FAMILIES,
@@ -113,6 +115,7 @@ def render_job(job: JobView, baseline_mfu: float | None) -> Chunk:
         _add_inference(add, job, latest)
     add("mfumon_job_restarts_total", job.restarts)
     add("mfumon_job_failures_total", job.failures)
+    _add_waterfall(add, job)
     return {name: "".join(chunk) for name, chunk in lines.items()}
 
 
@@ -162,6 +165,8 @@ def render_job_gpus(job_id: str, job: JobView | None, account: JobAccount) -> Ch
         add("mfumon_job_gpus_unreported", account.gpus_unreported)
     add("mfumon_job_hardware_mfu_ratio", account.hardware_mfu)
     add("mfumon_job_mfu_hardware_agreement_ratio", account.agreement)
+    if account.status == "running":
+        add("mfumon_job_gpu_tensor_active_spread_ratio", account.tensor_active_spread)
     return {name: "".join(chunk) for name, chunk in lines.items()}
 
 
@@ -312,11 +317,50 @@ class MetricsRenderer:
         return "".join(out)
 
 
+def _add_waterfall(add: Callable[..., None], job: JobView) -> None:
+    """The job's waterfall counters (every category, zeros included) and lifetime ratios, once it has a ledger."""
+    if not job.accounting:
+        return
+    ledger = Ledger.from_json(job.accounting)
+    ident = [("job_id", job.job_id), ("kind", job.kind)]
+    for category in CATEGORIES:
+        labels = labels_text([*ident, ("category", category)])
+        add("mfumon_job_gpu_seconds_total", ledger.gpu_seconds.get(category, 0.0), labels)
+    add("mfumon_job_goodput_ratio", ledger.goodput)
+    add("mfumon_job_lifetime_mfu_ratio", ledger.lifetime_mfu)
+    add("mfumon_job_compute_mfu_ratio", ledger.compute_mfu)
+    if job.status == "running":
+        add("mfumon_job_step_time_deviation_ratio", ledger.step_time_deviation)
+
+
+_CATEGORY_LABEL = re.compile(r'^\{(?P<scope>.*?),?category="(?P<category>[^"]*)"\}$')
+
+
 def _render_durable(counters: DurableCounters) -> str:
+    """Durable counters; a scope's GPU-seconds show every category (zeros too) once any of them is non-zero, so
+    Prometheus sees each category's first increase."""
     out = []
     for name, family in DURABLE_FAMILIES.items():
-        out.append(family.header() + "".join(sample_line(name, labels, v) for labels, v in counters.series(name)))
+        series = counters.series(name)
+        categories = _WATERFALL_CATEGORIES.get(name)
+        if categories is not None:
+            values = dict(series)
+            scopes = sorted({m.group("scope") for labels, _ in series if (m := _CATEGORY_LABEL.match(labels))})
+            series = []
+            for scope in scopes:
+                prefix = scope + "," if scope else ""
+                for category in categories:
+                    labels = "{" + prefix + f'category="{category}"' + "}"
+                    series.append((labels, values.get(labels, 0.0)))
+        out.append(family.header() + "".join(sample_line(name, labels, v) for labels, v in series))
     return "".join(out)
+
+
+_WATERFALL_CATEGORIES = {
+    "mfumon_cluster_gpu_seconds_total": CLUSTER_CATEGORIES,
+    "mfumon_pool_gpu_seconds_total": CLUSTER_CATEGORIES,
+    "mfumon_team_gpu_seconds_total": CATEGORIES,
+}
 
 
 def _per(

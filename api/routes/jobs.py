@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, HTTPException, Query
 
+from api.accounting import Ledger
 from api.crud import jobs as crud
 from api.crud.nodes import read_gpus_of_job
 from api.db.models import Job
@@ -20,6 +21,7 @@ from api.schemas.jobs import (
     JobsPublic,
     JobUpdate,
     ReportResult,
+    WaterfallEntry,
 )
 from api.services import reports
 from api.state.aggregate import JobAccount, summarize
@@ -79,6 +81,7 @@ def _public(
         outcome=job.outcome,
         restarts=job.restarts or 0,
         failures=job.failures or 0,
+        **_accounting_fields(job),
         reports_received=job.reports_received,
         latest=job.latest,
         baseline_mfu=baseline.mfu if baseline else None,
@@ -98,6 +101,18 @@ def _public(
 
 def _accounts(ctx: ContextDep) -> dict[str, JobAccount]:
     return summarize(ctx.state.snapshot(ctx.clock())).jobs
+
+
+def _accounting_fields(job: Job) -> dict[str, Any]:
+    ledger = Ledger.from_json(job.accounting)
+    return {
+        "total_gpu_seconds": ledger.total_gpu_seconds,
+        "waterfall": [WaterfallEntry(category=c, gpu_seconds=s) for c, s in ledger.waterfall()],
+        "goodput_ratio": ledger.goodput,
+        "lifetime_mfu": ledger.lifetime_mfu,
+        "compute_mfu": ledger.compute_mfu,
+        "summary": job.summary,
+    }
 
 
 @router.put("/{job_id}", response_model=JobPublic, dependencies=[JobCapacity])

@@ -86,6 +86,9 @@ class JobReportCreate(JobFields):
     step_seconds: NonNegativeFloat | None = None
     comm_seconds: NonNegativeFloat | None = None
     data_wait_seconds: NonNegativeFloat | None = None
+    bubble_seconds: NonNegativeFloat | None = Field(
+        default=None, description="pipeline-parallel bubble per step (stages idle at a flush), mean over the interval"
+    )
     step: Step | None = None
     # --- inference: the interval split by phase, and what MBU needs (see api/mfu/_serving.py) ---
     prefill_tokens: Count | None = None  # prompt tokens computed in the interval (prefix-cache hits excluded)
@@ -202,6 +205,13 @@ class AccountingPublic(BaseModel):
     message: str
 
 
+class WaterfallEntry(BaseModel):
+    """One category of a waterfall: GPU-seconds allocated and what they went to."""
+
+    category: str
+    gpu_seconds: float
+
+
 class JobPublic(BaseModel):
     """A job as the JSON API shows it."""
 
@@ -235,6 +245,12 @@ class JobPublic(BaseModel):
     outcome: str | None = Field(default=None, description="success, failure, unknown or expired, once ended")
     restarts: int = 0
     failures: int = 0
+    total_gpu_seconds: float = Field(default=0.0, description="allocated GPU-seconds so far (the waterfall's sum)")
+    waterfall: list[WaterfallEntry] = []
+    goodput_ratio: float | None = None
+    lifetime_mfu: float | None = None
+    compute_mfu: float | None = None
+    summary: dict[str, Any] | None = Field(default=None, description="lifetime summary, frozen when the job ended")
     reports_received: int
     latest: dict[str, Any] | None
     baseline_mfu: float | None

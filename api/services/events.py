@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections import Counter
 
+from api.accounting import EVENT_CATEGORY
 from api.context import AppContext
 from api.core.security import ANONYMOUS, Principal
 from api.crud import events as event_crud
 from api.crud import jobs as crud
 from api.crud.counters import add_to_counters, shard_of
 from api.schemas.events import JobEventCreate, JobEventResult
-from api.services import lifecycle
+from api.services import accounting, lifecycle
 from api.state.refresh import job_view
 
 
@@ -32,6 +33,11 @@ def record_event(
             restarted = True
         else:
             restarted = lifecycle.note_activity(session, job, now, increments, what=f"{event.type} event")
+        ledger = accounting.ledger_of(job)
+        ledger.event(EVENT_CATEGORY[event.type], event.seconds, now)
+        if event.type == "checkpoint_save":
+            ledger.checkpoint_saved()
+        accounting.store_ledger(job, ledger)
         event_crud.add_event(
             session=session,
             job_id=job_id,

@@ -20,9 +20,11 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from api.accounting import Ledger
 from api.crud import events as event_crud
 from api.db.models import Job
 from api.metrics._text import labels_text
+from api.services import accounting
 
 ENDS_TOTAL = "mfumon_job_ends_total"
 EVENTS_TOTAL = "mfumon_job_events_total"
@@ -39,8 +41,17 @@ def count_event(increments: Increments, job: Job, event_type: str) -> None:
 
 
 def restart(session: Session, job: Job, now: float, increments: Increments, *, inferred: str | None) -> None:
-    """Begin a new attempt of ``job``: count it, reopen it if it had ended, forget the last attempt's step mark."""
+    """Begin a new attempt of ``job``: count it, reopen it if it had ended, forget the last attempt's step mark.
+
+    A restart with no failure seen before it (a running job that came back, or one that expired) lost the progress
+    since its last checkpoint all the same: the ledger charges it; after a clean end (success, or an end without an
+    exit code) nothing was lost.
+    """
     job.restarts += 1
+    if not (job.accounting or {}).get("failure_pending") and job.outcome in (None, "expired"):
+        ledger = accounting.ledger_of(job)
+        ledger.failed()
+        accounting.store_ledger(job, ledger)
     acct = _accounting(job)
     acct["failure_pending"] = False
     acct["step_mark"] = None
@@ -84,10 +95,13 @@ def note_activity(
 
 
 def record_failure(job: Job, exit_code: int | None) -> None:
-    """A failure of the current attempt; counted once per attempt."""
-    acct = _accounting(job)
-    if not acct.get("failure_pending"):
+    """A failure of the current attempt; counted once per attempt, its progress since the last checkpoint lost."""
+    if not (job.accounting or {}).get("failure_pending"):
         job.failures += 1
+        ledger = accounting.ledger_of(job)
+        ledger.failed()
+        accounting.store_ledger(job, ledger)
+    acct = _accounting(job)
     acct["failure_pending"] = True
     if exit_code is not None:
         acct["failure_exit_code"] = exit_code
@@ -104,16 +118,29 @@ def outcome_of(job: Job, exit_code: int | None) -> tuple[str, int | None]:
     return ("success" if exit_code == 0 else "failure"), exit_code
 
 
-def end(job: Job, now: float, increments: Increments, *, exit_code: int | None, outcome: str | None = None) -> None:
-    """End the job's current attempt and count the end by kind and outcome. An ended job is left as it is."""
+def end(
+    job: Job,
+    now: float,
+    increments: Increments,
+    *,
+    exit_code: int | None,
+    max_gap_seconds: float,
+    outcome: str | None = None,
+) -> None:
+    """End the job's current attempt: close its ledger (the silence since its last report is stalled, up to
+    ``max_gap_seconds``), count the end by kind and outcome, and freeze its summary. An ended job is left as is."""
     if job.status == "ended":
         return
     resolved, code = outcome_of(job, exit_code)
     outcome = outcome or resolved
     if outcome == "failure":
         record_failure(job, code)
+    ledger = accounting.ledger_of(job)
+    bill = ledger.close(now, gpus=job.num_gpus, max_gap_seconds=max_gap_seconds)
+    accounting.bill_job(job, ledger, bill, increments)
     job.status = "ended"
     job.ended_at = now
     job.exit_code = code
     job.outcome = outcome
     increments[(ENDS_TOTAL, labels_text([("kind", job.kind), ("outcome", outcome)]))] += 1
+    job.summary = accounting.summary_of(job, Ledger.from_json(job.accounting))

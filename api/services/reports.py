@@ -8,16 +8,18 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from api.accounting import StepSplit
 from api.context import AppContext
 from api.core.security import ANONYMOUS, Principal
 from api.crud import jobs as crud
 from api.crud.counters import add_to_counters, shard_of
 from api.db.models import Baseline, Job
 from api.errors import InputError
-from api.mfu import ModelShape, ServingWindow, evaluate
+from api.mfu import MfuResult, ModelShape, ServingWindow, evaluate
 from api.schemas.jobs import JobEnd, JobFields, JobReportCreate, JobUpdate, ReportResult
-from api.services import lifecycle
+from api.services import accounting, lifecycle
 from api.state.refresh import baseline_view, job_view, model_key
+from api.state.views import JobShare, NodeView
 
 
 def _signature(kind: str, model: str, device: str, num_gpus: int, dtype: str) -> str:
@@ -114,6 +116,7 @@ def record_report(
             "requests_waiting": report.requests_waiting,
             "kv_cache_usage": report.kv_cache_usage,
         }
+        _bill_report(ctx, job, report, shares, result, mfu, num_gpus, now, increments)
         job.last_report_at = now
         job.reports_received += 1
         job.latest = latest
@@ -211,6 +214,44 @@ def _phase_history(inference: dict[str, Any] | None) -> dict[str, float | None]:
     }
 
 
+def _bill_report(
+    ctx: AppContext,
+    job: Job,
+    report: JobReportCreate,
+    shares: list[tuple[NodeView, JobShare]],
+    result: MfuResult,
+    mfu: float | None,
+    num_gpus: int | None,
+    now: float,
+    increments: lifecycle.Increments,
+) -> None:
+    """Close the job's waterfall tile with this report and add it to the pool, team and cluster counters.
+
+    The pool is that of the nodes exporters attribute the job's GPUs to (the first by name), else the job's label.
+    """
+    pools = sorted(node.pool for node, _ in shares if node.pool)
+    job.accounting = {**(job.accounting or {}), "pool": pools[0] if pools else job.pool}
+    ledger = accounting.ledger_of(job)
+    known = mfu is not None
+    bill = ledger.report(
+        now,
+        gpus=num_gpus or 0,
+        covered_seconds=report.interval_seconds,
+        stalled=report.rate() == 0,
+        split=StepSplit(
+            step_seconds=report.step_seconds,
+            data_wait_seconds=report.data_wait_seconds,
+            comm_seconds=report.comm_seconds,
+            bubble_seconds=report.bubble_seconds,
+        ),
+        model_flops_per_second=result.model_flops_per_second if known else None,
+        peak_flops_per_gpu=result.peak_flops_per_gpu if known else None,
+        mfu=mfu,
+        max_gap_seconds=ctx.settings.JOB_TTL_SECONDS,
+    )
+    accounting.bill_job(job, ledger, bill, increments)
+
+
 def signature_of(job: Job, device: str | None, num_gpus: int | None) -> str | None:
     """The job's workload signature, or None while model, device or GPU count is unknown."""
     model = model_key(job.model)
@@ -290,7 +331,7 @@ def end_job(ctx: AppContext, job_id: str, end: JobEnd, principal: Principal = AN
         principal.job_team(job_id, None, job.team, exists=True)
         if job.status == "ended":
             return job
-        lifecycle.end(job, now, increments, exit_code=end.exit_code)
+        lifecycle.end(job, now, increments, exit_code=end.exit_code, max_gap_seconds=ctx.settings.JOB_TTL_SECONDS)
         job.updated_at = now
         rows = add_to_counters(session, increments, shard=shard_of(job_id), now=now)
     ctx.state.apply_job(job_view(job))

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Container
 from dataclasses import dataclass, field
 
+from api.accounting.stragglers import spread_of_range
 from api.mfu import agreement_ratio
 from api.state.capacity import Capacity, capacity
 from api.state.store import Snapshot
@@ -92,11 +93,25 @@ class JobHardware:
     estimated: int = 0  # of those, GPUs with a hardware estimate
     estimate_sum: float = 0.0
     pool: str | None = None  # the first, by name, of the pools of the nodes holding its GPUs
+    tensor_count: int = 0  # GPUs with tensor activity, and its range (api.accounting.stragglers)
+    tensor_min: float | None = None
+    tensor_max: float | None = None
 
     @property
     def hardware_mfu(self) -> float | None:
         """Mean hardware estimate over the job's GPUs that have one; None when none has."""
         return self.estimate_sum / self.estimated if self.estimated else None
+
+    def add_tensor_range(self, share: JobShare) -> None:
+        if share.tensor_min is None or share.tensor_max is None:
+            return
+        self.tensor_count += share.tensor_count
+        self.tensor_min = share.tensor_min if self.tensor_min is None else min(self.tensor_min, share.tensor_min)
+        self.tensor_max = share.tensor_max if self.tensor_max is None else max(self.tensor_max, share.tensor_max)
+
+    @property
+    def tensor_spread(self) -> float | None:
+        return spread_of_range(self.tensor_min, self.tensor_max, self.tensor_count)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +126,7 @@ class JobAccount:
     mfu: float | None = None  # the reported MFU, for reporting jobs
     dtype: str | None = None
     pool: str | None = None  # the pool of the nodes holding its GPUs (the first by name)
+    tensor_active_spread: float | None = None  # (max - min) / max tensor activity over its GPUs
     gpus_scheduled: int | None = None  # what the scheduler allocated, for jobs a scheduler adapter runs
 
     @property
@@ -247,6 +263,7 @@ def summarize(snapshot: Snapshot) -> Summary:
             account.gpus_attributed += share.count
             account.estimated += share.estimated
             account.estimate_sum += share.estimate_sum
+            account.add_tensor_range(share)
             if node.pool and (account.pool is None or node.pool < account.pool):
                 account.pool = node.pool  # the same pool whatever order the nodes come in
             job = jobs.get(job_id)
@@ -274,6 +291,7 @@ def summarize(snapshot: Snapshot) -> Summary:
             mfu=(job.latest or {}).get("mfu") if _reporting(job) else None,
             dtype=job.dtype,
             pool=account.pool,
+            tensor_active_spread=account.tensor_spread,
             gpus_scheduled=job.gpus_scheduled if job.status == "running" else None,
         )
         for group in groups:

@@ -95,6 +95,7 @@ def job_view(row: Job) -> JobView:
         updated_at=row.updated_at,
         restarts=row.restarts or 0,
         failures=row.failures or 0,
+        accounting=dict(row.accounting) if row.accounting else None,
         source=row.source,
         submitted_at=row.submitted_at,
         queued_at=row.queued_at,

@@ -42,6 +42,9 @@ class JobShare:
     estimate_sum: float = 0.0  # sum of their estimates (for the mean over the job's GPUs)
     estimated_flops: float = 0.0  # sum of estimate x bf16 peak over those of them with a known peak
     estimated_peak_flops: float = 0.0  # sum of the bf16 peak of the same GPUs
+    tensor_count: int = 0  # GPUs reporting tensor activity, and its range: for the straggler spread
+    tensor_min: float | None = None
+    tensor_max: float | None = None
 
     def mean_estimate(self) -> float | None:
         return self.estimate_sum / self.estimated if self.estimated else None
@@ -115,7 +118,7 @@ def build_node_view(
             idle += 1
             idle_peak += gpu.bf16_peak_flops or 0.0
             continue
-        entry = groups.setdefault(gpu.job_id, [0, gpu.name, gpu.mig_profile, 0.0, 0, 0.0, 0.0, 0.0])
+        entry = groups.setdefault(gpu.job_id, [0, gpu.name, gpu.mig_profile, 0.0, 0, 0.0, 0.0, 0.0, 0, None, None])
         entry[0] += 1
         entry[3] += gpu.bf16_peak_flops or 0.0
         estimate = gpu_hardware_mfu(gpu)
@@ -125,6 +128,11 @@ def build_node_view(
             if gpu.bf16_peak_flops:
                 entry[6] += estimate * gpu.bf16_peak_flops
                 entry[7] += gpu.bf16_peak_flops
+        tensor = gpu.counters.get("tensor_active")
+        if tensor is not None:
+            entry[8] += 1
+            entry[9] = tensor if entry[9] is None else min(entry[9], tensor)
+            entry[10] = tensor if entry[10] is None else max(entry[10], tensor)
     shares = {job: JobShare(*values) for job, values in groups.items() if job is not None}
     unattributed = JobShare(*groups[None]) if None in groups else None
     return NodeView(
@@ -166,6 +174,7 @@ class JobView:
     updated_at: float
     restarts: int = 0
     failures: int = 0
+    accounting: dict[str, Any] | None = None  # the ledger (api.accounting) and lifecycle marks
     # From a scheduler adapter; defaults for jobs no scheduler reports.
     source: str | None = None
     submitted_at: float | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from tests.conftest import POSTGRES_URL_ENV, LiveServer, start_server
-from tests.utils.factories import metric_value, node_sample, report
+from tests.utils.factories import metric_samples, metric_value, node_sample, report
 
 
 @pytest.fixture
@@ -144,3 +145,66 @@ def test_a_replica_that_got_no_push_shows_the_same_cluster_truth(shared_postgres
         job_b = httpx.get(f"{b.url}/v1/jobs/wrapped").json()
         assert (job_b["gpus_reported"], job_b["gpus_attributed"], job_b["gpus_unverified"]) == (6, 4, 2)
         assert job_b["accounting"]["verdict"] in {"consistent", "over_claims", "under_claims"}
+
+
+# -- durable counters (issue 11) -----------------------------------------------------------------------------
+
+STEP = {"step_seconds": 2.0, "data_wait_seconds": 0.5, "comm_seconds": 0.3}
+DURABLE = ("_gpu_seconds_total", "_flops_total", "mfumon_job_ends_total", "mfumon_job_events_total")
+
+
+def _durable(url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    samples = metric_samples(httpx.get(f"{url}/metrics").text)
+    return {
+        key: value
+        for key, value in samples.items()
+        if any(part in key[0] for part in DURABLE) and not key[0].startswith("mfumon_job_gpu")
+    }
+
+
+def test_replicas_export_the_same_durable_counters(shared_postgres: str, tmp_path: Path) -> None:
+    env = {"MFUMON_REFRESH_INTERVAL_SECONDS": "0.5"}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with (
+        start_server(tmp_path / "a", env=env, database_url=shared_postgres) as a,
+        start_server(tmp_path / "b", env=env, database_url=shared_postgres) as b,
+    ):
+        errors: list[str] = []
+
+        def work(url: str, job_id: str) -> None:
+            for i in range(6):
+                body = {**report(pool="h100", team="llm", num_gpus=2), **STEP}
+                for response in (
+                    httpx.post(f"{url}/v1/jobs/{job_id}/reports", json=body),
+                    httpx.post(f"{url}/v1/jobs/{job_id}/events", json={"type": "eval", "seconds": 0.01 * i}),
+                ):
+                    if response.status_code != 200:
+                        errors.append(response.text)
+            httpx.post(f"{url}/v1/jobs/{job_id}/end", json={"exit_code": 0})
+
+        # Writers on both replicas at once, some on the same job and so the same counter shard.
+        threads = [
+            threading.Thread(target=work, args=(url, f"job-{i % 3}")) for i, url in enumerate([a.url, b.url] * 3)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+
+        def same() -> dict | None:
+            seen_a, seen_b = _durable(a.url), _durable(b.url)
+            return seen_a if seen_a and seen_a == seen_b else None
+
+        agreed = _eventually(same)
+        assert agreed, "the replicas never agreed on the durable counters"
+        ends = sum(v for (name, _), v in agreed.items() if name == "mfumon_job_ends_total")
+        assert ends == 3  # each job ended once, whichever replica got its end first
+        events = sum(v for (name, lbls), v in agreed.items() if name == "mfumon_job_events_total")
+        assert events >= 36  # 36 evals, plus the restarts inferred when a job came back after its end
+
+    # A replica started later reads the same values from the database.
+    (tmp_path / "c").mkdir()
+    with start_server(tmp_path / "c", env=env, database_url=shared_postgres) as c:
+        assert _durable(c.url) == agreed

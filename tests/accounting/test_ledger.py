@@ -1,0 +1,191 @@
+"""The waterfall ledger: hand-computed cases for each rule, and a property test that the parts add up exactly."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from api.accounting import CATEGORIES, STEP_CATEGORIES, Ledger, StepSplit
+
+NO_CAP = math.inf
+
+
+def _report(ledger: Ledger, now: float, gpus: int = 8, covered: float | None = 10.0, **kw: object) -> dict:
+    bill = ledger.report(
+        now,
+        gpus=gpus,
+        covered_seconds=covered,
+        stalled=bool(kw.pop("stalled", False)),
+        split=kw.pop("split", StepSplit()),  # type: ignore[arg-type]
+        model_flops_per_second=kw.pop("mfps", None),  # type: ignore[arg-type]
+        peak_flops_per_gpu=kw.pop("peak", None),  # type: ignore[arg-type]
+        mfu=kw.pop("mfu", None),  # type: ignore[arg-type]
+        max_gap_seconds=float(kw.pop("cap", NO_CAP)),  # type: ignore[arg-type]
+    )
+    return bill.gpu_seconds
+
+
+def test_first_report_covers_its_interval_and_splits_the_step() -> None:
+    ledger = Ledger()
+    split = StepSplit(step_seconds=2.0, data_wait_seconds=0.2, comm_seconds=0.5, bubble_seconds=0.1)
+    parts = _report(ledger, 1000.0, gpus=8, covered=10.0, split=split)
+    assert parts == pytest.approx({"data_wait": 8.0, "comm_exposed": 20.0, "bubble": 4.0, "compute": 48.0})
+    parts = _report(ledger, 1015.0, gpus=8, covered=15.0, split=split)  # 15 s since the last report
+    assert sum(parts.values()) == pytest.approx(8 * 15.0)
+
+
+def test_parts_larger_than_the_step_are_scaled_down_together() -> None:
+    fractions = StepSplit(step_seconds=1.0, data_wait_seconds=0.9, comm_seconds=0.6).fractions()
+    assert fractions == pytest.approx({"data_wait": 0.6, "comm_exposed": 0.4})
+
+
+def test_events_before_the_first_report_extend_the_allocation_back() -> None:
+    ledger = Ledger()
+    ledger.event("init", 120.0, now=900.0)
+    ledger.event("checkpoint", 30.0, now=905.0)  # still before any report: start-up phase
+    parts = _report(ledger, 1000.0, gpus=4, covered=10.0)
+    assert parts == pytest.approx({"init": 480.0, "checkpoint": 120.0, "compute": 40.0})
+
+
+def test_an_event_inside_a_tile_is_taken_out_of_it_once() -> None:
+    ledger = Ledger()
+    _report(ledger, 1000.0, gpus=2, covered=10.0)
+    ledger.event("checkpoint", 40.0, now=1030.0)  # 30 s since the last report: only 30 s can be in this tile
+    parts = _report(ledger, 1060.0, gpus=2, covered=60.0)
+    assert parts == pytest.approx({"checkpoint": 60.0, "compute": 60.0})  # 30 s checkpoint + 30 s steps, x 2 GPUs
+
+
+def test_zero_token_reports_and_silence_are_stalled() -> None:
+    ledger = Ledger()
+    _report(ledger, 1000.0, gpus=1, covered=10.0)
+    assert _report(ledger, 1060.0, gpus=1, covered=60.0, stalled=True) == pytest.approx({"stalled": 60.0})
+    # 100 s since the last report but the report covers 20 s of steps: beyond 1.5 x 20 s is a gap.
+    assert _report(ledger, 1160.0, gpus=1, covered=20.0) == pytest.approx({"stalled": 70.0, "compute": 30.0})
+
+
+def test_lost_progress_is_charged_as_it_is_redone() -> None:
+    ledger = Ledger()
+    _report(ledger, 1000.0, gpus=2, covered=100.0)  # 200 GPU-s of progress
+    ledger.checkpoint_saved()
+    _report(ledger, 1050.0, gpus=2, covered=50.0)  # 100 GPU-s since the checkpoint
+    ledger.failed()
+    assert ledger.lost_debt == pytest.approx(100.0)
+    parts = _report(ledger, 1080.0, gpus=2, covered=30.0)  # redoing: the first 100 GPU-s are lost
+    assert parts == pytest.approx({"lost": 60.0})
+    parts = _report(ledger, 1110.0, gpus=2, covered=30.0)
+    assert parts == pytest.approx({"lost": 40.0, "compute": 20.0})
+    assert ledger.lost_debt == 0
+
+
+def test_flops_lifetime_compute_and_time_weighted_mfu() -> None:
+    ledger = Ledger()
+    ledger.event("init", 50.0, now=0.0)
+    split = StepSplit(step_seconds=1.0, comm_seconds=0.5)
+    # 4 GPUs of 100 FLOP/s peak; the job does 80 FLOP/s in all: MFU 0.2 over its step time.
+    _report(ledger, 100.0, gpus=4, covered=50.0, split=split, mfps=80.0, peak=100.0, mfu=0.2)
+    assert ledger.gpu_seconds == pytest.approx({"init": 200.0, "comm_exposed": 100.0, "compute": 100.0})
+    assert ledger.model_flops == pytest.approx(80.0 * 50)
+    assert ledger.peak_flops == pytest.approx(100.0 * 400)
+    assert ledger.lifetime_mfu == pytest.approx(0.1)  # half the allocated time was start-up
+    assert ledger.compute_mfu == pytest.approx(0.4)  # half of each step was exposed communication
+    assert ledger.time_weighted_mfu == pytest.approx(0.2)
+    assert ledger.goodput == pytest.approx(0.5)
+
+
+def test_close_bills_pending_events_and_the_silence_until_the_end() -> None:
+    ledger = Ledger()
+    _report(ledger, 1000.0, gpus=2, covered=10.0)
+    ledger.event("checkpoint", 5.0, now=1005.0)
+    bill = ledger.close(1020.0, gpus=None, max_gap_seconds=NO_CAP)
+    assert bill.gpu_seconds == pytest.approx({"checkpoint": 10.0, "stalled": 30.0})
+    assert ledger.accounted_until is None  # ended: a restart opens a new first tile
+
+
+def test_a_silent_gap_counts_at_most_the_cap() -> None:
+    ledger = Ledger()
+    _report(ledger, 0.0, gpus=1, covered=10.0)
+    assert _report(ledger, 10_000.0, gpus=1, covered=10.0, cap=600.0) == pytest.approx(
+        {"stalled": 585.0, "compute": 15.0}
+    )
+
+
+def test_json_round_trip_ignores_unknown_keys() -> None:
+    ledger = Ledger()
+    _report(ledger, 10.0, covered=10.0, split=StepSplit(step_seconds=2.0))
+    stored = {**ledger.to_json(), "failure_pending": True, "step_mark": 7}
+    assert Ledger.from_json(stored) == ledger
+
+
+def test_step_time_deviation() -> None:
+    ledger = Ledger(recent_step_seconds=[1.0, 1.0, 1.0, 1.0, 2.0])
+    assert ledger.step_time_deviation == pytest.approx(0.2)
+    assert Ledger(recent_step_seconds=[1.0, 1.0]).step_time_deviation is None
+
+
+# -- the parts always add up --------------------------------------------------------------------------------
+
+_seconds = st.floats(min_value=0.0, max_value=500.0, allow_nan=False)
+_ops = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("report"),
+            _seconds,
+            st.integers(1, 64),
+            st.one_of(st.none(), st.floats(0.01, 300.0)),
+            st.booleans(),
+            st.tuples(_seconds, _seconds, _seconds, _seconds),
+        ),
+        st.tuples(st.just("event"), _seconds, st.sampled_from(["init", "checkpoint", "eval", "stalled"]), _seconds),
+        st.tuples(st.just("checkpoint"), _seconds),
+        st.tuples(st.just("fail"), _seconds),
+        st.tuples(st.just("close"), _seconds, st.one_of(st.none(), st.integers(1, 64))),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ops)
+def test_categories_add_up_to_the_allocated_gpu_seconds(ops: list[tuple]) -> None:
+    """Σ categories = Σ (GPUs x tile) + events before accounting started x the GPUs they are billed with."""
+    ledger = Ledger()
+    now = 0.0
+    allocated = 0.0
+    before_accounting = 0.0  # event seconds that extend the allocation back, not yet billed
+    lost_possible = 0.0
+    for op in ops:
+        now += op[1]
+        if op[0] == "report":
+            _, _, gpus, covered, stalled, (step, wait, comm, bubble) = op
+            tile = (covered or 0.0) if ledger.accounted_until is None else now - ledger.accounted_until
+            allocated += gpus * (tile + before_accounting)
+            before_accounting = 0.0
+            split = StepSplit(step_seconds=step, data_wait_seconds=wait, comm_seconds=comm, bubble_seconds=bubble)
+            _report(ledger, now, gpus=gpus, covered=covered, stalled=stalled, split=split, mfps=1e3, peak=1e3)
+        elif op[0] == "event":
+            if ledger.accounted_until is None:
+                before_accounting += op[3]
+            ledger.event(op[2], op[3], now)
+        elif op[0] == "checkpoint":
+            ledger.checkpoint_saved()
+        elif op[0] == "fail":
+            lost_possible += ledger.progress_since_checkpoint
+            ledger.failed()
+        else:
+            gpus = ledger.gpus or op[2]
+            if gpus:
+                tile = 0.0 if ledger.accounted_until is None else now - ledger.accounted_until
+                allocated += gpus * (tile + before_accounting)
+                before_accounting = 0.0
+            ledger.close(now, gpus=op[2], max_gap_seconds=NO_CAP)
+    assert all(value >= 0 for value in ledger.gpu_seconds.values())
+    assert set(ledger.gpu_seconds) <= set(CATEGORIES)
+    assert ledger.total_gpu_seconds == pytest.approx(allocated, rel=1e-9, abs=1e-6)
+    assert ledger.gpu_seconds.get("lost", 0.0) <= lost_possible + 1e-6
+    goodput = ledger.goodput
+    if goodput is not None:
+        steps = sum(ledger.gpu_seconds.get(c, 0.0) for c in STEP_CATEGORIES)
+        assert 0.0 <= goodput <= 1.0 + 1e-12 and goodput == pytest.approx(steps / ledger.total_gpu_seconds)
