@@ -1,11 +1,14 @@
 """Durable counters as this process last read them: the sum of their shards, never going down.
 
 Every replica reads the same rows, so every replica exports the same values once it has polled; a replica that
-reads a row late (or out of order) keeps the larger value it already holds, so what it exports only grows.
+reads a row late (or out of order) keeps the larger value it already holds, so what it exports only grows. Shards
+are summed with ``math.fsum`` (correctly rounded, so independent of the order rows arrived in): every replica
+exports the same bits.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterable
 
@@ -28,8 +31,8 @@ class DurableCounters:
         """``(labels, value)`` of every series of ``name``, sorted by labels."""
         with self._lock:
             family = self._families.get(name, {})
-            return sorted((labels, sum(shards.values())) for labels, shards in family.items())
+            return sorted((labels, math.fsum(shards.values())) for labels, shards in family.items())
 
     def value(self, name: str, labels: str) -> float:
         with self._lock:
-            return sum(self._families.get(name, {}).get(labels, {}).values())
+            return math.fsum(self._families.get(name, {}).get(labels, {}).values())
