@@ -106,6 +106,7 @@ class Ledger:
     gpus: int | None = None  # the GPU count of the last report
     peak_flops_per_gpu: float | None = None
     recent_step_seconds: list[float] = field(default_factory=list)
+    max_gap_seconds: float = 600.0  # silence counted as stalled at most this long (the job TTL, set by reports)
 
     # -- storage --------------------------------------------------------------------------------------------
 
@@ -154,6 +155,7 @@ class Ledger:
     ) -> Bill:
         """Close the tile since the previous report; ``covered_seconds`` is the interval the report measured."""
         self.gpus = gpus
+        self.max_gap_seconds = max_gap_seconds
         if peak_flops_per_gpu:
             self.peak_flops_per_gpu = peak_flops_per_gpu
         if self.accounted_until is None:
@@ -193,8 +195,11 @@ class Ledger:
             self.recent_step_seconds = [*self.recent_step_seconds, split.step_seconds][-_RECENT_STEPS:]
         return self._post(bill)
 
-    def close(self, now: float, *, gpus: int | None, max_gap_seconds: float) -> Bill:
-        """The job ended (or expired): bill what is pending, and the silence since the last report as stalled."""
+    def close(self, now: float, *, gpus: int | None, max_gap_seconds: float | None = None) -> Bill:
+        """The attempt ended (an end, an expiry, a restart): bill what is pending, and the silence since the last
+        report as stalled (at most ``max_gap_seconds``, by default the cap the last report set)."""
+        if max_gap_seconds is None:
+            max_gap_seconds = self.max_gap_seconds
         if gpus:
             self.gpus = self.gpus or gpus
         bill = self._bill_pending()

@@ -27,14 +27,7 @@ def expire_silent_jobs(ctx: AppContext) -> int:
             jobs = crud.read_silent_jobs(session=session, silent_since=silent_since, limit=BATCH)
             for job in jobs:
                 increments: lifecycle.Increments = Counter()
-                lifecycle.end(
-                    job,
-                    now,
-                    increments,
-                    exit_code=None,
-                    outcome="expired",
-                    max_gap_seconds=ctx.settings.JOB_TTL_SECONDS,
-                )
+                lifecycle.end(job, now, increments, exit_code=None, outcome="expired")
                 job.updated_at = now
                 rows += add_to_counters(session, increments, shard=shard_of(job.job_id), now=now)
         for job in jobs:

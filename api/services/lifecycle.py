@@ -48,10 +48,12 @@ def restart(session: Session, job: Job, now: float, increments: Increments, *, i
     exit code) nothing was lost.
     """
     job.restarts += 1
+    ledger = accounting.ledger_of(job)
     if not (job.accounting or {}).get("failure_pending") and job.outcome in (None, "expired"):
-        ledger = accounting.ledger_of(job)
         ledger.failed()
-        accounting.store_ledger(job, ledger)
+    if job.status != "ended":  # the last attempt ends here: its silence since the last report is stalled
+        accounting.bill_job(job, ledger, ledger.close(now, gpus=job.num_gpus), increments)
+    accounting.store_ledger(job, ledger)
     acct = _accounting(job)
     acct["failure_pending"] = False
     acct["step_mark"] = None
@@ -124,11 +126,10 @@ def end(
     increments: Increments,
     *,
     exit_code: int | None,
-    max_gap_seconds: float,
     outcome: str | None = None,
 ) -> None:
-    """End the job's current attempt: close its ledger (the silence since its last report is stalled, up to
-    ``max_gap_seconds``), count the end by kind and outcome, and freeze its summary. An ended job is left as is."""
+    """End the job's current attempt: close its ledger (the silence since its last report is stalled, up to the
+    job TTL), count the end by kind and outcome, and freeze its summary. An ended job is left as it is."""
     if job.status == "ended":
         return
     resolved, code = outcome_of(job, exit_code)
@@ -136,7 +137,7 @@ def end(
     if outcome == "failure":
         record_failure(job, code)
     ledger = accounting.ledger_of(job)
-    bill = ledger.close(now, gpus=job.num_gpus, max_gap_seconds=max_gap_seconds)
+    bill = ledger.close(now, gpus=job.num_gpus)
     accounting.bill_job(job, ledger, bill, increments)
     job.status = "ended"
     job.ended_at = now

@@ -331,7 +331,7 @@ def end_job(ctx: AppContext, job_id: str, end: JobEnd, principal: Principal = AN
         principal.job_team(job_id, None, job.team, exists=True)
         if job.status == "ended":
             return job
-        lifecycle.end(job, now, increments, exit_code=end.exit_code, max_gap_seconds=ctx.settings.JOB_TTL_SECONDS)
+        lifecycle.end(job, now, increments, exit_code=end.exit_code)
         job.updated_at = now
         rows = add_to_counters(session, increments, shard=shard_of(job_id), now=now)
     ctx.state.apply_job(job_view(job))
