@@ -6,7 +6,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from api.schemas._common import Count
+from api.schemas._common import Step
 
 EventType = Literal["init", "checkpoint_save", "checkpoint_load", "eval", "restart", "failure"]
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)
@@ -23,7 +23,7 @@ class JobEventCreate(BaseModel):
 
     type: EventType
     seconds: Annotated[float, Field(ge=0, le=MAX_EVENT_SECONDS, allow_inf_nan=False)] | None = None
-    step: Count | None = None
+    step: Step | None = None
     timestamp: Annotated[float, Field(gt=0, lt=1e11, allow_inf_nan=False)] | None = None
     exit_code: ExitCode | None = None
 
