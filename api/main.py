@@ -15,6 +15,7 @@ from api import openapi
 from api.context import AppContext
 from api.core.config import Settings
 from api.core.security import ForbiddenError, Token, TokenVerifier
+from api.crud.counters import HOUR
 from api.db.migrate import upgrade_to_head
 from api.db.session import make_engine, make_sessionmaker
 from api.deps import ReadAuth
@@ -23,7 +24,8 @@ from api.metrics.render import MetricsRenderer
 from api.metrics.self_metrics import SelfMetrics
 from api.mfu import PeakTable
 from api.middleware import SCHEDULER_SYNC_PATH, BodySizeLimit, BodyTimeout, ReadLimit, WriteAudit, endpoint_of
-from api.routes import cluster, health, job_events, jobs, metrics, nodes, scheduler
+from api.routes import cluster, health, job_events, jobs, metrics, nodes, scheduler, usage
+from api.services.accounting import bill_gpu_states, maintain_hours
 from api.services.expiry import expire_silent_jobs
 from api.state.devices import DeviceResolver
 from api.state.refresh import Refresher, RefreshThread
@@ -102,7 +104,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             ctx.refresher,
             settings.REFRESH_INTERVAL_SECONDS,
             settings.HISTORY_RETENTION_DAYS * 86400,
-            periodic=[(settings.EXPIRY_INTERVAL_SECONDS, lambda: expire_silent_jobs(ctx))],
+            periodic=[
+                (settings.EXPIRY_INTERVAL_SECONDS, lambda: expire_silent_jobs(ctx)),
+                (settings.ACCOUNTING_INTERVAL_SECONDS, lambda: bill_gpu_states(ctx)),
+                (HOUR, lambda: maintain_hours(ctx)),
+            ],
         )
         thread.start()
         try:
@@ -190,7 +196,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         detail = [{"field": "body", "loc": ["body"], "msg": "a value cannot be stored", "type": "value_error"}]
         return JSONResponse(status_code=422, content={"detail": detail})
 
-    for module in (jobs, job_events, nodes, cluster, scheduler, metrics, health):
+    for module in (jobs, job_events, nodes, cluster, usage, scheduler, metrics, health):
         app.include_router(module.router)
     openapi.install(app)
     return app

@@ -41,6 +41,11 @@ class Settings(BaseSettings):
     # How often each replica ends running jobs silent past JOB_TTL_SECONDS (outcome "expired").
     EXPIRY_INTERVAL_SECONDS: float = Field(default=30.0, gt=0)
 
+    # The waste waterfall (README, "Where the GPU-hours go"): how often idle and unreported GPUs are billed (one
+    # replica per interval), and how long the hourly GPU-seconds that GET /v1/usage reads are kept.
+    ACCOUNTING_INTERVAL_SECONDS: float = Field(default=15.0, gt=0)
+    USAGE_RETENTION_DAYS: float = Field(default=400.0, gt=0)
+
     # Fleet health: an error counter fails its check while it has grown within this window (flapping links,
     # NVLink/PCIe/InfiniBand errors).
     HEALTH_WINDOW_SECONDS: float = Field(default=900.0, gt=0)

@@ -23,7 +23,6 @@ class NodeState:
     last_sample_timestamp: float
     samples_received: int
     ib_ports: list[dict[str, Any]] | None = None  # of this sample (whether applied or not)
-    previous_seen_at: float | None = None  # when the push before this one arrived (None for a new node)
 
 
 def record_node_sample(*, session: Session, node: str, sample: NodeSampleCreate, now: float) -> tuple[NodeState, bool]:
@@ -39,7 +38,7 @@ def record_node_sample(*, session: Session, node: str, sample: NodeSampleCreate,
     nodes: Table = Node.__table__  # type: ignore[assignment]
     ports = None if sample.ib_ports is None else [p.model_dump(exclude_none=True) for p in sample.ib_ports]
     held = session.execute(
-        select(nodes.c.pool, nodes.c.last_sample_timestamp, nodes.c.samples_received, nodes.c.last_seen_at)
+        select(nodes.c.pool, nodes.c.last_sample_timestamp, nodes.c.samples_received)
         .where(nodes.c.name == node)
         .with_for_update()
     ).one_or_none()
@@ -63,7 +62,6 @@ def record_node_sample(*, session: Session, node: str, sample: NodeSampleCreate,
             newest if applied else held.last_sample_timestamp,
             held.samples_received + 1,
             ports,
-            held.last_seen_at,
         )
         changes = {"ib_ports": ports} if applied else {}
         session.execute(

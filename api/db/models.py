@@ -135,6 +135,33 @@ class Counter(Base):
     updated_at: Mapped[float] = mapped_column(Float, index=True)
 
 
+class CounterHour(Base):
+    """The durable counters' increments by the hour they were written in: what windowed questions read (how many
+    GPU-seconds went where between two times, per team, pool or the cluster; ``GET /v1/usage``).
+
+    Written with the same increments as :class:`Counter`, sharded the same way while the hour is current; hours
+    that are over are folded into shard 0 (``api.crud.counters.compact_hours``) and dropped after the retention.
+    """
+
+    __tablename__ = "counter_hours"
+
+    hour: Mapped[int] = mapped_column(BigInteger, primary_key=True)  # Unix seconds at the start of the hour
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    labels: Mapped[str] = mapped_column(String(512), primary_key=True)
+    shard: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
+    value: Mapped[float] = mapped_column(Float)
+
+
+class BillingMark(Base):
+    """How far a periodic, cluster-wide billing has got (``name``): the replica that moves the mark bills the
+    interval, so every interval is billed once whichever replicas run."""
+
+    __tablename__ = "billing_marks"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    until: Mapped[float] = mapped_column(Float)
+
+
 class JobReport(Base):
     """One report as received, with what was derived from it: the job's history."""
 

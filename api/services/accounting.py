@@ -1,25 +1,24 @@
 """The waterfall's bookkeeping around the ledger: where a job's bill goes (its row, and the durable counters of its
-pool, team and the cluster), and the idle and unreported GPU-seconds that node pushes bill to pools and the cluster.
+pool, team and the cluster), and the idle and unreported GPU-seconds billed to pools and the cluster.
 
-Every amount is added in the transaction that stores its cause (a report, an end, a node push), so each is counted
-exactly once, survives restarts, and reads the same on every replica (``api.crud.counters``).
+A job's amounts are added in the transaction that stores their cause (a report, an event, an end, an expiry); the
+idle and unreported GPU-seconds by a periodic billing that one replica at a time wins (a billing mark). So each is
+counted exactly once, survives restarts, and reads the same on every replica (``api.crud.counters``).
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Container
 from typing import Any
 
 from api.accounting import Bill, Ledger
+from api.context import AppContext
+from api.crud.counters import HOUR, Increments, add_to_counters, compact_hours, prune_hours
+from api.crud.marks import claim_interval
 from api.db.models import Job
 from api.metrics._text import labels_text
-from api.state.aggregate import node_gpu_states
-from api.state.views import NodeView
+from api.state.aggregate import GroupTotals, Summary, summarize
 
 SCOPES: tuple[str, ...] = ("cluster", "pool", "team")
-
-Increments = Counter[tuple[str, str]]
 
 
 def gpu_seconds_family(scope: str) -> str:
@@ -72,15 +71,50 @@ def bill_job(job: Job, ledger: Ledger, bill: Bill, increments: Increments) -> No
         add_bill(increments, bill, pool=(job.accounting or {}).get("pool"), team=job.team)
 
 
-def node_push_increments(increments: Increments, node: NodeView, *, seconds: float, reporting: Container[str]) -> None:
-    """Idle and unreported GPU-seconds of a node over the ``seconds`` since its previous push (its state then)."""
-    if seconds <= 0:
-        return
-    states = node_gpu_states(node, reporting)
-    for category in ("idle", "unreported"):
-        gpu_seconds = states[category] * seconds
-        for scope, labels in _scopes(node.pool, None):
-            increments[(gpu_seconds_family(scope), labels_text([*labels, ("category", category)]))] += gpu_seconds
+def gpu_state_increments(increments: Increments, summary: Summary, seconds: float) -> None:
+    """Idle and unreported GPU-seconds of every pool and the cluster: the GPUs in each state now x ``seconds``."""
+    groups: list[tuple[list[tuple[str, str]], GroupTotals]] = [([], summary.cluster)]
+    groups += [([("pool", pool)], totals) for pool, totals in summary.pools.items()]
+    for labels, totals in groups:
+        scope = "pool" if labels else "cluster"
+        for category, gpus in (("idle", totals.gpus_idle), ("unreported", totals.gpus_unreported)):
+            if gpus:
+                increments[(gpu_seconds_family(scope), labels_text([*labels, ("category", category)]))] += (
+                    gpus * seconds
+                )
+
+
+def bill_gpu_states(ctx: AppContext) -> float:
+    """Bill the idle and unreported GPUs since the last billing (any replica's), as this replica sees them now.
+
+    Runs every ``ACCOUNTING_INTERVAL_SECONDS`` on every replica; the billing mark makes each interval billed once.
+    The states are sampled: a GPU that went idle between two billings is billed in its new state for the whole
+    interval. An interval longer than ``NODE_TTL_SECONDS`` (every replica down) is billed for its last part only:
+    nobody saw the GPUs before. Returns the seconds billed.
+    """
+    now = ctx.clock()
+    with ctx.sessions.begin() as session:
+        interval = claim_interval(session, name="gpu_states", now=now, max_seconds=ctx.settings.NODE_TTL_SECONDS)
+        if interval is None:
+            return 0.0
+        seconds = interval[1] - interval[0]
+        increments = Increments()
+        gpu_state_increments(increments, summarize(ctx.state.snapshot(now)), seconds)
+        rows = add_to_counters(session, increments, shard=0, now=now)
+    ctx.state.counters.apply(rows)
+    return seconds
+
+
+def maintain_hours(ctx: AppContext) -> int:
+    """Fold the hourly counter rows of past hours into one shard and drop those past the retention (hourly, one
+    replica at a time, under a billing mark). Returns the rows folded."""
+    now = ctx.clock()
+    with ctx.sessions.begin() as session:
+        if claim_interval(session, name="counter_hours", now=now, max_seconds=HOUR) is None:
+            return 0
+        folded = compact_hours(session, before=now - HOUR)
+        prune_hours(session, before=now - ctx.settings.USAGE_RETENTION_DAYS * 86400)
+    return folded
 
 
 def summary_of(job: Job, ledger: Ledger) -> dict[str, Any]:

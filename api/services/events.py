@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
 from api.accounting import EVENT_CATEGORY
 from api.context import AppContext
 from api.core.security import ANONYMOUS, Principal
@@ -20,7 +18,7 @@ def record_event(
 ) -> JobEventResult:
     """Store one event; a ``restart`` (or any non-failure event reaching an ended job) begins a new attempt."""
     now = ctx.clock()
-    increments: lifecycle.Increments = Counter()
+    increments = lifecycle.Increments()
     with ctx.sessions.begin() as session:
         job, created = crud.lock_or_create_job(session=session, job_id=job_id, now=now)
         team = principal.job_team(job_id, None, None if created else job.team, exists=not created)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections import Counter
 
 from api.context import AppContext
 from api.crud import jobs as crud
@@ -26,7 +25,7 @@ def expire_silent_jobs(ctx: AppContext) -> int:
         with ctx.sessions.begin() as session:
             jobs = crud.read_silent_jobs(session=session, silent_since=silent_since, limit=BATCH)
             for job in jobs:
-                increments: lifecycle.Increments = Counter()
+                increments = lifecycle.Increments()
                 lifecycle.end(job, now, increments, exit_code=None, outcome="expired")
                 job.updated_at = now
                 rows += add_to_counters(session, increments, shard=shard_of(job.job_id), now=now)

@@ -15,21 +15,19 @@ increments to write in that same transaction.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from api.accounting import Ledger
 from api.crud import events as event_crud
+from api.crud.counters import Increments
 from api.db.models import Job
 from api.metrics._text import labels_text
 from api.services import accounting
 
 ENDS_TOTAL = "mfumon_job_ends_total"
 EVENTS_TOTAL = "mfumon_job_events_total"
-
-Increments = Counter[tuple[str, str]]
 
 
 def _accounting(job: Job) -> dict[str, Any]:

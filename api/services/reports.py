@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import statistics
-from collections import Counter
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -44,7 +43,7 @@ def record_report(
     """Store one report and return the job's MFU now (or null with the reason)."""
     now = ctx.clock()
     tokens_per_second = report.rate()
-    increments: lifecycle.Increments = Counter()
+    increments = lifecycle.Increments()
     with ctx.sessions.begin() as session:
         job, created = crud.lock_or_create_job(session=session, job_id=job_id, now=now)
         team = _authorize(principal, job_id, None if created else job, report)
@@ -323,7 +322,7 @@ def end_job(ctx: AppContext, job_id: str, end: JobEnd, principal: Principal = AN
     Ending an ended job changes nothing (a retried request must not count the end twice).
     """
     now = ctx.clock()
-    increments: lifecycle.Increments = Counter()
+    increments = lifecycle.Increments()
     with ctx.sessions.begin() as session:
         job = crud.read_job(session=session, job_id=job_id, for_update=True)
         if job is None:

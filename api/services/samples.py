@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
-from sqlalchemy.orm import Session
-
 from api.context import AppContext
-from api.crud.counters import CounterRow, add_to_counters, shard_of
-from api.crud.nodes import NodeState, record_node_sample
+from api.crud.nodes import record_node_sample
 from api.schemas.nodes import NodeSampleCreate
-from api.services.accounting import Increments, node_push_increments
-from api.state.views import GpuView, NodeView, build_node_view
+from api.state.views import GpuView, build_node_view
 
 
 def record_sample(ctx: AppContext, node: str, sample: NodeSampleCreate) -> bool:
@@ -20,8 +14,6 @@ def record_sample(ctx: AppContext, node: str, sample: NodeSampleCreate) -> bool:
     held = ctx.state.node(node)
     with ctx.sessions.begin() as session:
         row, applied = record_node_sample(session=session, node=node, sample=sample, now=now)
-        counter_rows = _bill_gpu_states(ctx, session, held, row, now)
-    ctx.state.counters.apply(counter_rows)
     if applied:
         gpus = tuple(
             GpuView(
@@ -61,20 +53,3 @@ def record_sample(ctx: AppContext, node: str, sample: NodeSampleCreate) -> bool:
     )
     ctx.self_metrics.count_gpu_samples(len(sample.gpus))
     return applied
-
-
-def _bill_gpu_states(
-    ctx: AppContext, session: Session, held: NodeView | None, row: NodeState, now: float
-) -> list[CounterRow]:
-    """The node's idle and unreported GPU-seconds since its previous push, in the states this replica last saw.
-
-    The time comes from the node's row (locked by the push), so pushes reaching different replicas never count
-    an interval twice; a silence longer than the node TTL counts only up to the TTL.
-    """
-    if held is None or row.previous_seen_at is None:
-        return []
-    seconds = min(max(0.0, now - row.previous_seen_at), ctx.settings.NODE_TTL_SECONDS)
-    increments: Increments = Counter()
-    reporting = ctx.state.running_among(held.shares, now)
-    node_push_increments(increments, held, seconds=seconds, reporting=reporting)
-    return add_to_counters(session, increments, shard=shard_of(held.name), now=now)

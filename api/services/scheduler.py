@@ -12,7 +12,6 @@ reports keep their own fields (throughput, model, dtype). Transitions seen betwe
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,7 +59,7 @@ class _Changes:
     requeued: int = 0
     ended: int = 0
     waits: dict[tuple[str, str], list[float]] = field(default_factory=dict)
-    increments: lifecycle.Increments = field(default_factory=Counter)
+    increments: lifecycle.Increments = field(default_factory=lifecycle.Increments)
 
 
 def _columns(job: Job) -> tuple[Any, ...]:

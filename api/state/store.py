@@ -7,7 +7,6 @@ through :mod:`api.state.refresh`. Readers take a consistent snapshot under the l
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from api.state.counters import DurableCounters
@@ -194,15 +193,6 @@ class ClusterState:
         count. O(1)."""
         with self._lock:
             return len(self._nodes), self._gpu_count, self._open_jobs
-
-    def running_among(self, job_ids: Iterable[str], now: float) -> set[str]:
-        """Those of ``job_ids`` that are running and visible: the jobs that report (issue 8's ``reporting``)."""
-        with self._lock:
-            return {
-                j
-                for j in job_ids
-                if (v := self._jobs.get(j)) is not None and v.status == "running" and self._job_visible(v, now)
-            }
 
     def node(self, name: str) -> NodeView | None:
         with self._lock:

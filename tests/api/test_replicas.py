@@ -205,6 +205,12 @@ def test_replicas_export_the_same_durable_counters(shared_postgres: str, tmp_pat
         # each job ends once, plus once per reopening, whichever replica took which write.
         assert ends == 3 + events.get("restart", 0)
         assert events["eval"] == 36
+        # Whatever the interleaving, the cluster's waterfall is the sum of the jobs' (each bill counted once).
+        jobs = [httpx.get(f"{a.url}/v1/jobs/job-{i}").json() for i in range(3)]
+        for category in ("compute", "data_wait", "comm_exposed", "eval", "stalled"):
+            parts = sum(row["gpu_seconds"] for job in jobs for row in job["waterfall"] if row["category"] == category)
+            cluster = agreed.get(("mfumon_cluster_gpu_seconds_total", frozenset({("category", category)})), 0.0)
+            assert cluster == pytest.approx(parts, rel=1e-9, abs=1e-9), category
 
     # A replica started later reads the same values from the database.
     (tmp_path / "c").mkdir()

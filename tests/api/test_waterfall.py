@@ -10,20 +10,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.accounting import CATEGORIES
+from api.services.accounting import bill_gpu_states
+from tests.utils.clock import Clock
 from tests.utils.factories import gpu, metric_samples, metric_value, report, scrape
 
 STEP = {"step_seconds": 2.0, "data_wait_seconds": 0.2, "comm_seconds": 0.4, "bubble_seconds": 0.1}
-
-
-class Clock:
-    """The aggregator's clock, moved by the test."""
-
-    def __init__(self, client: TestClient, start: float = 1.8e9) -> None:
-        self.now = start
-        client.app.state.ctx.clock = lambda: self.now  # type: ignore[attr-defined]
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def _waterfall(job: dict) -> dict[str, float]:
@@ -107,22 +98,39 @@ def test_ended_job_keeps_a_summary_and_its_series_vanish(client: TestClient) -> 
     assert metric_value(text, "mfumon_job_ends_total", kind="training", outcome="success") == 1
 
 
-def test_idle_and_unreported_gpus_are_billed_to_pools_by_node_pushes(client: TestClient) -> None:
-    clock = Clock(client)
+def test_idle_and_unreported_gpus_are_billed_once_per_interval(make_client: Callable[..., TestClient]) -> None:
+    first, second = make_client(), make_client()  # two replicas on one database
+    clock = Clock(first, second)
     gpus = [gpu(i) | {"utilization": 0, "sm_active": 0, "tensor_active": 0} for i in range(6)]
     gpus += [gpu(6, job_id="nobody-reports"), gpu(7, job_id="nobody-reports")]
-    sample = {"timestamp": clock.now, "pool": "spare", "gpus": gpus}
-    for _ in range(3):
-        assert client.post("/v1/nodes/n1/samples", json=sample).status_code == 200
+    assert first.post("/v1/nodes/n1/samples", json={"timestamp": clock.now, "pool": "spare", "gpus": gpus}).is_success
+    second.app.state.ctx.refresher.refresh()  # type: ignore[attr-defined]
+    replicas = [first.app.state.ctx, second.app.state.ctx]  # type: ignore[attr-defined]
+    for ctx in replicas:
+        bill_gpu_states(ctx)  # the mark starts here: nothing billed before anyone looked
+    for _ in range(2):
         clock.advance(10)
-        sample = {**sample, "timestamp": clock.now}
-    text = scrape(client)
-    # Two intervals of 10 s between three pushes: 6 idle GPUs and 2 unreported ones.
-    assert _counter(text, "mfumon_pool_gpu_seconds_total", pool="spare", category="idle") == pytest.approx(120)
-    assert _counter(text, "mfumon_pool_gpu_seconds_total", pool="spare", category="unreported") == pytest.approx(40)
-    assert _counter(text, "mfumon_cluster_gpu_seconds_total", category="idle") == pytest.approx(120)
-    # Every category of a known pool is exported, zeros included, so increase() sees the first increment.
-    assert metric_value(text, "mfumon_pool_gpu_seconds_total", pool="spare", category="compute") == 0
+        billed = [bill_gpu_states(ctx) for ctx in replicas]
+        assert sorted(billed) == [0.0, 10.0]  # whichever replica moves the mark first bills the interval
+    for client in (first, second):
+        client.app.state.ctx.refresher.refresh()  # type: ignore[attr-defined]
+        text = scrape(client)
+        # 20 s: 6 idle GPUs and 2 unreported ones, billed once though both replicas ran.
+        assert _counter(text, "mfumon_pool_gpu_seconds_total", pool="spare", category="idle") == pytest.approx(120)
+        assert _counter(text, "mfumon_pool_gpu_seconds_total", pool="spare", category="unreported") == pytest.approx(40)
+        assert _counter(text, "mfumon_cluster_gpu_seconds_total", category="idle") == pytest.approx(120)
+        # Every category of a known pool is exported, zeros included, so increase() sees the first increment.
+        assert metric_value(text, "mfumon_pool_gpu_seconds_total", pool="spare", category="compute") == 0
+
+
+def test_a_long_silence_is_billed_for_the_node_ttl_at_most(client: TestClient) -> None:
+    clock = Clock(client)
+    gpus = [gpu(i) | {"utilization": 0, "sm_active": 0, "tensor_active": 0} for i in range(2)]
+    client.post("/v1/nodes/n1/samples", json={"timestamp": clock.now, "pool": "p", "gpus": gpus})
+    ctx = client.app.state.ctx  # type: ignore[attr-defined]
+    bill_gpu_states(ctx)
+    clock.advance(3600)  # every replica was down for an hour: nobody saw the GPUs
+    assert bill_gpu_states(ctx) == ctx.settings.NODE_TTL_SECONDS
 
 
 def _random_life(client: TestClient, clock: Clock, rng: random.Random) -> dict[str, tuple[str | None, str | None]]:
