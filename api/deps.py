@@ -15,6 +15,7 @@ from api.context import AppContext
 from api.core.security import Principal
 from api.middleware import endpoint_of
 from api.schemas._common import ID_PATTERN
+from api.schemas.baselines import SIGNATURE_PATTERN
 
 
 def get_context(request: Request) -> AppContext:
@@ -68,6 +69,8 @@ JobWriter = Annotated[Principal, Depends(_require("jobs"))]
 which checks the job's team with :meth:`Principal.job_team`."""
 SchedulerWriter = Annotated[Principal, Depends(_require("scheduler"))]
 """Puts a scheduler's whole queue (``mfumon scheduler``): a token with the ``scheduler`` scope (never team-limited)."""
+BaselineWriter = Annotated[Principal, Depends(_require("baselines"))]
+"""Pins and resets workload baselines: a token with the ``baselines`` scope (never team-limited)."""
 IngestAuth = Depends(_require("jobs"))
 """For ``dependencies=[...]`` on a job write that needs no principal; prefer :data:`JobWriter`."""
 
@@ -121,7 +124,7 @@ JobCapacity = Depends(_require_job_capacity)
 
 
 MAX_PAGE = 1000
-_CURSOR_PATTERN = r"^[A-Za-z0-9_-]{1,200}$"
+_CURSOR_PATTERN = r"^[A-Za-z0-9_-]{1,2800}$"  # base64 of a key of up to 512 characters (UTF-8)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,27 +141,41 @@ class Page:
         return base64.urlsafe_b64encode(keys[-1].encode()).decode().rstrip("=")
 
 
-def _page(
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description=f"Items per page, at most {MAX_PAGE}.")] = 100,
-    cursor: Annotated[
-        str | None, Query(pattern=_CURSOR_PATTERN, description="`next_cursor` of the previous page.")
-    ] = None,
-) -> Page:
-    if cursor is None:
-        return Page(limit, None)
-    try:
-        after = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-    except (ValueError, UnicodeDecodeError):
-        after = None
-    if after is None or not re.match(ID_PATTERN, after):
-        raise RequestValidationError(
-            [{"type": "value_error", "loc": ("query", "cursor"), "msg": "not a cursor this API gave", "input": cursor}]
-        )
-    return Page(limit, after)
+def _page_of(key_pattern: str) -> Callable[..., Page]:
+    """The ``?limit=&cursor=`` dependency of a list whose sort keys match ``key_pattern``."""
+
+    def page(
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description=f"Items per page, at most {MAX_PAGE}.")] = 100,
+        cursor: Annotated[
+            str | None, Query(pattern=_CURSOR_PATTERN, description="`next_cursor` of the previous page.")
+        ] = None,
+    ) -> Page:
+        if cursor is None:
+            return Page(limit, None)
+        try:
+            after = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        except (ValueError, UnicodeDecodeError):
+            after = None
+        if after is None or not re.match(key_pattern, after):
+            raise RequestValidationError(
+                [
+                    {
+                        "type": "value_error",
+                        "loc": ("query", "cursor"),
+                        "msg": "not a cursor this API gave",
+                        "input": cursor,
+                    }
+                ]
+            )
+        return Page(limit, after)
+
+    return page
 
 
-PageDep = Annotated[Page, Depends(_page)]
+PageDep = Annotated[Page, Depends(_page_of(ID_PATTERN))]
 """``?limit=&cursor=`` for a list sorted by a unique key; answer with ``next_cursor=page.next_cursor(keys)``."""
+SignaturePageDep = Annotated[Page, Depends(_page_of(SIGNATURE_PATTERN))]
+"""The same for a list sorted by workload signature (``/v1/baselines``)."""
 
 
 def reject_future_timestamp(ctx: AppContext, timestamp: float, field: str = "timestamp") -> None:

@@ -62,6 +62,8 @@ class Settings(BaseSettings):
     BASELINE_WARMUP_REPORTS: int = Field(default=2, ge=0)
     BASELINE_WINDOW_REPORTS: int = Field(default=5, ge=2)
     BASELINE_MAX_RELATIVE_SPREAD: float = Field(default=0.10, gt=0)
+    # An unpinned baseline is raised when every report of a later stable window beats it by this fraction.
+    BASELINE_RAISE_MARGIN: float = Field(default=0.05, ge=0)
 
     # Timestamps sent by clients may run ahead of this server's clock by at most this much (422 beyond it).
     MAX_CLOCK_SKEW_SECONDS: float = Field(default=300.0, gt=0)

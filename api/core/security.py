@@ -10,7 +10,9 @@ everything, as every token could before scopes existed. Scopes:
 - ``jobs``: register, report, end jobs, post their events (job wrappers); with ``teams=``, only jobs of those teams;
 - ``scheduler``: put a scheduler's whole view of its queue (``mfumon scheduler``), which creates and ends the jobs of
   every team, so a token limited to teams cannot have it;
-- ``read``: read ``/v1/*`` and ``/metrics`` when ``MFUMON_READ_REQUIRES_TOKEN`` is on (Grafana, Prometheus).
+- ``read``: read ``/v1/*`` and ``/metrics`` when ``MFUMON_READ_REQUIRES_TOKEN`` is on (Grafana, Prometheus);
+- ``baselines``: pin and reset workload baselines (``PUT``/``DELETE /v1/baselines/{signature}``); a baseline is shared
+  by every team that runs the workload, so a token limited to teams cannot have it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-SCOPES: tuple[str, ...] = ("nodes", "jobs", "scheduler", "read")
+SCOPES: tuple[str, ...] = ("nodes", "jobs", "scheduler", "read", "baselines")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -109,6 +111,8 @@ def parse_token_line(line: str, default_name: str) -> Token | None:
         raise TokenConfigError(f"token {name}: teams= limits job writes, but the token has no 'jobs' scope")
     if teams is not None and "scheduler" in scopes:
         raise TokenConfigError(f"token {name}: a scheduler sync writes every team's jobs; it cannot have teams=")
+    if teams is not None and "baselines" in scopes:
+        raise TokenConfigError(f"token {name}: a baseline is shared by every team; a token with teams= cannot pin one")
     return Token(Principal(name, frozenset(scopes), teams), secret.encode())
 
 

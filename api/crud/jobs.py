@@ -1,4 +1,4 @@
-"""Job, report-history and baseline rows. Lookups return ``None`` for "not found"; routes decide the status."""
+"""Job and report-history rows. Lookups return ``None`` for "not found"; routes decide the status."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from api.crud._upsert import insert_if_absent, lock_for_write, upsert_rows
-from api.db.models import Baseline, Job, JobReport
+from api.db.models import Job, JobReport
 from api.schemas.jobs import JobFields
 
 _METADATA_FIELDS = (
@@ -88,6 +88,8 @@ def apply_job_fields(*, job: Job, fields: JobFields) -> None:
             setattr(job, name, value)
     if fields.model is not None:
         job.model = fields.model.model_dump(exclude_none=True)
+    if fields.parallelism is not None:
+        job.parallelism = fields.parallelism.model_dump(exclude_none=True)
 
 
 def add_report(*, session: Session, job_id: str, received_at: float, values: dict[str, Any]) -> None:
@@ -99,23 +101,9 @@ def read_history(*, session: Session, job_id: str, limit: int) -> list[JobReport
     return list(reversed(session.scalars(stmt).all()))
 
 
-def read_recent_mfus(*, session: Session, job_id: str, limit: int) -> list[float | None]:
-    stmt = select(JobReport.mfu).where(JobReport.job_id == job_id).order_by(JobReport.id.desc()).limit(limit)
-    return list(session.scalars(stmt))
-
-
 def prune_history(*, session: Session, older_than: float) -> int:
     result = session.execute(delete(JobReport).where(JobReport.received_at < older_than))
     return int(result.rowcount or 0)  # type: ignore[attr-defined]
-
-
-def read_baseline(*, session: Session, signature: str) -> Baseline | None:
-    return session.get(Baseline, signature)
-
-
-def insert_baseline_if_absent(*, session: Session, values: dict[str, Any]) -> None:
-    """Store a baseline unless another job (on any replica) captured this signature first."""
-    upsert_rows(session, Baseline.__table__, [values], key=["signature"], update=[])  # type: ignore[arg-type]
 
 
 def read_silent_jobs(*, session: Session, silent_since: float, limit: int) -> list[Job]:

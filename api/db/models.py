@@ -98,6 +98,9 @@ class Job(Base):
     placement: Mapped[dict[str, int] | None] = mapped_column(JSON)  # node -> GPUs the scheduler placed there
     request_units: Mapped[list[list[int]] | None] = mapped_column(JSON)  # [[gpus per unit, units]]: one node each
     end_state: Mapped[str | None] = mapped_column(String(32))  # the scheduler's final state (COMPLETED, Failed...)
+    # How the model is laid out over the GPUs (tensor, pipeline, ... parallel sizes, micro-batch): with it, the
+    # baseline signature ignores the data-parallel degree (api.services.baselines).
+    parallelism: Mapped[dict[str, int] | None] = mapped_column(JSON)
 
 
 class JobEvent(Base):
@@ -191,7 +194,9 @@ class JobReport(Base):
 
 
 class Baseline(Base):
-    """The MFU a workload signature reached in its first stable window; later runs are compared to it."""
+    """The MFU a workload signature is held to (``api.services.baselines``): captured from a job's stable window,
+    raised when a later run is steadily better, or pinned by someone. ``mfu`` null: reset, the next stable window
+    captures a new one (the row stays so that every replica learns of the reset)."""
 
     __tablename__ = "baselines"
 
@@ -199,12 +204,23 @@ class Baseline(Base):
     kind: Mapped[str] = mapped_column(String(16))
     model_key: Mapped[str] = mapped_column(String(256))
     gpu_model: Mapped[str] = mapped_column(String(LABEL_LENGTH))
-    num_gpus: Mapped[int] = mapped_column(Integer)
+    num_gpus: Mapped[int | None] = mapped_column(Integer)  # GPUs of the run it came from (none for a bare pin)
     dtype: Mapped[str] = mapped_column(String(8))
-    mfu: Mapped[float] = mapped_column(Float)
-    source_job_id: Mapped[str] = mapped_column(String(ID_LENGTH))
+    mfu: Mapped[float | None] = mapped_column(Float)
+    tokens_per_second_per_gpu: Mapped[float | None] = mapped_column(Float)
+    source_job_id: Mapped[str | None] = mapped_column(String(ID_LENGTH))
     captured_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float, index=True)
+    captures: Mapped[int] = mapped_column(Integer, default=1)  # automatic captures and raises so far
+    previous_mfu: Mapped[float | None] = mapped_column(Float)  # the value the last capture, pin or reset replaced
+    pinned: Mapped[bool] = mapped_column(Boolean, default=False)
+    pinned_by: Mapped[str | None] = mapped_column(String(LABEL_LENGTH))  # token name
+    pinned_at: Mapped[float | None] = mapped_column(Float)
+    note: Mapped[str | None] = mapped_column(String(256))
+    reset_by: Mapped[str | None] = mapped_column(String(LABEL_LENGTH))
+    reset_at: Mapped[float | None] = mapped_column(Float)
+    # +1 on every write, in the database: the order of writes, which clocks (updated_at) may not give.
+    version: Mapped[int] = mapped_column(Integer, default=1)
 
 
 class SchedulerSource(Base):

@@ -86,6 +86,8 @@ def _public(
         latest=job.latest,
         baseline_mfu=baseline.mfu if baseline else None,
         mfu_vs_baseline=mfu / baseline.mfu if baseline and mfu is not None and baseline.mfu > 0 else None,
+        parallelism=job.parallelism,
+        baseline_signature=signature,
         gpus=gpus,
         history=history,
         health=health,

@@ -50,6 +50,27 @@ class ModelSpec(BaseModel):
         return self
 
 
+class Parallelism(BaseModel):
+    """How the model is laid out over the job's GPUs (Megatron's names). With it, runs that differ only in the
+    data-parallel degree share a baseline: the GPU count is then num_gpus = data x tensor x pipeline x context, and
+    each GPU does the same work whatever the data-parallel degree (README, "Baselines")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tensor: PositiveInt = 1
+    pipeline: PositiveInt = 1
+    context: PositiveInt = 1
+    expert: PositiveInt = 1
+    micro_batch_size: PositiveInt = Field(description="sequences per model replica per forward/backward pass")
+    gradient_accumulation: PositiveInt | None = Field(
+        default=None, description="micro-batches per optimizer step, when fixed (it sets how often gradients sync)"
+    )
+
+    def model_parallel_size(self) -> int:
+        """GPUs one model replica spans: the GPU count must be a multiple of it."""
+        return self.tensor * self.pipeline * self.context
+
+
 class JobFields(BaseModel):
     """Metadata fields shared by ``PUT /v1/jobs/{id}`` and job reports; all optional."""
 
@@ -66,6 +87,7 @@ class JobFields(BaseModel):
     name: Label | None = None
     team: Label | None = None
     pool: Label | None = None
+    parallelism: Parallelism | None = None
     # --- inference: how the served model is stored, for MBU (default: the dtype's own storage) ---
     weight_dtype: StorageDtype | None = None
     kv_cache_dtype: StorageDtype | None = None
@@ -173,6 +195,7 @@ class ReportResult(BaseModel):
     data_wait_ratio: float | None = None
     step_seconds: float | None = None
     baseline_mfu: float | None = None
+    baseline_signature: str | None = None
     mbu: float | None = None
     inference: dict[str, Any] | None = None  # phases, MBU inputs, formulas and estimates (inference reports)
 
@@ -255,6 +278,10 @@ class JobPublic(BaseModel):
     latest: dict[str, Any] | None
     baseline_mfu: float | None
     mfu_vs_baseline: float | None
+    parallelism: dict[str, int] | None = None
+    baseline_signature: str | None = Field(
+        default=None, description="the workload signature the job is compared under (GET /v1/baselines/{signature})"
+    )
     gpus: list[dict[str, Any]] = []
     history: list[JobReportPublic] = []
     health: dict[str, Any] | None = None  # the job's unhealthy/throttled GPUs and nodes (GET /v1/jobs/{job_id})

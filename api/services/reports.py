@@ -2,28 +2,20 @@
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
-
-from sqlalchemy.orm import Session
 
 from api.accounting import StepSplit
 from api.context import AppContext
 from api.core.security import ANONYMOUS, Principal
 from api.crud import jobs as crud
 from api.crud.counters import add_to_counters, shard_of
-from api.db.models import Baseline, Job
+from api.db.models import Job
 from api.errors import InputError
 from api.mfu import MfuResult, ModelShape, ServingWindow, evaluate
 from api.schemas.jobs import JobEnd, JobFields, JobReportCreate, JobUpdate, ReportResult
-from api.services import accounting, lifecycle
-from api.state.refresh import baseline_view, job_view, model_key
+from api.services import accounting, baselines, lifecycle
+from api.state.refresh import apply_baseline_row, job_view
 from api.state.views import JobShare, NodeView
-
-
-def _signature(kind: str, model: str, device: str, num_gpus: int, dtype: str) -> str:
-    """A workload signature: runs with equal signatures should reach the same MFU."""
-    return f"{kind}|{model}|{device}|{num_gpus}|{dtype}"
 
 
 def _ratio(part: float | None, whole: float | None) -> float | None:
@@ -41,6 +33,7 @@ def record_report(
     ctx: AppContext, job_id: str, report: JobReportCreate, principal: Principal = ANONYMOUS
 ) -> ReportResult:
     """Store one report and return the job's MFU now (or null with the reason)."""
+    baselines.check_layout(report)
     now = ctx.clock()
     tokens_per_second = report.rate()
     increments = lifecycle.Increments()
@@ -89,7 +82,7 @@ def record_report(
         elif result.device_key is None and job.peak_flops_per_gpu is None:
             ctx.self_metrics.count_unknown_device(gpu_name or "")
 
-        signature = signature_of(job, result.device_key, num_gpus)
+        signature = baselines.signature_of(job, result.device_key, num_gpus)
         comm_ratio = _ratio(report.comm_seconds, report.step_seconds)
         data_wait_ratio = _ratio(report.data_wait_seconds, report.step_seconds)
         latest = {
@@ -139,12 +132,12 @@ def record_report(
             },
         )
         session.flush()
-        baseline = _baseline(ctx, session, job, result.device_key, num_gpus, mfu, now)
+        baseline = baselines.capture(ctx, session, job, result.device_key, num_gpus, mfu, now)
         counter_rows = add_to_counters(session, increments, shard=shard_of(job_id), now=now)
     ctx.state.apply_job(job_view(job))
     ctx.state.counters.apply(counter_rows)
     if baseline is not None:
-        ctx.state.apply_baseline(baseline_view(baseline))
+        apply_baseline_row(ctx.state, baseline)
     held = ctx.state.baseline(signature) if signature else None
     return ReportResult(
         job_id=job_id,
@@ -164,6 +157,7 @@ def record_report(
         data_wait_ratio=data_wait_ratio,
         step_seconds=report.step_seconds,
         baseline_mfu=held.mfu if held else None,
+        baseline_signature=signature,
         mbu=None if inference is None else inference["mbu"],
         inference=inference,
     )
@@ -251,60 +245,9 @@ def _bill_report(
     accounting.bill_job(job, ledger, bill, increments)
 
 
-def signature_of(job: Job, device: str | None, num_gpus: int | None) -> str | None:
-    """The job's workload signature, or None while model, device or GPU count is unknown."""
-    model = model_key(job.model)
-    if model is None or device is None or not num_gpus:
-        return None
-    return _signature(job.kind, model, device, num_gpus, job.dtype)
-
-
-def _baseline(
-    ctx: AppContext,
-    session: Session,
-    job: Job,
-    device: str | None,
-    num_gpus: int | None,
-    mfu: float | None,
-    now: float,
-) -> Baseline | None:
-    """Capture a baseline from the job's first stable window after warm-up, if its signature has none."""
-    settings = ctx.settings
-    signature = signature_of(job, device, num_gpus)
-    if mfu is None or device is None or not num_gpus or signature is None:
-        return None
-    if ctx.state.baseline(signature) is not None:
-        return None
-    window = settings.BASELINE_WINDOW_REPORTS
-    if job.reports_received < settings.BASELINE_WARMUP_REPORTS + window:
-        return None
-    if crud.read_baseline(session=session, signature=signature) is not None:
-        return None
-    recent = crud.read_recent_mfus(session=session, job_id=job.job_id, limit=window)
-    if len(recent) < window or any(m is None for m in recent):
-        return None
-    values = [float(m) for m in recent if m is not None]
-    mean = statistics.fmean(values)
-    if mean <= 0 or (max(values) - min(values)) / mean > settings.BASELINE_MAX_RELATIVE_SPREAD:
-        return None
-    row = {
-        "signature": signature,
-        "kind": job.kind,
-        "model_key": model_key(job.model) or "",
-        "gpu_model": device,
-        "num_gpus": num_gpus,
-        "dtype": job.dtype,
-        "mfu": statistics.median(values),
-        "source_job_id": job.job_id,
-        "captured_at": now,
-        "updated_at": now,
-    }
-    crud.insert_baseline_if_absent(session=session, values=row)
-    return crud.read_baseline(session=session, signature=signature)
-
-
 def update_job(ctx: AppContext, job_id: str, update: JobUpdate, principal: Principal = ANONYMOUS) -> Job:
     """Register or update a job's metadata; a new job stays pending until it reports."""
+    baselines.check_layout(update)
     now = ctx.clock()
     with ctx.sessions.begin() as session:
         job, created = crud.lock_or_create_job(session=session, job_id=job_id, now=now)

@@ -130,8 +130,12 @@ def histogram_view(row: QueueWaitHistogram) -> HistogramView:
     )
 
 
-def baseline_view(row: Baseline) -> BaselineView:
-    return BaselineView(signature=row.signature, mfu=row.mfu, updated_at=row.updated_at)
+def apply_baseline_row(state: ClusterState, row: Baseline) -> None:
+    """Hold a baseline row as it now is: its value, or none once it was reset (``mfu`` null)."""
+    view = None
+    if row.mfu is not None:
+        view = BaselineView(signature=row.signature, mfu=row.mfu, updated_at=row.updated_at, pinned=row.pinned)
+    state.apply_baseline(row.signature, row.version, view)
 
 
 class Refresher:
@@ -182,9 +186,11 @@ class Refresher:
                 if state.job_revision(job.job_id) != job.updated_at:
                     state.apply_job(job_view(job))
                     applied += 1
-            for baseline in session.scalars(select(Baseline).where(Baseline.updated_at > since)):
+            # Baselines are one row per workload; the first poll reads them all (most were set long ago).
+            baseline_since = since if self._watermark else -1.0
+            for baseline in session.scalars(select(Baseline).where(Baseline.updated_at > baseline_since)):
                 newest = max(newest, baseline.updated_at)
-                state.apply_baseline(baseline_view(baseline))
+                apply_baseline_row(state, baseline)
             counters_since = -1.0 if self._counters_watermark is None else self._counters_watermark - self._overlap_s
             state.counters.apply(read_counters(session, changed_after=counters_since))
             self._counters_watermark = now

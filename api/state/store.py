@@ -53,6 +53,7 @@ class ClusterState:
         self._nodes: dict[str, NodeView] = {}
         self._jobs: dict[str, JobView] = {}
         self._baselines: dict[str, BaselineView] = {}
+        self._baseline_versions: dict[str, int] = {}  # signature -> version last applied (resets included)
         self._job_nodes: dict[str, set[str]] = {}  # job_id -> nodes whose GPUs exporters attribute to it
         self._sources: dict[str, SourceView] = {}
         self._queue_waits: dict[tuple[str, str], HistogramView] = {}
@@ -122,9 +123,17 @@ class ClusterState:
             held = self._sources.get(name)
         return held.updated_at if held else None
 
-    def apply_baseline(self, view: BaselineView) -> None:
+    def apply_baseline(self, signature: str, version: int, view: BaselineView | None) -> None:
+        """Hold a signature's baseline (``None``: it was reset) unless a later version of it was applied already:
+        threads and polls may apply writes out of order."""
         with self._lock:
-            self._baselines[view.signature] = view
+            if version < self._baseline_versions.get(signature, 0):
+                return
+            self._baseline_versions[signature] = version
+            if view is None:
+                self._baselines.pop(signature, None)
+            else:
+                self._baselines[signature] = view
 
     def node_revision(self, name: str) -> tuple[float, float] | None:
         with self._lock:
@@ -199,6 +208,7 @@ class ClusterState:
             return self._nodes.get(name)
 
     def baseline(self, signature: str) -> BaselineView | None:
+        """The signature's baseline; None when it has none (never captured, or reset)."""
         with self._lock:
             return self._baselines.get(signature)
 

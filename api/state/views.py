@@ -224,3 +224,4 @@ class BaselineView:
     signature: str
     mfu: float
     updated_at: float
+    pinned: bool = False
