@@ -1,0 +1,26 @@
+"""``GET /v1/compare?a=JOB&b=JOB``: two jobs before and after (``api.services.compare``)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query
+
+from api.deps import ContextDep
+from api.schemas._common import ID_PATTERN
+from api.schemas.compare import ComparePublic
+from api.services.compare import compare
+
+router = APIRouter(prefix="/v1/compare", tags=["baselines"])
+
+JobQuery = Annotated[str, Query(pattern=ID_PATTERN, max_length=128, description="a job id")]
+
+
+@router.get("", response_model=ComparePublic)
+def read_comparison(ctx: ContextDep, a: JobQuery, b: JobQuery) -> ComparePublic:
+    """Job `a` (before) and job `b` (after): MFU, tokens/s per GPU, goodput, and the waterfall share by share,
+    with `b - a` deltas. Ended jobs are read from their summaries."""
+    try:
+        return compare(ctx, a, b)
+    except LookupError as exc:
+        raise HTTPException(status_code=404, detail=f"job {exc.args[0]!r} not found") from None
