@@ -76,7 +76,15 @@ def read_baseline(signature: SignaturePath, ctx: ContextDep) -> BaselinePublic:
     return public(row)
 
 
-@router.put("/{signature:path}", response_model=BaselinePublic)
+_CONFLICT = {
+    409: {
+        "description": "`job_id` runs another signature than the one pinned.",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorMessage"}}},
+    }
+}
+
+
+@router.put("/{signature:path}", response_model=BaselinePublic, responses=_CONFLICT)
 def pin_baseline(
     signature: SignaturePath, ctx: ContextDep, principal: BaselineWriter, body: BaselinePin | None = None
 ) -> BaselinePublic:

@@ -16,7 +16,15 @@ router = APIRouter(prefix="/v1/compare", tags=["baselines"])
 JobQuery = Annotated[str, Query(pattern=ID_PATTERN, max_length=128, description="a job id")]
 
 
-@router.get("", response_model=ComparePublic)
+_NOT_FOUND = {
+    404: {
+        "description": "Job `a` or `b` does not exist (the detail names it).",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorMessage"}}},
+    }
+}
+
+
+@router.get("", response_model=ComparePublic, responses=_NOT_FOUND)
 def read_comparison(ctx: ContextDep, a: JobQuery, b: JobQuery) -> ComparePublic:
     """Job `a` (before) and job `b` (after): MFU, tokens/s per GPU, goodput, and the waterfall share by share,
     with `b - a` deltas. Ended jobs are read from their summaries."""
