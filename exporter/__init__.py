@@ -3,6 +3,8 @@
 - :mod:`exporter.node`: the node agent (``mfumon exporter``), one per GPU node;
 - :mod:`exporter.job`: the job side, inside a training or inference job (``JobReporter``, callbacks, ``mfumon wrap``);
 - :mod:`exporter.scheduler`: the scheduler adapters (``mfumon scheduler``), one per cluster;
+- :mod:`exporter.ops`: tools for the people who run the cluster (``mfumon report``), on any machine that reaches
+  the aggregator's API;
 - :mod:`exporter.demo`: the simulated cluster (``mfumon demo``).
 
 :mod:`exporter.samples` (the node-sample wire contract), :mod:`exporter.workloads` (which job a Kubernetes pod

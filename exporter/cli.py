@@ -17,6 +17,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "exporter": ("exporter.node.agent", "run the node agent: read GPU counters and push them to the aggregator"),
     "wrap": ("exporter.job.wrap.cli", "run a training/inference command and report its throughput"),
     "scheduler": ("exporter.scheduler.cli", "keep the aggregator's jobs in step with Slurm or Kubernetes"),
+    "report": ("exporter.ops.cli", "where a window's GPU-hours went: teams, pools, top wasters, cost (md or html)"),
 }
 
 

@@ -19,6 +19,7 @@ FORBIDDEN = {
     "node": ("exporter.job", "exporter.demo", "exporter.scheduler", "api"),
     "job": ("exporter.node", "exporter.demo", "exporter.scheduler", "api"),
     "scheduler": ("exporter.node", "exporter.demo", "api"),
+    "ops": ("exporter.node", "exporter.job", "exporter.demo", "exporter.scheduler", "api"),
 }
 
 

@@ -1,0 +1,104 @@
+"""``mfumon report --since 7d [--format markdown|html]``: the week an ops lead needs, from the aggregator's API.
+
+Reads ``GET /v1/usage``, ``/v1/jobs`` (and ``/v1/nodes`` when prices are set) with a ``read`` token if the
+aggregator requires one, and prints Markdown or a self-contained HTML page (``--output`` writes it to a file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import httpx
+
+from exporter.ops.html import render_html
+from exporter.ops.markdown import render_markdown
+from exporter.ops.prices import ENV as PRICES_ENV
+from exporter.ops.prices import parse_prices
+from exporter.ops.report import BELOW_BASELINE, TOP_WASTERS, ReportError, fetch_report
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mfumon report",
+        description="Where a window's GPU-hours went: per team and pool, top wasters, jobs below baseline, "
+        "failures, and cost when GPU-hour prices are given.",
+    )
+    parser.add_argument(
+        "--since",
+        default="7d",
+        help="window start: a duration back from now (7d, 24h, 1w) or Unix seconds (default 7d)",
+    )
+    parser.add_argument("--format", choices=("markdown", "html"), default="markdown", help="default markdown")
+    parser.add_argument("--output", "-o", type=Path, help="write to this file instead of stdout")
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("MFUMON_URL", "http://127.0.0.1:8000"),
+        help="the aggregator (default $MFUMON_URL or http://127.0.0.1:8000)",
+    )
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("MFUMON_TOKEN"),
+        help="a token with the 'read' scope, when the aggregator requires one (default $MFUMON_TOKEN)",
+    )
+    parser.add_argument(
+        "--price",
+        action="append",
+        default=[],
+        metavar="DEVICE=PRICE",
+        help="price of a GPU-hour on a device (peak-table key, e.g. h100-sxm=2.49; default=... for "
+        f"the rest); repeatable, comma-separated lists too; default ${PRICES_ENV}",
+    )
+    parser.add_argument("--currency", default=os.environ.get("MFUMON_CURRENCY", "USD"), help="default USD")
+    parser.add_argument("--top", type=int, default=TOP_WASTERS, help=f"wasting jobs listed (default {TOP_WASTERS})")
+    parser.add_argument(
+        "--below-baseline",
+        type=float,
+        default=BELOW_BASELINE,
+        metavar="RATIO",
+        help=f"list jobs whose MFU is under this fraction of their baseline (default {BELOW_BASELINE})",
+    )
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per request (default 60)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.top < 1:
+        parser.error("--top must be at least 1")
+    if not 0 < args.below_baseline <= 1:
+        parser.error("--below-baseline is a fraction of the baseline, in (0, 1]")
+    try:
+        price_items = args.price or [os.environ.get(PRICES_ENV, "")]
+        prices = parse_prices(price_items, args.currency)
+    except ValueError as exc:
+        parser.error(str(exc))
+    headers = {"User-Agent": "mfumon-report"}
+    if args.token:
+        headers["Authorization"] = f"Bearer {args.token}"
+    try:
+        with httpx.Client(base_url=args.url.rstrip("/"), headers=headers, timeout=args.timeout) as client:
+            report = fetch_report(
+                client,
+                since=args.since,
+                prices=prices,
+                generated_at=time.time(),
+                top=args.top,
+                below=args.below_baseline,
+            )
+    except ReportError as exc:
+        print(f"mfumon report: {exc}", file=sys.stderr)
+        return 1
+    text = render_html(report) if args.format == "html" else render_markdown(report)
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        args.output.write_text(text, encoding="utf-8")
+    return 0
