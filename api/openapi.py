@@ -41,6 +41,11 @@ _ERRORS: dict[int, tuple[str, str]] = {
 }
 
 
+def answer(status: int, description: str) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` of a route for an error only it answers (``{"detail": ...}``), beside those added by rule."""
+    return {status: {"description": description, "content": {"application/json": {"schema": _MESSAGE}}}}
+
+
 def _applies(status: int, kind: str, method: str, path: str) -> bool:
     if path == "/healthz":  # answers 200 whatever happens
         return False

@@ -9,6 +9,7 @@ from fastapi import APIRouter, HTTPException, Path, Query, Response
 from api.crud import baselines as crud
 from api.db.models import Baseline
 from api.deps import BaselineWriter, ContextDep, SignaturePageDep
+from api.openapi import answer
 from api.schemas.baselines import SIGNATURE_PATTERN, BaselinePin, BaselinePublic, BaselinesPublic
 from api.services import baselines
 from api.services.baselines import ConflictError
@@ -76,15 +77,11 @@ def read_baseline(signature: SignaturePath, ctx: ContextDep) -> BaselinePublic:
     return public(row)
 
 
-_CONFLICT = {
-    409: {
-        "description": "`job_id` runs another signature than the one pinned.",
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorMessage"}}},
-    }
-}
-
-
-@router.put("/{signature:path}", response_model=BaselinePublic, responses=_CONFLICT)
+@router.put(
+    "/{signature:path}",
+    response_model=BaselinePublic,
+    responses=answer(409, "`job_id` runs another signature than the one pinned."),
+)
 def pin_baseline(
     signature: SignaturePath, ctx: ContextDep, principal: BaselineWriter, body: BaselinePin | None = None
 ) -> BaselinePublic:

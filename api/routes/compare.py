@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query
 
 from api.deps import ContextDep
+from api.openapi import answer
 from api.schemas._common import ID_PATTERN
 from api.schemas.compare import ComparePublic
 from api.services.compare import compare
@@ -16,15 +17,9 @@ router = APIRouter(prefix="/v1/compare", tags=["baselines"])
 JobQuery = Annotated[str, Query(pattern=ID_PATTERN, max_length=128, description="a job id")]
 
 
-_NOT_FOUND = {
-    404: {
-        "description": "Job `a` or `b` does not exist (the detail names it).",
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorMessage"}}},
-    }
-}
-
-
-@router.get("", response_model=ComparePublic, responses=_NOT_FOUND)
+@router.get(
+    "", response_model=ComparePublic, responses=answer(404, "Job `a` or `b` does not exist (the detail names it).")
+)
 def read_comparison(ctx: ContextDep, a: JobQuery, b: JobQuery) -> ComparePublic:
     """Job `a` (before) and job `b` (after): MFU, tokens/s per GPU, goodput, and the waterfall share by share,
     with `b - a` deltas. Ended jobs are read from their summaries."""
