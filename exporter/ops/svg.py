@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
+from exporter.ops.text import hours
+
 #: Waterfall categories keep one colour everywhere (compute green, waits warm, idle grey).
 COLOURS: dict[str, str] = {
     "compute": "#2e7d32",
@@ -64,7 +66,7 @@ def stacked_bars(
                 f"{value:,.1f}{escape(unit)} ({100 * share:.1f}%)</title></rect>"
             )
             x += w
-        figure = "100%" if normalize and total > 0 else f"{total:,.1f}{unit}" if total < 100 else f"{total:,.0f}{unit}"
+        figure = "100%" if normalize and total > 0 else f"{hours(total)}{unit}"
         parts.append(f'<text x="{x + 6:.1f}" y="{y + 13}" class="value">{escape(figure)}</text>')
     y = top + len(rows) * (bar_h + gap) + 8
     for k, category in enumerate(categories):

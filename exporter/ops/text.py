@@ -12,7 +12,9 @@ def when(stamp: float) -> str:
 
 
 def hours(value: float) -> str:
-    """GPU-hours: thousands separated, one decimal under 100."""
+    """GPU-hours: two decimals under 10 (a short window's jobs), one under 100, thousands separated above."""
+    if abs(value) < 10:
+        return f"{value:.2f}"
     return f"{value:,.1f}" if abs(value) < 100 else f"{value:,.0f}"
 
 

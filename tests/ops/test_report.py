@@ -235,7 +235,7 @@ def test_the_cli_prints_markdown_and_writes_html(
     assert httpx.post(f"{live_server.url}/v1/jobs/cli-job/reports", json=body).status_code == 200
     assert cli.main(["--url", live_server.url, "--since", "24h"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("# GPU-hours report: ") and "## Teams" in out and "| nlp | 0.1 |" in out
+    assert out.startswith("# GPU-hours report: ") and "## Teams" in out and f"| nlp | {hours(8 * 30 / 3600)} |" in out
     assert "`cli-job`" not in out  # all its time computed: no waste
     target = tmp_path / "week.html"
     assert cli.main(["--url", live_server.url, "--format", "html", "-o", str(target), "--price", "default=2"]) == 0
