@@ -24,7 +24,19 @@ from api.metrics.render import MetricsRenderer
 from api.metrics.self_metrics import SelfMetrics
 from api.mfu import PeakTable
 from api.middleware import SCHEDULER_SYNC_PATH, BodySizeLimit, BodyTimeout, ReadLimit, WriteAudit, endpoint_of
-from api.routes import baselines, cluster, compare, health, job_events, jobs, metrics, nodes, scheduler, usage
+from api.routes import (
+    baselines,
+    cluster,
+    compare,
+    diagnosis,
+    health,
+    job_events,
+    jobs,
+    metrics,
+    nodes,
+    scheduler,
+    usage,
+)
 from api.services.accounting import bill_gpu_states, maintain_hours
 from api.services.expiry import expire_silent_jobs
 from api.state.devices import DeviceResolver
@@ -196,7 +208,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         detail = [{"field": "body", "loc": ["body"], "msg": "a value cannot be stored", "type": "value_error"}]
         return JSONResponse(status_code=422, content={"detail": detail})
 
-    for module in (jobs, job_events, baselines, compare, nodes, cluster, usage, scheduler, metrics, health):
+    for module in (jobs, job_events, diagnosis, baselines, compare, nodes, cluster, usage, scheduler, metrics, health):
         app.include_router(module.router)
     openapi.install(app)
     return app

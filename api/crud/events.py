@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import delete, select
+from dataclasses import dataclass
+
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from api.db.models import JobEvent
@@ -44,3 +46,31 @@ def read_events(*, session: Session, job_id: str, limit: int) -> list[JobEvent]:
 def prune_events(*, session: Session, older_than: float) -> int:
     result = session.execute(delete(JobEvent).where(JobEvent.received_at < older_than))
     return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True)
+class EventStats:
+    """What a job's events add to its diagnosis: checkpoint saves and the exit codes of its failures."""
+
+    checkpoint_saves: int = 0
+    checkpoint_save_seconds: float | None = None  # mean over the saves that carried seconds
+    exit_codes: tuple[int, ...] = ()  # of the failure events, oldest first
+
+
+def event_stats(*, session: Session, job_id: str, exit_codes: int = 20) -> EventStats:
+    saves, mean = session.execute(
+        select(func.count(JobEvent.id), func.avg(JobEvent.seconds)).where(
+            JobEvent.job_id == job_id, JobEvent.type == "checkpoint_save"
+        )
+    ).one()
+    codes = session.scalars(
+        select(JobEvent.exit_code)
+        .where(JobEvent.job_id == job_id, JobEvent.type == "failure", JobEvent.exit_code.is_not(None))
+        .order_by(JobEvent.id.desc())
+        .limit(exit_codes)
+    ).all()
+    return EventStats(
+        checkpoint_saves=int(saves or 0),
+        checkpoint_save_seconds=float(mean) if mean is not None else None,
+        exit_codes=tuple(c for c in reversed(codes) if c is not None),
+    )

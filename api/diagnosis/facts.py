@@ -1,0 +1,90 @@
+"""What the diagnosis rules look at: one job's waterfall, its latest report and its GPUs, as plain values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from api.accounting import STEP_CATEGORIES
+
+
+@dataclass(frozen=True, slots=True)
+class GpuFacts:
+    """One of the job's GPUs as its exporter last reported it, with its health."""
+
+    node: str
+    index: int
+    uuid: str
+    utilization: float | None = None
+    sm_active: float | None = None
+    tensor_active: float | None = None
+    sm_clock_hz: float | None = None
+    max_sm_clock_hz: float | None = None
+    throttle_reasons: tuple[str, ...] = ()  # the throttling ones only (power, thermal, hardware slowdown)
+    failing: tuple[str, ...] = ()  # GPU health checks it fails
+    node_failing: tuple[str, ...] = ()  # node health checks its node fails (links: InfiniBand, RoCE)
+
+    @property
+    def throttled(self) -> bool:
+        return bool(self.throttle_reasons) or any(c in ("thermal", "hw_slowdown") for c in self.failing)
+
+    @property
+    def clock_ratio(self) -> float | None:
+        if self.sm_clock_hz is None or not self.max_sm_clock_hz:
+            return None
+        return self.sm_clock_hz / self.max_sm_clock_hz
+
+
+@dataclass(frozen=True, slots=True)
+class JobFacts:
+    job_id: str
+    kind: str = "training"
+    status: str = "running"
+    dtype: str | None = None
+    gpu_seconds: dict[str, float] = field(default_factory=dict)  # the waterfall
+    compute_mfu: float | None = None
+    lifetime_mfu: float | None = None
+    mfu: float | None = None  # the latest reported MFU
+    baseline_mfu: float | None = None
+    signature: str | None = None
+    hardware_mfu: float | None = None
+    accounting_verdict: str | None = None  # api.mfu.check_accounting: consistent, over_claims, under_claims
+    accounting_message: str | None = None
+    agreement: float | None = None
+    restarts: int = 0
+    failures: int = 0
+    exit_codes: tuple[int, ...] = ()  # of the failures, oldest first
+    checkpoint_saves: int = 0
+    checkpoint_save_seconds: float | None = None  # mean seconds of a save, from the events that carry seconds
+    tensor_spread: float | None = None  # (max - min) / max tensor activity over the job's GPUs
+    step_time_deviation: float | None = None
+    recent_step_seconds: tuple[float, ...] = ()
+    gpus: tuple[GpuFacts, ...] = ()
+
+    @property
+    def total(self) -> float:
+        return sum(self.gpu_seconds.values())
+
+    @property
+    def step_gpu_seconds(self) -> float:
+        """Allocated time spent stepping (compute, and the waits inside steps)."""
+        return sum(self.gpu_seconds.get(c, 0.0) for c in STEP_CATEGORIES)
+
+    @property
+    def goodput(self) -> float | None:
+        total = self.total
+        return self.step_gpu_seconds / total if total > 0 else None
+
+    def share(self, gpu_seconds: float) -> float:
+        total = self.total
+        return gpu_seconds / total if total > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A cause, the GPU-seconds it puts at stake, the numbers that show it, and what to try."""
+
+    cause: str
+    gpu_seconds: float
+    evidence: dict[str, Any]
+    advice: str

@@ -1,0 +1,108 @@
+"""One job's diagnosis: its facts gathered from its row (the waterfall, or the summary of an ended job), its events,
+the state (its GPUs' counters and health, its hardware MFU) and its baseline, then the rules of
+:mod:`api.diagnosis` run over them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from api.accounting import CATEGORIES, Ledger
+from api.context import AppContext
+from api.crud import events as event_crud
+from api.crud import jobs as crud
+from api.db.models import Job
+from api.diagnosis import Finding, GpuFacts, JobFacts, diagnose
+from api.mfu import check_accounting
+from api.state.aggregate import JobAccount, summarize
+from api.state.health import THROTTLING
+
+
+def _gpu_seconds(job: Job, ledger: Ledger) -> dict[str, float]:
+    """The waterfall: the summary frozen at the end for an ended job, else the live ledger."""
+    summary = job.summary if job.status == "ended" else None
+    if summary and summary.get("waterfall"):
+        return {row["category"]: float(row["gpu_seconds"]) for row in summary["waterfall"]}
+    return {c: ledger.gpu_seconds.get(c, 0.0) for c in CATEGORIES}
+
+
+def _gpus(ctx: AppContext, job_id: str, now: float) -> tuple[GpuFacts, ...]:
+    out: list[GpuFacts] = []
+    for node, _share in ctx.state.job_shares(job_id, now):
+        health = node.health
+        node_failing = tuple(n for n, ok in health.node_checks.items() if not ok) if health else ()
+        for gpu in node.gpus:
+            if gpu.job_id != job_id or not gpu.up:
+                continue
+            c: dict[str, Any] = gpu.counters
+            out.append(
+                GpuFacts(
+                    node=node.name,
+                    index=gpu.index,
+                    uuid=gpu.uuid,
+                    utilization=c.get("utilization"),
+                    sm_active=c.get("sm_active"),
+                    tensor_active=c.get("tensor_active"),
+                    sm_clock_hz=c.get("sm_clock_hz"),
+                    max_sm_clock_hz=c.get("max_sm_clock_hz"),
+                    throttle_reasons=tuple(sorted(THROTTLING & set(c.get("throttle_reasons") or ()))),
+                    failing=tuple(health.failing(gpu.uuid)) if health else (),
+                    node_failing=node_failing,
+                )
+            )
+    return tuple(out)
+
+
+def job_facts(ctx: AppContext, job_id: str) -> JobFacts | None:
+    """Everything the rules look at for ``job_id``; None for an unknown job."""
+    now = ctx.clock()
+    with ctx.sessions() as session:
+        job = crud.read_job(session=session, job_id=job_id)
+        if job is None:
+            return None
+        stats = event_crud.event_stats(session=session, job_id=job_id)
+    ledger = Ledger.from_json(job.accounting)
+    latest = job.latest or {}
+    running = job.status != "ended"
+    account: JobAccount | None = summarize(ctx.state.snapshot(now)).jobs.get(job_id) if running else None
+    signature = latest.get("signature")
+    baseline = ctx.state.baseline(signature) if signature else None
+    mfu = latest.get("mfu")
+    verdict = message = None
+    if account is not None and account.reporting:
+        check = check_accounting(
+            account.mfu, account.hardware_mfu, dtype=job.dtype, recompute=job.recompute_activations
+        )
+        verdict, message = check.verdict, check.message
+    exit_codes = stats.exit_codes
+    if job.exit_code not in (None, 0) and (not exit_codes or exit_codes[-1] != job.exit_code):
+        exit_codes = (*exit_codes, job.exit_code)
+    return JobFacts(
+        job_id=job.job_id,
+        kind=job.kind,
+        status=job.status,
+        dtype=job.dtype,
+        gpu_seconds=_gpu_seconds(job, ledger),
+        compute_mfu=ledger.compute_mfu,
+        lifetime_mfu=ledger.lifetime_mfu,
+        mfu=mfu,
+        baseline_mfu=baseline.mfu if baseline else None,
+        signature=signature,
+        hardware_mfu=account.hardware_mfu if account else None,
+        accounting_verdict=verdict,
+        accounting_message=message,
+        agreement=account.agreement if account else None,
+        restarts=job.restarts or 0,
+        failures=job.failures or 0,
+        exit_codes=exit_codes,
+        checkpoint_saves=stats.checkpoint_saves,
+        checkpoint_save_seconds=stats.checkpoint_save_seconds,
+        tensor_spread=account.tensor_active_spread if account else None,
+        step_time_deviation=ledger.step_time_deviation if running else None,
+        recent_step_seconds=tuple(ledger.recent_step_seconds),
+        gpus=_gpus(ctx, job_id, now) if running else (),
+    )
+
+
+def diagnose_job(ctx: AppContext, job_id: str) -> tuple[JobFacts, list[Finding]] | None:
+    facts = job_facts(ctx, job_id)
+    return None if facts is None else (facts, diagnose(facts))
