@@ -62,6 +62,8 @@ def test_promtool_unit_tests_pass(promtool: str) -> None:
         ("mfumon-cluster-truth.yml", "ratio:avg10m < 0.5)", "ratio:avg10m < 0.3)"),  # a 0.4x under-count passes
         ("mfumon-cluster-truth.yml", "expr: vector(1800)", "expr: vector(60)"),  # busy GPUs flagged after a minute
         ("mfumon-cluster-truth.yml", "60 * count_over_time", "count_over_time"),  # held time in samples, not seconds
+        ("mfumon-goodput.yml", "for: 15m", "for: 5m"),  # a straggler for 10 minutes would page
+        ("mfumon-goodput.yml", "max by (job_id, category)", "sum by (job_id, category)"),  # replicas counted twice
     ],
 )
 def test_promtool_unit_tests_catch_a_broken_rule(
@@ -158,6 +160,27 @@ def test_required_alerts_exist_and_watch_the_right_metrics() -> None:
         assert "cluster:mfumon_job_warmup_seconds:default" in exprs[name], f"{name} must skip warm-up"
     for name in ("MfumonInferenceMFULow", "MfumonGPUsBusyButMFULow"):  # serving jobs with MBU are judged by it
         assert re.search(r"unless on \(job_id\)\s+job_id:mfumon_job_mbu_ratio:max", exprs[name]), name
+
+
+def test_goodput_alerts_watch_the_waterfall_and_the_straggler_gauges() -> None:
+    """Issue 11's alerts: goodput and checkpoint overhead from the waterfall counters over a window, stragglers from
+    the spread and the step-time deviation; all skip warm-up."""
+    exprs = {rule["alert"]: rule["expr"] for rule in alert_rules()}
+    recorded = {rule["record"]: rule["expr"] for rule in all_rules() if "record" in rule}
+    expected = {
+        "MfumonJobGoodputLow": ["job_id:mfumon_job_goodput_ratio:ratio1h < 0.7"],
+        "MfumonJobCheckpointOverheadHigh": ["job_id:mfumon_job_checkpoint_overhead_ratio:ratio1h > 0.1"],
+        "MfumonJobStraggler": [
+            "job_id:mfumon_job_gpu_tensor_active_spread_ratio:max > 0.2",
+            "job_id:mfumon_job_step_time_deviation_ratio:max > 0.2",
+        ],
+    }
+    for name, fragments in expected.items():
+        assert "cluster:mfumon_job_warmup_seconds:default" in exprs[name], f"{name} must skip warm-up"
+        for fragment in fragments:
+            assert fragment in exprs[name], (name, fragment)
+    for name in ("job_id:mfumon_job_goodput_ratio:ratio1h", "job_id:mfumon_job_checkpoint_overhead_ratio:ratio1h"):
+        assert "increase(mfumon_job_gpu_seconds_total" in recorded[name], name
 
 
 def test_recording_rules_follow_level_metric_operations() -> None:
