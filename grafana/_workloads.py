@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from _goodput import job_waterfall_panels
 from _panels import (
     JOB_LINK,
     JOB_UID,
@@ -340,6 +341,7 @@ def job_drilldown() -> dict[str, Any]:
             max_value=1,
             width=8,
         ),
+        *job_waterfall_panels(job),
         row("The job's GPUs"),
         timeseries(
             "Tensor-core activity per GPU",

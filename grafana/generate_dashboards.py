@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from _capacity import capacity_queue
+from _goodput import gpu_hours
 from _health import fleet_health
 from _inference import inference
 from _infrastructure import nodes_gpus, pools
@@ -31,6 +32,7 @@ DASHBOARDS = {
     "mfumon-nodes-gpus.json": nodes_gpus,
     "mfumon-pools.json": pools,
     "mfumon-fleet-health.json": fleet_health,
+    "mfumon-gpu-hours.json": gpu_hours,
 }
 
 

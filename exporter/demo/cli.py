@@ -1,7 +1,7 @@
 """``mfumon demo``: the aggregator plus a simulated cluster and jobs, for a machine without GPUs.
 
 Starts ``mfumon serve`` as a subprocess (SQLite in a temporary or given directory) and, in this process, a simulated
-cluster (:func:`exporter.demo.simcluster.default_cluster`: 8 nodes x 8 GPUs, H100 and A100, four pools) whose
+cluster (:func:`exporter.demo.simcluster.default_cluster`: 10 nodes x 8 GPUs, H100 and A100, four pools) whose
 nodes push samples through the real exporter pipeline while its jobs post reports over HTTP, simulated serving
 engines (vLLM- and TGI-style ``/metrics`` on loopback ports) that the real inference collector reads and reports,
 and a simulated scheduler that puts its queue as ``mfumon scheduler`` would. Runs until Ctrl-C or ``--duration``.
@@ -87,10 +87,12 @@ def _start_nodes(url: str, cluster: ClusterSpec, interval_s: float, seed: int, t
         source = SimSource(node=node.name, model=node.gpu_model, count=node.gpu_count, seed=seed)
         if node.fault_gpu is not None:
             source.schedule_fault(node.fault_gpu, started + node.fault_after_s)
-        placed = [(job.placement, job.workload()) for job in cluster.jobs]
-        if cluster.scheduler is not None:
-            placed += [(job.placement, job.workload()) for job in cluster.scheduler.batch]
-        for placement, workload in placed:
+        for job in cluster.jobs:
+            for node_name, index in job.placement:
+                if node_name == node.name:
+                    source.assign(index, job.workload_on(node_name, index))
+        batch = cluster.scheduler.batch if cluster.scheduler is not None else ()
+        for placement, workload in [(job.placement, job.workload()) for job in batch]:
             for node_name, index in placement:
                 if node_name == node.name:
                     source.assign(index, workload)
@@ -136,6 +138,50 @@ def _sync_scheduler(client: httpx.Client, cluster: ClusterSpec, started: float, 
         logger.warning("scheduler sync failed: %s", exc)
 
 
+def _post_event(client: httpx.Client, job: SimJob, body: dict[str, object]) -> None:
+    try:
+        client.post(f"/v1/jobs/{job.job_id}/events", json=body).raise_for_status()
+    except httpx.HTTPError as exc:
+        logger.warning("event %s for %s failed: %s", body.get("type"), job.job_id, exc)
+
+
+@dataclass(slots=True)
+class _Life:
+    """Follows one job's :class:`Lifecycle`: posts the events of what happened since the last cycle (however few
+    cycles a loaded machine ran), says whether the job steps now."""
+
+    job: SimJob
+    started: float
+    attempt: int = 0
+    failed: bool = False
+    initialised: bool = False
+    saves: int = 0  # checkpoints of this attempt already posted
+    saved_step: int = 0  # the step of the last checkpoint: a restart resumes from it
+    base_step: int = 0
+
+    def step_now(self, client: httpx.Client, now: float) -> int | None:
+        """The step to report now, or None while the job starts, saves or is down (it reports nothing then)."""
+        life = self.job.lifecycle
+        assert life is not None
+        phase = life.phase(now - self.started)
+        per_save = (life.checkpoint_every_s - life.checkpoint_s) / self.job.step_seconds
+        if (phase.name == "down" or phase.attempt > self.attempt) and not self.failed:
+            _post_event(client, self.job, {"type": "failure", "exit_code": 1})
+            self.failed = True
+        if phase.attempt > self.attempt:  # requeued: a new attempt that resumes from the last checkpoint
+            _post_event(client, self.job, {"type": "restart"})
+            self.attempt, self.initialised, self.saves, self.base_step = phase.attempt, False, 0, self.saved_step
+        if phase.name in ("step", "checkpoint") and not self.initialised:
+            _post_event(client, self.job, {"type": "init", "seconds": life.init_s})
+            self.initialised = True
+        while phase.name in ("step", "checkpoint") and self.saves < phase.saves:
+            self.saves += 1
+            self.saved_step = self.base_step + int(self.saves * per_save)
+            body = {"type": "checkpoint_save", "seconds": life.checkpoint_s, "step": self.saved_step}
+            _post_event(client, self.job, body)
+        return self.base_step + int(phase.stepped_s / self.job.step_seconds) if phase.name == "step" else None
+
+
 def _post_report(client: httpx.Client, job: SimJob, body: dict[str, object]) -> bool:
     try:
         client.post(f"/v1/jobs/{job.job_id}/reports", json=body).raise_for_status()
@@ -178,6 +224,7 @@ def run_simulation(
     collector.start()
     cycles = posted = failed = 0
     last = started = time.time() - interval_s
+    lives = {job.job_id: _Life(job, started) for job in cluster.jobs if job.reports and job.lifecycle}
     synced = 0.0
     try:
         while True:
@@ -188,6 +235,11 @@ def run_simulation(
             for job in (j for j in cluster.jobs if j.reports):
                 mfu = job.mfu_over(seed, last, now)
                 step = int(now / job.step_seconds)
+                if job.job_id in lives:
+                    lived = lives[job.job_id].step_now(client, now)
+                    if lived is None:
+                        continue
+                    step = lived
                 if _post_report(client, job, job.report(mfu, now - last, step)):
                     posted += 1
                 else:
@@ -211,7 +263,7 @@ def run_simulation(
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="mfumon demo",
-        description="Run the aggregator (mfumon serve) with a simulated cluster of 7 nodes x 8 GPUs and a scheduler.",
+        description="Run the aggregator (mfumon serve) with a simulated cluster of 10 nodes x 8 GPUs and a scheduler.",
     )
     p.add_argument("--host", default="127.0.0.1", help="aggregator listen host [127.0.0.1]")
     p.add_argument("--port", type=int, default=8000, help="aggregator port; 0 picks a free one [8000]")
@@ -291,7 +343,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  metrics:  {url}/metrics\n  API docs: {url}/docs\n  cluster:  {url}/v1/cluster", flush=True)
         print(f"  jobs:     {url}/v1/jobs\n  nodes:    {url}/v1/nodes", flush=True)
         print(
-            "Simulating 8 nodes x 8 GPUs (H100, A100) in 4 pools: 4 reporting jobs (one over-claims), 3 serving jobs "
+            "Simulating 10 nodes x 8 GPUs (H100, A100) in 4 pools: 7 reporting jobs (one over-claims, one checkpoints, "
+            "fails once and restarts, one waits on its data, one has a straggler GPU), 3 serving jobs "
             "behind simulated vLLM/TGI endpoints, an unwrapped job, 2 unreported sweeps, a GPU busy with no job id and "
             "a scheduler queue (a long wait, a fragmented pool). Ctrl-C stops.",
             flush=True,

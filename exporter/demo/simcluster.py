@@ -9,7 +9,7 @@ the GPUs' counters agree.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from exporter.demo.simserving import SimServingJob
@@ -21,6 +21,8 @@ __all__ = [
     "PEAK_BF16_DENSE",
     "BatchJob",
     "ClusterSpec",
+    "LifePhase",
+    "Lifecycle",
     "ModelShape",
     "PendingJob",
     "QueuedJob",
@@ -86,6 +88,45 @@ class SimNode:
 
 
 @dataclass(frozen=True, slots=True)
+class Lifecycle:
+    """A job's life around its steps, in seconds since the simulation started: start-up, a checkpoint save closing
+    every period, one failure, and a restart once the scheduler has requeued it (``down_s`` later).
+
+    The job reports only while it steps; its events carry the seconds each phase took, as the reporter's hooks send
+    them (``POST /v1/jobs/{id}/events``).
+    """
+
+    init_s: float = 20.0
+    checkpoint_every_s: float = 30.0
+    checkpoint_s: float = 10.0
+    fail_at_s: float | None = 75.0
+    down_s: float = 20.0
+
+    def phase(self, elapsed: float) -> LifePhase:
+        """Where the job is ``elapsed`` seconds after the simulation started."""
+        start, attempt = 0.0, 0
+        if self.fail_at_s is not None and elapsed >= self.fail_at_s:
+            if elapsed < self.fail_at_s + self.down_s:
+                return LifePhase("down", 0, 0.0, 0)
+            start, attempt = self.fail_at_s + self.down_s, 1
+        t = elapsed - start - self.init_s
+        if t < 0:
+            return LifePhase("init", attempt, 0.0, 0)
+        stepping = self.checkpoint_every_s - self.checkpoint_s
+        periods, into = divmod(t, self.checkpoint_every_s)
+        stepped = periods * stepping + min(into, stepping)
+        return LifePhase("checkpoint" if into >= stepping else "step", attempt, stepped, int(periods))
+
+
+@dataclass(frozen=True, slots=True)
+class LifePhase:
+    name: str  # init, step, checkpoint or down
+    attempt: int  # 0 until the failure, then 1
+    stepped_s: float  # seconds spent stepping in this attempt
+    saves: int  # checkpoints completed in this attempt
+
+
+@dataclass(frozen=True, slots=True)
 class SimJob:
     """A running job: where it runs, what it trains or serves, and the MFU it should show."""
 
@@ -109,6 +150,11 @@ class SimJob:
     claimed_model: ModelShape | None = None
     #: False for a job nobody wrapped: its GPUs are busy and attributed to it, but it never reports
     reports: bool = True
+    #: start-up, checkpoints, a failure and a restart, reported as job events (None: it only steps)
+    lifecycle: Lifecycle | None = None
+    #: (node, GPU index) of a GPU held down for heat, at this fraction of its max clock: the job's straggler
+    slow_gpu: tuple[str, int] | None = None
+    slow_clock_fraction: float = 0.6
 
     @property
     def num_gpus(self) -> int:
@@ -124,6 +170,13 @@ class SimJob:
             checkpoint_every_s=self.checkpoint_every_s,
             tensor_scale=8 / 6 if self.recompute_activations else 1.0,
         )
+
+    def workload_on(self, node: str, index: int) -> SimWorkload:
+        """What GPU ``index`` of ``node`` runs: the job's workload, slowed down on its straggler."""
+        workload = self.workload()
+        if self.slow_gpu == (node, index):
+            return replace(workload, clock_fraction=self.slow_clock_fraction)
+        return workload
 
     def mfu_over(self, seed: int, start: float, end: float, points: int = 8) -> float:
         """The job's mean MFU over ``[start, end]`` (the GPUs' curve, sampled at evenly spaced points)."""
@@ -296,12 +349,13 @@ def _on(node: str, gpus: range) -> tuple[tuple[str, int], ...]:
 
 
 def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
-    """6 nodes x 8 GPUs, two GPU models, three pools, and jobs that exercise every panel and alert.
+    """10 nodes x 8 GPUs, two GPU models, four pools, and jobs that exercise every panel and alert.
 
     A healthy training job that recomputes activations (HFU), a comm-bound one, an inference job, a pending one, a
     job whose reports over-claim (it reports llama2-13b while a 7B model runs), a job nobody wrapped (busy GPUs, no
     reports), one GPU running work with no job id, and three serving jobs behind simulated engines
-    (:func:`default_serving`).
+    (:func:`default_serving`). For the waste waterfall: a job that checkpoints synchronously, fails once and
+    restarts (:class:`Lifecycle`), a data-bound job and a job with a straggler GPU.
 
     Fleet health: the comm-bound job's node has an InfiniBand link that flaps every minute (its exposed
     communication has a cause), ``gpu-a100-02`` takes an uncorrectable ECC error 20 s in and waits for a reset
@@ -320,6 +374,8 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
         SimNode("gpu-a100-02", "infer-a100", A100, fault_gpu=5, ib_traffic_bytes_per_second=1e6),
         SimNode("gpu-h100-03", "reserve-h100", H100, ib_traffic_bytes_per_second=1e6),
         SimNode("gpu-h100-04", "train-h100", H100, ib_traffic_bytes_per_second=6e9),
+        SimNode("gpu-h100-05", "train-h100", H100, ib_traffic_bytes_per_second=6e9),
+        SimNode("gpu-h100-06", "train-h100", H100, ib_traffic_bytes_per_second=6e9),
     )
     llama2_13b = ModelShape("llama2-13b", 13.0e9, layers=40, heads=40, head_dim=128, seq_len=4096)
     jobs = (
@@ -398,6 +454,53 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
             placement=_on("gpu-h100-04", range(4, 8)),
             checkpoint_every_s=every,
             reports=False,
+        ),
+        # Where the GPU-hours go: a job that saves synchronously (a third of its time), fails once and restarts; a
+        # data-bound job; and a job with a straggler (one GPU at 60% of its clock, hot).
+        SimJob(
+            job_id="pretrain-3b-resilient",
+            name="3b pretraining (synchronous checkpoints, one failure)",
+            team="foundation",
+            pool="train-h100",
+            kind="training",
+            profile="training",
+            gpu_model=H100,
+            target_mfu=0.42,
+            model=ModelShape("llama3.2-3b", 3.21e9, layers=28, heads=24, head_dim=128, seq_len=8192),
+            placement=_on("gpu-h100-05", range(4)),
+            step_seconds=1.5,
+            checkpoint_every_s=None,  # the checkpoints are its lifecycle's: it does not report while it saves
+            lifecycle=Lifecycle(),
+        ),
+        SimJob(
+            job_id="finetune-8b-databound",
+            name="8b finetune (input-bound)",
+            team="research",
+            pool="train-h100",
+            kind="training",
+            profile="training",
+            gpu_model=H100,
+            target_mfu=0.34,
+            model=ModelShape("llama3-8b", 8.03e9, layers=32, heads=32, head_dim=128, seq_len=8192),
+            placement=_on("gpu-h100-05", range(4, 8)),
+            step_seconds=3.0,
+            data_wait_fraction=0.35,
+            checkpoint_every_s=every,
+        ),
+        SimJob(
+            job_id="pretrain-13b-straggler",
+            name="13b pretraining (one hot GPU)",
+            team="foundation",
+            pool="train-h100",
+            kind="training",
+            profile="training",
+            gpu_model=H100,
+            target_mfu=0.38,
+            model=llama2_13b,
+            placement=_on("gpu-h100-06", range(8)),
+            step_seconds=2.0,
+            checkpoint_every_s=every,
+            slow_gpu=("gpu-h100-06", 5),
         ),
     )
     pending = (

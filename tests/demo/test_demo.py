@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from exporter.demo import cli as demo
-from exporter.demo.simcluster import PEAK_BF16_DENSE, default_cluster
+from exporter.demo.simcluster import PEAK_BF16_DENSE, Lifecycle, default_cluster
 from tests.conftest import LiveServer
 from tests.utils.factories import metric_value
 
@@ -28,9 +28,10 @@ def test_job_sizes_give_the_target_mfu_with_the_dense_peaks() -> None:
 def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -> None:
     cluster = default_cluster(checkpoints=False)
     result = demo.run_simulation(live_server.url, duration_s=3.0, interval_s=0.5, cluster=cluster)
-    # Every reporting job (4 of the 5 running ones) posts once a cycle; a loaded machine fits fewer cycles in 3 s.
+    # Every reporting job (7 of the 8 running ones) posts once a cycle, but the resilient one is still starting up
+    # (its first 20 s); a loaded machine fits fewer cycles in 3 s.
     assert result.report_failures == 0 and result.cycles >= 2
-    assert result.reports_posted == 4 * result.cycles
+    assert result.reports_posted == 6 * result.cycles
     assert result.batches_delivered >= 8 * 2
     with httpx.Client(base_url=live_server.url, timeout=5) as client:
         jobs = {j["job_id"]: j for j in client.get("/v1/jobs").json()["data"]}
@@ -53,8 +54,9 @@ def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -
     pending = jobs["pretrain-llama3-70b"]
     assert (pending["status"], pending["gpus_allocated"], pending["gpus_requested"]) == ("pending", 0, 8)
 
-    # train-h100: 8 + 4 + 4 + 4 (the unwrapped job, which the scheduler runs) held of those + 8 (queued) requested.
-    assert pools["train-h100"]["resource_satisfaction"] == pytest.approx(20 / 28)
+    # train-h100: 8 + 4 + 4 + 4 (the unwrapped job, which the scheduler runs) + 4 + 4 + 8 (the waterfall's jobs) held
+    # of those + 8 (queued) requested.
+    assert pools["train-h100"]["resource_satisfaction"] == pytest.approx(36 / 44)
     assert pools["infer-a100"]["resource_satisfaction"] == pytest.approx(1.0)
     # The simulated scheduler: two unreported sweeps leave 3 + 3 GPUs free, so the queued 4-GPU job fits nowhere.
     assert pools["research-h100"]["resource_satisfaction"] == pytest.approx(10 / 14)
@@ -65,7 +67,7 @@ def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -
     assert 'mfumon_pool_fragmented_gpus{pool="research-h100"} 4' in text
     assert 'mfumon_pool_largest_free_block_gpus{pool="research-h100"} 3' in text
 
-    assert len(nodes) == 8 and all(len(n["gpus"]) == 8 for n in nodes.values())
+    assert len(nodes) == 10 and all(len(n["gpus"]) == 8 for n in nodes.values())
     assert {n["pool"] for n in nodes.values()} == {"train-h100", "infer-a100", "reserve-h100", "research-h100"}
     idle = [nodes["gpu-a100-02"]["gpus"][7], *nodes["gpu-h100-02"]["gpus"][4:7], *nodes["gpu-h100-03"]["gpus"]]
     assert all(g["job_id"] is None and g["counters"]["tensor_active"] == 0 and g["state"] == "idle" for g in idle)
@@ -79,14 +81,15 @@ def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -
     assert all(g["counters"]["tensor_active"] / mfu == pytest.approx(1.15 * 8 / 6, rel=0.1) for g in trained)
     assert pretrain["accounting"]["verdict"] == "consistent"
 
-    # Cluster truth: 40 GPUs, every one in a state; the over-claiming job is caught, the unwrapped one estimated.
-    # The serving jobs' 7 GPUs are reporting once the exporter's first inference report for each has arrived.
+    # Cluster truth: 80 GPUs, every one in a state; the over-claiming job is caught, the unwrapped one estimated.
+    # The serving jobs' 7 GPUs are reporting once the exporter's first inference report for each has arrived; the
+    # resilient job's 4 while it starts up are held by a job that has not reported yet.
     states = {s: summary[f"gpus_{s}"] for s in ("reporting", "unreported", "idle", "down")}
-    # Idle: 4 in the busy pools, the 8 of reserve-h100, 3 + 3 the research sweeps leave; busy: 36 + the sweeps' 10.
+    # Idle: 4 in the busy pools, the 8 of reserve-h100, 3 + 3 the research sweeps leave; busy: 52 + the sweeps' 10.
     assert (states["idle"], states["down"]) == (18, 0)
-    assert 24 <= states["reporting"] <= 31 and states["reporting"] + states["unreported"] == 46
-    assert sum(states.values()) == summary["gpus_known"] == 64
-    assert summary["reported_coverage"] == pytest.approx(states["reporting"] / 46)
+    assert 36 <= states["reporting"] <= 43 and states["reporting"] + states["unreported"] == 62
+    assert sum(states.values()) == summary["gpus_known"] == 80
+    assert summary["reported_coverage"] == pytest.approx(states["reporting"] / 62)
     over = jobs["finetune-7b-overclaim"]
     assert over["mfu_hardware_agreement"] == pytest.approx(1.63, rel=0.15)
     assert over["accounting"]["verdict"] == "over_claims"
@@ -122,6 +125,41 @@ def test_simulated_cluster_shows_its_health_story(live_server: LiveServer) -> No
     assert metric_value(metrics, "mfumon_pool_idle_energy_joules_total", pool="reserve-h100") > 0
     assert metric_value(metrics, "mfumon_pool_idle_gpu_seconds_total", pool="reserve-h100") > 0
     assert metric_value(metrics, "mfumon_pool_gpu_faults_total", pool="infer-a100") == 1
+
+
+def test_simulated_cluster_shows_where_the_gpu_hours_go(live_server: LiveServer) -> None:
+    """The resilient job starts, saves, fails once and restarts; the data-bound job and the straggler are diagnosed."""
+    cluster = default_cluster(checkpoints=False)
+    quick = Lifecycle(init_s=1.0, checkpoint_every_s=2.0, checkpoint_s=0.6, fail_at_s=4.0, down_s=1.0)
+    jobs = tuple(
+        dataclasses.replace(j, lifecycle=quick) if j.job_id == "pretrain-3b-resilient" else j for j in cluster.jobs
+    )
+    demo.run_simulation(
+        live_server.url, duration_s=8.0, interval_s=0.25, cluster=dataclasses.replace(cluster, jobs=jobs)
+    )
+    with httpx.Client(base_url=live_server.url, timeout=5) as client:
+        resilient = client.get("/v1/jobs/pretrain-3b-resilient").json()
+        events = [e["type"] for e in client.get("/v1/jobs/pretrain-3b-resilient/events").json()["data"]]
+        data_bound = client.get("/v1/jobs/finetune-8b-databound/diagnosis").json()
+        straggler = client.get("/v1/jobs/pretrain-13b-straggler/diagnosis").json()
+        metrics = client.get("/metrics").text
+    assert (resilient["status"], resilient["restarts"], resilient["failures"]) == ("running", 1, 1)
+    assert events[0] == "init" and "checkpoint_save" in events
+    assert events[events.index("failure") :][:3] == ["failure", "restart", "init"]
+    parts = {row["category"]: row["gpu_seconds"] for row in resilient["waterfall"]}
+    assert all(parts[c] > 0 for c in ("init", "checkpoint", "stalled", "lost", "compute")), parts
+
+    assert data_bound["findings"][0]["cause"] == "data_loading"
+    assert data_bound["findings"][0]["evidence"]["share_of_step_time"] == pytest.approx(0.35)
+
+    causes = {f["cause"]: f for f in straggler["findings"]}
+    slowest = causes["stragglers"]["evidence"]["slowest_gpus"][0]
+    assert (slowest["node"], slowest["gpu"], slowest["role"]) == ("gpu-h100-06", 5, "sets the pace")
+    assert (slowest["verdict"], slowest["because"]) == ("slow rank", ["thermal"])  # its failing health check
+    (hot,) = causes["throttling"]["evidence"]["throttled_gpus"]
+    assert (hot["node"], hot["gpu"], hot["clock_ratio"]) == ("gpu-h100-06", 5, pytest.approx(0.6))
+    spread = metric_value(metrics, "mfumon_job_gpu_tensor_active_spread_ratio", job_id="pretrain-13b-straggler")
+    assert spread == pytest.approx(0.4, abs=0.05)  # the hot GPU's tensor pipes busy 1 / 0.6 as long
 
 
 def test_demo_command_starts_the_aggregator_and_stops(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:

@@ -167,6 +167,7 @@ def fill_variables(expr: str, values: Mapping[str, str], rate_interval: str = "1
     """Substitute dashboard variables (`$name`, `${name}`) and Grafana's interval macros."""
     for macro in ("$__rate_interval", "${__rate_interval}", "$__interval", "${__interval}"):
         expr = expr.replace(macro, rate_interval)
+    expr = expr.replace("${__range}", "1h").replace("$__range", "1h")  # the dashboard's time range
     for name in sorted(values, key=len, reverse=True):  # $team before $tea...
         expr = expr.replace("${" + name + "}", values[name]).replace("$" + name, values[name])
     if "$" in expr:

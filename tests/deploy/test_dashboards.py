@@ -33,6 +33,7 @@ EXPECTED = {
     "mfumon-nodes-gpus.json": ("mfumon-nodes-gpus", {"node"}),
     "mfumon-pools.json": ("mfumon-pools", {"pool"}),
     "mfumon-fleet-health.json": ("mfumon-fleet-health", {"node", "pool"}),
+    "mfumon-gpu-hours.json": ("mfumon-gpu-hours", {"pool", "team"}),
 }
 SAMPLE_VALUES = {"pool": ".*", "team": ".*", "node": ".*", "job": "some-job"}
 
@@ -155,6 +156,21 @@ def test_required_panels_exist() -> None:
         "mfumon-job-drilldown.json"
     ]
     assert {"GPUs by state", "Reported coverage"} <= titles["mfumon-pools.json"]
+    # Where the GPU-hours go (issue 11): waterfalls over the chosen range, goodput, top wasters; the job's own.
+    assert {
+        "GPU-hours",
+        "Goodput",
+        "Waterfall (GPU-hours)",
+        "GPUs by category",
+        "GPU-hours by pool and category",
+        "Goodput and MFU by pool",
+        "GPU-hours by team and category",
+        "Goodput and MFU by team",
+        "Jobs that wasted most (GPU-hours not computing)",
+    } <= titles["mfumon-gpu-hours.json"]
+    assert {"Goodput", "Job waterfall (GPU-hours, its life)", "Job GPUs by category", "Tensor-activity spread"} <= (
+        titles["mfumon-job-drilldown.json"]
+    )
     assert "Hardware MFU estimate" in titles["mfumon-nodes-gpus.json"]
 
 

@@ -89,12 +89,17 @@ class SimWorkload:
     checkpoint_seconds: float = 30.0
     #: executed tensor work per unit of model FLOPs: 4/3 with full activation recompute (HFU = MFU x 8/6)
     tensor_scale: float = 1.0
+    #: SM clock ÷ max SM clock of a GPU held down for heat (a straggler): below 1 the same work keeps its tensor
+    #: pipes busy for longer (activity ÷ this fraction) and it reports the hardware thermal slowdown
+    clock_fraction: float = 1.0
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
             raise ConfigError(f"unknown workload profile {self.profile!r} (choose from {', '.join(PROFILES)})")
         if not 0.0 <= self.target_mfu <= 1.0:
             raise ConfigError(f"target_mfu must be within 0-1, got {self.target_mfu}")
+        if not 0.0 < self.clock_fraction <= 1.0:
+            raise ConfigError(f"clock_fraction must be within 0-1, got {self.clock_fraction}")
 
 
 def _unit(seed: int, stream: int, knot: int) -> float:
@@ -228,6 +233,8 @@ class SimSource:
         jitter = smooth_noise(self._seed, stream, t, 7.0)
         slow = smooth_noise(self._seed, stream + 1, t, 300.0)
         x = job_mfu_at(work, self._seed, t) * _TENSOR_PER_MFU[work.profile] * work.tensor_scale * (1.0 + 0.03 * jitter)
+        if work.clock_fraction < 1.0:
+            x = min(0.98, x / work.clock_fraction)
         counters: dict[str, Any] = dict(_profile_counters(work.profile, x, jitter, spec))
         load = counters.pop("_load")
         power = spec.idle_power_watts + (spec.power_limit_watts - spec.idle_power_watts) * load
@@ -237,10 +244,13 @@ class SimSource:
         if capped:
             clock_hz *= 0.93 + 0.02 * jitter
         throttle = ("gpu_idle",) if work.profile == "idle" else ("sw_power_cap",) if capped else ()
+        if work.clock_fraction < 1.0 and work.profile != "idle":
+            clock_hz = spec.max_sm_clock_hz * work.clock_fraction
+            throttle = ("hw_thermal",)
         counters.update(
             tensor_active=x,
             power_watts=min(power, spec.power_limit_watts),
-            temperature_celsius=31.0 + 44.0 * load + 1.5 * slow,
+            temperature_celsius=31.0 + 44.0 * load + 1.5 * slow + (15.0 if work.clock_fraction < 1.0 else 0.0),
             sm_clock_hz=clock_hz,
             max_sm_clock_hz=spec.max_sm_clock_hz,
             memory_total_bytes=float(spec.memory_total_bytes),
