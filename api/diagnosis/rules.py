@@ -41,32 +41,34 @@ def _gpu_name(gpu: GpuFacts) -> dict[str, object]:
     return {"node": gpu.node, "gpu": gpu.index, "uuid": gpu.uuid}
 
 
-def _step_part(facts: JobFacts, category: str) -> tuple[float, float] | None:
-    """(GPU-seconds, share of step time) of a step category once it passes its threshold."""
+def _step_finding(facts: JobFacts, category: str, cause: str, advice: str) -> Finding | None:
+    """A step category (data wait, exposed communication, bubble) once it passes its share of step time."""
     seconds = facts.gpu_seconds.get(category, 0.0)
     step = facts.step_gpu_seconds
     if step <= 0 or seconds <= 0 or seconds / step < STEP_SHARE[category]:
         return None
-    return seconds, seconds / step
-
-
-def _part_evidence(facts: JobFacts, seconds: float, step_share: float) -> dict[str, object]:
-    return {
+    evidence = {
         "gpu_seconds": _round(seconds, 1),
-        "share_of_step_time": _round(step_share),
+        "share_of_step_time": _round(seconds / step),
         "share_of_allocated": _round(facts.share(seconds)),
     }
+    return Finding(cause, seconds, evidence, advice)
+
+
+def _badput_finding(facts: JobFacts, category: str, cause: str, advice: str, **evidence: object) -> Finding | None:
+    """A badput category (checkpoint, init, stalled) once it passes its share of the allocation."""
+    seconds = facts.gpu_seconds.get(category, 0.0)
+    if seconds <= 0 or facts.share(seconds) < BADPUT_SHARE:
+        return None
+    shown = {"gpu_seconds": _round(seconds, 1), "share_of_allocated": _round(facts.share(seconds)), **evidence}
+    return Finding(cause, seconds, shown, advice)
 
 
 def exposed_communication(facts: JobFacts) -> Finding | None:
-    part = _step_part(facts, "comm_exposed")
-    if part is None:
-        return None
-    seconds, share = part
-    return Finding(
+    return _step_finding(
+        facts,
+        "comm_exposed",
         "exposed_communication",
-        seconds,
-        _part_evidence(facts, seconds, share),
         "Overlap communication with compute: bucketed gradient all-reduce during backward (DDP bucket_cap_mb; "
         "Megatron --overlap-grad-reduce --overlap-param-gather), FSDP backward_prefetch=BACKWARD_PRE and "
         "forward_prefetch; keep tensor parallelism inside a node (NVLink); more gradient accumulation per "
@@ -75,14 +77,10 @@ def exposed_communication(facts: JobFacts) -> Finding | None:
 
 
 def data_loading(facts: JobFacts) -> Finding | None:
-    part = _step_part(facts, "data_wait")
-    if part is None:
-        return None
-    seconds, share = part
-    return Finding(
+    return _step_finding(
+        facts,
+        "data_wait",
         "data_loading",
-        seconds,
-        _part_evidence(facts, seconds, share),
         "The GPUs wait for input: raise DataLoader num_workers and prefetch_factor, set pin_memory=True and "
         "persistent_workers=True; tokenize and shard the data set ahead of time, stage it on local NVMe, and check "
         "the read throughput each node gets from shared storage.",
@@ -90,14 +88,10 @@ def data_loading(facts: JobFacts) -> Finding | None:
 
 
 def pipeline_bubbles(facts: JobFacts) -> Finding | None:
-    part = _step_part(facts, "bubble")
-    if part is None:
-        return None
-    seconds, share = part
-    return Finding(
+    return _step_finding(
+        facts,
+        "bubble",
         "pipeline_bubbles",
-        seconds,
-        _part_evidence(facts, seconds, share),
         "Shrink the pipeline bubble: more micro-batches per step (at least 4x the pipeline stages, through "
         "gradient accumulation), an interleaved schedule (Megatron --num-layers-per-virtual-pipeline-stage), "
         "or fewer pipeline stages with more tensor or data parallelism.",
@@ -105,53 +99,39 @@ def pipeline_bubbles(facts: JobFacts) -> Finding | None:
 
 
 def checkpoint_overhead(facts: JobFacts) -> Finding | None:
-    seconds = facts.gpu_seconds.get("checkpoint", 0.0)
-    if seconds <= 0 or facts.share(seconds) < BADPUT_SHARE:
-        return None
-    evidence: dict[str, object] = {
-        "gpu_seconds": _round(seconds, 1),
-        "share_of_allocated": _round(facts.share(seconds)),
-    }
+    saves: dict[str, object] = {}
     if facts.checkpoint_saves:
-        evidence["saves"] = facts.checkpoint_saves
+        saves["saves"] = facts.checkpoint_saves
     if facts.checkpoint_save_seconds is not None:
-        evidence["mean_save_seconds"] = _round(facts.checkpoint_save_seconds, 1)
-    return Finding(
+        saves["mean_save_seconds"] = _round(facts.checkpoint_save_seconds, 1)
+    return _badput_finding(
+        facts,
+        "checkpoint",
         "checkpoint_overhead",
-        seconds,
-        evidence,
         "Save asynchronously and sharded (torch.distributed.checkpoint async_save, Megatron --async-save, "
         "Lightning/NeMo async checkpointing): training resumes while the writes drain; write to local NVMe and copy "
         "out; save less often: about every sqrt(2 x save time x mean time between failures).",
+        **saves,
     )
 
 
 def slow_startup(facts: JobFacts) -> Finding | None:
-    seconds = facts.gpu_seconds.get("init", 0.0)
-    if seconds <= 0 or facts.share(seconds) < BADPUT_SHARE:
-        return None
-    return Finding(
+    return _badput_finding(
+        facts,
+        "init",
         "slow_startup",
-        seconds,
-        {
-            "gpu_seconds": _round(seconds, 1),
-            "share_of_allocated": _round(facts.share(seconds)),
-            "restarts": facts.restarts,
-        },
         "Start-up (and every restart's) holds the GPUs idle: load checkpoints sharded and in parallel, cache the "
         "container image and the compiled kernels on the nodes (TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR), and "
         "build the data index once, not per rank.",
+        restarts=facts.restarts,
     )
 
 
 def stalled(facts: JobFacts) -> Finding | None:
-    seconds = facts.gpu_seconds.get("stalled", 0.0)
-    if seconds <= 0 or facts.share(seconds) < BADPUT_SHARE:
-        return None
-    return Finding(
+    return _badput_finding(
+        facts,
         "stalled",
-        seconds,
-        {"gpu_seconds": _round(seconds, 1), "share_of_allocated": _round(facts.share(seconds))},
+        "stalled",
         "The job held its GPUs without progress (zero tokens, or silence): look for a hang in a collective and let "
         "it fail fast (TORCH_NCCL_ASYNC_ERROR_HANDLING=1, a shorter init_process_group timeout), and for a "
         "reporter that stopped while training went on.",
