@@ -25,14 +25,26 @@ class BindError(OSError):
 
 
 def bind_socket(host: str, port: int, backlog: int = 2048) -> socket.socket:
-    """A listening TCP socket on ``host:port`` (``port`` 0: the kernel picks one), with SO_REUSEADDR like uvicorn's."""
+    """A listening TCP socket on ``host:port`` (``port`` 0: the kernel picks one), with SO_REUSEADDR like uvicorn's.
+
+    Made with ``IPPROTO_TCP`` spelled out (``socket.create_server`` leaves it 0): asyncio turns Nagle's algorithm
+    off (``TCP_NODELAY``) only on connections whose socket says TCP, and with it on, every response uvicorn writes
+    as head then body waited ~40 ms for the client's delayed ACK (44 ms a request instead of 1 ms on loopback).
+    """
     address = host.strip("[]")
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
-        return socket.create_server((address, port), family=family, backlog=backlog)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind((address, port))
+        sock.listen(backlog)
     except OSError as exc:
+        sock.close()
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
         raise BindError(exc.errno, f"cannot listen on {host}:{port}: {reason}") from exc
+    return sock
 
 
 def url_of(sock: socket.socket) -> str:

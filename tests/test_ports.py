@@ -7,6 +7,7 @@ port (a restart on the same address) holds it with :func:`tests.conftest.reserve
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import re
 import socket
@@ -17,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from api.server import BindError, bind_socket
 from tests.conftest import LiveServer, reserved_port, start_server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,3 +76,36 @@ def test_no_server_starts_on_a_port_picked_in_advance() -> None:
         if racy.search(line) and path != Path(__file__)
     ]
     assert not offenders, offenders
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
+def test_connections_to_the_bound_socket_send_without_nagle(host: str) -> None:
+    """asyncio turns Nagle's algorithm off only on sockets that say TCP; with it on, every response written as head
+    then body waited for the client's delayed ACK (~40 ms a request). The accepted connection must have it off."""
+    if host == "::1" and not socket.has_ipv6:
+        pytest.skip("no IPv6")
+    try:
+        listener = bind_socket(host, 0)
+    except BindError:
+        pytest.skip(f"cannot listen on {host}")
+    nodelay: list[int] = []
+
+    class Probe(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            sock = transport.get_extra_info("socket")
+            nodelay.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            transport.close()
+
+    async def accept_one() -> None:
+        server = await asyncio.get_running_loop().create_server(Probe, sock=listener)
+        _, writer = await asyncio.open_connection(*listener.getsockname()[:2])
+        for _ in range(500):
+            if nodelay:
+                break
+            await asyncio.sleep(0.01)
+        writer.close()
+        server.close()
+        await server.wait_closed()
+
+    asyncio.run(accept_one())
+    assert nodelay == [1]
