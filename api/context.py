@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
@@ -18,12 +19,16 @@ from api.state.devices import DeviceResolver
 from api.state.refresh import Refresher
 from api.state.store import ClusterState
 
+if TYPE_CHECKING:
+    from api.services.samples import SampleWriter
+    from api.state.notify import ChangeListener
+
 
 @dataclass
 class AppContext:
     settings: Settings
     engine: Engine
-    sessions: sessionmaker[Session]
+    sessions: sessionmaker[Session]  # ``.begin()`` for writes, plain for reads (api.db.session)
     state: ClusterState
     peak_table: PeakTable
     resolver: DeviceResolver
@@ -31,4 +36,11 @@ class AppContext:
     refresher: Refresher
     self_metrics: SelfMetrics
     renderer: MetricsRenderer
+    sample_writer: SampleWriter
+    origin: str  # this process's id in notifications to other replicas
+    listener: ChangeListener | None = None  # PostgreSQL only
     clock: Callable[[], float] = time.time
+
+    def ready(self) -> bool:
+        """The state is loaded and, with replicas, follows their changes."""
+        return self.listener is None or self.listener.connected.is_set()

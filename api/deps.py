@@ -1,12 +1,16 @@
-"""Route dependencies: the process context, authentication by scope, and checks that need the server's state."""
+"""Route dependencies: the process context, authentication by scope, and checks that need the server's state.
+
+The context and the scope checks are ``async``: they only read memory, and FastAPI runs a plain ``def`` dependency
+in a worker thread, a hop that would cost every request (a node push most of all) more than the check itself.
+"""
 
 from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Path, Query, Request, status
 from fastapi.exceptions import RequestValidationError
@@ -18,7 +22,7 @@ from api.schemas._common import ID_PATTERN
 from api.schemas.baselines import SIGNATURE_PATTERN
 
 
-def get_context(request: Request) -> AppContext:
+async def get_context(request: Request) -> AppContext:
     return request.app.state.ctx  # type: ignore[no-any-return]
 
 
@@ -53,8 +57,8 @@ def authenticate(request: Request, ctx: AppContext, scope: str) -> Principal:
     return principal
 
 
-def _require(scope: str) -> Callable[[Request, AppContext], Principal]:
-    def dependency(request: Request, ctx: ContextDep) -> Principal:
+def _require(scope: str) -> Callable[[Request, AppContext], Coroutine[Any, Any, Principal]]:
+    async def dependency(request: Request, ctx: ContextDep) -> Principal:
         return authenticate(request, ctx, scope)
 
     dependency.__name__ = f"require_{scope}_scope"
@@ -77,7 +81,7 @@ IngestAuth = Depends(_require("jobs"))
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 
 
-def require_reader(request: Request, ctx: ContextDep) -> None:
+async def require_reader(request: Request, ctx: ContextDep) -> None:
     """App-wide: with ``MFUMON_READ_REQUIRES_TOKEN``, every GET but the probes needs a token with the ``read`` scope."""
     if ctx.settings.READ_REQUIRES_TOKEN and request.method in ("GET", "HEAD") and request.url.path not in OPEN_PATHS:
         authenticate(request, ctx, "read")
@@ -111,7 +115,7 @@ def check_node_capacity(ctx: AppContext, node: str, gpus: int) -> None:
         raise _limited(ctx, "node_samples", "gpus", f"the aggregator holds {gpus_held} GPUs (MFUMON_MAX_GPUS)")
 
 
-def _require_job_capacity(request: Request, job_id: JobIdPath, ctx: ContextDep, _: JobWriter) -> None:
+async def _require_job_capacity(request: Request, job_id: JobIdPath, ctx: ContextDep, _: JobWriter) -> None:
     jobs = ctx.state.sizes()[2]
     if jobs < ctx.settings.MAX_ACTIVE_JOBS or ctx.state.job_revision(job_id) is not None:
         return

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -24,6 +26,7 @@ from api.metrics.render import MetricsRenderer
 from api.metrics.self_metrics import SelfMetrics
 from api.mfu import PeakTable
 from api.middleware import SCHEDULER_SYNC_PATH, BodySizeLimit, BodyTimeout, ReadLimit, WriteAudit, endpoint_of
+from api.overload import IngestLimit
 from api.routes import (
     baselines,
     cluster,
@@ -39,17 +42,22 @@ from api.routes import (
 )
 from api.services.accounting import bill_gpu_states, maintain_hours
 from api.services.expiry import expire_silent_jobs
+from api.services.samples import SamplesBacklogged, SampleWriter
 from api.state.devices import DeviceResolver
-from api.state.refresh import Refresher, RefreshThread
+from api.state.notify import ChangeListener, tag_writes
+from api.state.refresh import MaintenanceThread, Refresher
 from api.state.store import ClusterState
 
 logger = logging.getLogger(__name__)
 
 
 def build_context(settings: Settings) -> AppContext:
-    """Migrate the database, load the peak table and the current cluster state."""
+    """Migrate the database, load the peak table and the current cluster state (not yet following changes)."""
     upgrade_to_head(settings.DATABASE_URL)
     engine = make_engine(settings.DATABASE_URL)
+    origin = uuid.uuid4().hex[:12]
+    if engine.dialect.name == "postgresql":
+        tag_writes(engine, origin)  # other replicas' notifications say who wrote, so each skips its own
     sessions = make_sessionmaker(engine)
     table = PeakTable() if settings.PEAKS_FILE is None else PeakTable.from_file(settings.PEAKS_FILE)
     resolver = DeviceResolver(table)
@@ -61,10 +69,16 @@ def build_context(settings: Settings) -> AppContext:
         scheduler_ttl_s=settings.SCHEDULER_TTL_SECONDS,
     )
     refresher = Refresher(state, sessions, resolver, overlap_s=settings.REFRESH_OVERLAP_SECONDS)
-    refresher.refresh()
+    sample_writer = SampleWriter(sessions, interval_s=settings.SAMPLE_FLUSH_SECONDS)
     self_metrics = SelfMetrics()
     self_metrics.max_unknown_devices = settings.MAX_UNKNOWN_GPU_MODELS
-    renderer = MetricsRenderer(self_metrics, lambda: (refresher.last_duration_s, refresher.errors))
+    renderer = MetricsRenderer(
+        self_metrics,
+        lambda: (refresher.last_duration_s, refresher.errors),
+        lambda: (sample_writer.pending(), sample_writer.lag_s(), sample_writer.last_duration_s, sample_writer.errors),
+        baseline_of=lambda signature: held.mfu if (held := state.baseline(signature)) else None,
+    )
+    state.on_node, state.on_job = (lambda view: renderer.node_changed(view.name)), renderer.prepare_job
     tokens = settings.ingest_tokens()
     logger.info("authentication: %s", _describe(tokens) if tokens else "off (loopback only)")
     return AppContext(
@@ -78,6 +92,9 @@ def build_context(settings: Settings) -> AppContext:
         refresher=refresher,
         self_metrics=self_metrics,
         renderer=renderer,
+        sample_writer=sample_writer,
+        origin=origin,
+        listener=ChangeListener(engine, refresher, origin) if engine.dialect.name == "postgresql" else None,
     )
 
 
@@ -110,9 +127,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         ctx = build_context(settings)
+        # The port opens only after this: a replica never serves (or reports ready with) a partial state.
+        if ctx.listener is not None:
+            ctx.listener.start()  # LISTEN, then load: nothing committed in between is missed
+        else:
+            ctx.refresher.load()
         app.state.ctx = ctx
         ctx.self_metrics.connections = getattr(app.state, "connection_guard", None)  # set by mfumon serve
-        thread = RefreshThread(
+        rendering = asyncio.create_task(ctx.renderer.keep_rendering(ctx.state.node))
+        ctx.sample_writer.start()
+        maintenance = MaintenanceThread(
+            ctx.state,
             ctx.refresher,
             settings.REFRESH_INTERVAL_SECONDS,
             settings.HISTORY_RETENTION_DAYS * 86400,
@@ -122,11 +147,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 (HOUR, lambda: maintain_hours(ctx)),
             ],
         )
-        thread.start()
+        maintenance.start()
         try:
             yield
         finally:
-            thread.stop()
+            rendering.cancel()
+            maintenance.stop()
+            ctx.sample_writer.stop()
+            if ctx.listener is not None:
+                ctx.listener.stop()
             ctx.engine.dispose()
 
     app = FastAPI(
@@ -150,6 +179,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         max_concurrent=settings.MAX_CONCURRENT_READS,
         wait_s=settings.READ_WAIT_SECONDS,
         on_rejected=lambda group: _count_read_rejected(app, group),
+    )
+    # Added last, so it runs first: an ingest request past the limit costs nothing more than its refusal.
+    app.add_middleware(
+        IngestLimit, limit=settings.MAX_INGEST_IN_FLIGHT, retry_after_s=settings.OVERLOAD_RETRY_AFTER_SECONDS
     )
 
     @app.exception_handler(RequestValidationError)
@@ -193,7 +226,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         endpoint = endpoint_of(request.method, request.url.path)
         if endpoint is not None and hasattr(request.app.state, "ctx"):
             request.app.state.ctx.self_metrics.count_ingest(endpoint, "unavailable")
-        return JSONResponse(status_code=503, content={"detail": "database unavailable, retry later"})
+        detail = {"detail": "database unavailable, retry later"}
+        return JSONResponse(status_code=503, content=detail, headers={"Retry-After": "5"})
 
     @app.exception_handler(StatementError)
     async def _unstorable(request: Request, exc: StatementError) -> Response:
@@ -208,7 +242,26 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         detail = [{"field": "body", "loc": ["body"], "msg": "a value cannot be stored", "type": "value_error"}]
         return JSONResponse(status_code=422, content={"detail": detail})
 
-    for module in (jobs, job_events, diagnosis, baselines, compare, nodes, cluster, usage, scheduler, metrics, health):
+    @app.exception_handler(SamplesBacklogged)
+    async def _samples_backlogged(request: Request, exc: SamplesBacklogged) -> Response:
+        """The database is behind the durability bound: refuse the push; the exporter spools it and retries."""
+        if hasattr(request.app.state, "ctx"):
+            request.app.state.ctx.self_metrics.count_ingest("node_samples", "unavailable")
+        return JSONResponse(status_code=503, content={"detail": str(exc)}, headers={"Retry-After": "5"})
+
+    for module in (
+        nodes,
+        jobs,
+        job_events,
+        baselines,
+        compare,
+        diagnosis,
+        cluster,
+        usage,
+        scheduler,
+        metrics,
+        health,
+    ):  # node pushes matched first
         app.include_router(module.router)
     openapi.install(app)
     return app

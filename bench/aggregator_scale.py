@@ -1,189 +1,727 @@
-"""Aggregator scale benchmark: scrape cost and ingest rate at 1,000 and 10,000 simulated GPUs (8 per node).
+"""Aggregator scale benchmark: one command, one run, every figure as a ratio against a baseline measured beside it.
 
-Runs a real ``mfumon serve`` process on a loopback port (SQLite by default, or ``--database-url``), fills it with
-node samples over HTTP, then measures:
-- ``/metrics`` time and size, warm (nothing changed since the last scrape) and after every node pushed again;
-- the ingest rate in GPU-samples/s that the one server process sustains over real HTTP, from client processes
-  (stdlib keep-alive connections, pre-encoded bodies) that share the machine with the server.
-Figures are reported per size and as a ratio of 10,000 GPUs against 1,000 GPUs measured in the same run: a ratio
-near 1.0 for ingest means one push costs the same whatever the cluster size.
+    .venv/bin/python bench/aggregator_scale.py            # everything, SQLite and PostgreSQL (about 25 min)
+    .venv/bin/python bench/aggregator_scale.py --quick    # 1,000 and 10,000 GPUs, SQLite, shorter windows
 
-    .venv/bin/python bench/aggregator_scale.py [--sizes 1000 10000] [--seconds 10] [--threads 4]
+What it measures, with real processes on loopback (the load generator runs in separate processes, keep-alive
+connections, pre-encoded node pushes of 8 GPUs whose timestamp changes on every request, see ``bench/loadgen.py``):
+
+- **ingest**: GPU-samples/s that one ``mfumon serve`` sustains against a *bare* app (``bench/bare_app.py``: the same
+  route on the same FastAPI and ASGI server, doing nothing but parse the body), at 1,000, 10,000 and 100,000
+  simulated GPUs, on SQLite and PostgreSQL. Bare and real runs alternate and repeat; medians, with min-max.
+- **latency**: p50/p99 at 80% of the rate ``mfumon serve`` sustained (open loop: latency counts from when a push
+  was due, so a server that falls behind pays for its queue).
+- **overload**: the same at 2x the sustained rate: how many pushes are refused (503/429 + Retry-After), how fast,
+  and the p99 of the accepted ones.
+- **scrape**: ``/metrics`` warm (nothing changed) and right after every node pushed, and the size.
+- **replicas** (PostgreSQL): the ingest rate of 1, 2 and 4 ``mfumon serve`` processes on one database.
+- **memory**: RSS of one aggregator holding 100,000 GPUs and 10,000 jobs, and after those jobs end.
+- **pushgateway**: the Prometheus Pushgateway (Debian ``prometheus-pushgateway``) fed the same GPUs as text, the
+  peer users would otherwise reach for.
+
+PostgreSQL comes from ``--postgres-url`` or ``MFUMON_TEST_PG_ADMIN_URL`` (a fresh database is created per server
+and dropped after). Absolute figures depend on the machine and what else runs on it; the ratios are the result.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import http.client
+import io
 import json
-import multiprocessing
+import os
+import random
+import re
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+import uuid
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.conftest import launch_server, stop_process, wait_healthy
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from loadgen import TS, LoadResult, Target, run_load  # noqa: E402
+
+from tests.conftest import stop_process, wait_for_listening  # noqa: E402
 
 GPUS_PER_NODE = 8
+GPUS_PER_JOB = 32
+_LISTENING = re.compile(r"mfumon serve: listening on (http://\S+:\d+)")
+_PUSHGATEWAY_LISTENING = re.compile(r'msg="Listening on"[^\n]*? address=(127\.0\.0\.1:\d+)')
 
 
-def _sample(node: int, ts: float) -> dict[str, object]:
+# --- what the simulated cluster sends ---------------------------------------------------------------------------
+
+
+def node_name(n: int) -> str:
+    return f"node-{n:06d}"
+
+
+def node_sample(n: int, ts: float, variant: int = 0) -> dict[str, object]:
+    """One push of node ``n``: counters with the precision NVML gives (integer percent, milliwatts, whole degrees
+    and bytes; GPM activity as a computed ratio), different in each ``variant`` as they are from push to push."""
+    rng = random.Random(n * 1000 + variant)
     gpus = [
         {
-            "uuid": f"GPU-{node:05d}-{i}",
+            "uuid": f"GPU-{n:06d}-{i}",
             "index": i,
             "name": "NVIDIA H100 80GB HBM3",
-            "job_id": f"job-{node // 4}",
-            "utilization": 0.9,
-            "sm_active": 0.7,
-            "tensor_active": 0.4 + (node % 10) / 100,
-            "memory_used_bytes": 6.1e10,
-            "memory_total_bytes": 8.5e10,
-            "power_watts": 600.0 + i,
-            "temperature_celsius": 60.0,
-            "sm_clock_hz": 1.98e9,
+            "job_id": f"job-{n * GPUS_PER_NODE // GPUS_PER_JOB}",
+            "utilization": rng.randint(80, 100) / 100,
+            "sm_active": rng.uniform(0.6, 0.9),
+            "tensor_active": rng.uniform(0.3, 0.5),
+            "memory_used_bytes": float(rng.randint(60_000_000_000, 80_000_000_000)),
+            "memory_total_bytes": 85_520_809_984.0,
+            "power_watts": rng.randint(400_000, 700_000) / 1000,
+            "temperature_celsius": float(rng.randint(50, 80)),
+            "sm_clock_hz": rng.choice([1.755e9, 1.98e9]),
             "max_sm_clock_hz": 1.98e9,
             "xid_errors_total": 0,
+            "compute_processes": 1,
         }
         for i in range(GPUS_PER_NODE)
     ]
-    return {"timestamp": ts, "pool": f"pool-{node % 2}", "gpus": gpus}
+    return {"timestamp": ts, "pool": f"pool-{n % 4}", "gpus": gpus}
 
 
-def _start(database_url: str, workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
-    server = launch_server(workdir, {"MFUMON_LOG_LEVEL": "WARNING"}, database_url=database_url)  # port 0, read back
-    wait_healthy(server)
-    return server.process, server.url
+def push_targets(nodes: int, variants: int = 4) -> list[Target]:
+    """Every node once per pass, with other counter values on each pass (timestamps always new)."""
+    out = []
+    for variant in range(variants):
+        for n in range(nodes):
+            body = json.dumps(node_sample(n, 0.0, variant)).replace('"timestamp": 0.0', f'"timestamp": {TS}')
+            out.append(Target("POST", f"/v1/nodes/{node_name(n)}/samples", body, GPUS_PER_NODE))
+    return out
 
 
-def _push_all(url: str, nodes: int, threads: int) -> None:
-    def worker(part: range) -> None:
-        with httpx.Client(base_url=url, timeout=30) as http:
-            for node in part:
-                http.post(f"/v1/nodes/node-{node:05d}/samples", json=_sample(node, time.time())).raise_for_status()
-
-    parts = [range(i, nodes, threads) for i in range(threads)]
-    pool = [threading.Thread(target=worker, args=(p,)) for p in parts]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
-
-
-def _scrape(url: str, repeats: int, encoding: str = "identity") -> tuple[float, int]:
-    """Median wall time of ``GET /metrics`` and the bytes on the wire, as Prometheus would fetch it."""
-    host, port = url.removeprefix("http://").split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=60)
-    times, size = [], 0
-    for _ in range(repeats):
-        started = time.perf_counter()
-        conn.request("GET", "/metrics", headers={"Accept-Encoding": encoding})
-        size = len(conn.getresponse().read())
-        times.append(time.perf_counter() - started)
-    conn.close()
-    return statistics.median(times), size
-
-
-def _ingest_worker(args: tuple[str, int, int, int, float]) -> int:
-    """One load-generator process: keep-alive stdlib HTTP and pre-encoded bodies, so the client stays cheap."""
-    url, first, step, nodes, stop_at = args
-    host, port = url.removeprefix("http://").split(":")
-    templates = {}
-    for node in range(first, nodes, step):
-        body = json.dumps(_sample(node, 0.0)).replace('"timestamp": 0.0', '"timestamp": %r')
-        templates[node] = body
-    conn = http.client.HTTPConnection(host, int(port), timeout=30)
-    headers = {"content-type": "application/json"}
-    pushed = 0
-    node = first
-    while time.time() < stop_at:
-        conn.request("POST", f"/v1/nodes/node-{node:05d}/samples", (templates[node] % time.time()).encode(), headers)
-        response = conn.getresponse()
-        response.read()
-        if response.status != 200:
-            raise RuntimeError(f"push failed: {response.status}")
-        pushed += 1
-        node = node + step if node + step < nodes else first
-    conn.close()
-    return pushed
-
-
-def _ingest_rate(url: str, nodes: int, seconds: float, processes: int) -> float:
-    started = time.time()
-    stop_at = started + seconds
-    with multiprocessing.Pool(processes) as pool:
-        pushed = pool.map(_ingest_worker, [(url, k, processes, nodes, stop_at) for k in range(processes)])
-    return sum(pushed) * GPUS_PER_NODE / (time.time() - started)
-
-
-def measure(size: int, database_url: str | None, seconds: float, threads: int) -> dict[str, float]:
-    nodes = size // GPUS_PER_NODE
-    with tempfile.TemporaryDirectory() as tmp:
-        url_db = database_url or f"sqlite:///{Path(tmp) / 'bench.db'}"
-        proc, url = _start(url_db, Path(tmp))
-        try:
-            _push_all(url, nodes, threads)
-            with httpx.Client(base_url=url, timeout=60) as http:
-                for job in range(nodes // 4 + 1):
-                    http.post(
-                        f"/v1/jobs/job-{job}/reports",
-                        json={
-                            "tokens_per_second": 1e5,
-                            "num_gpus": 32,
-                            "gpu_model": "h100-sxm",
-                            "model": {"params": 7e9},
-                        },
-                    ).raise_for_status()
-            _scrape(url, 1)  # render every chunk once
-            warm_s, size_bytes = _scrape(url, 10)
-            gzip_s, gzip_bytes = _scrape(url, 10, "gzip")
-            _push_all(url, nodes, threads)  # every node changed
-            cold_s, _ = _scrape(url, 1)
-            rate = _ingest_rate(url, nodes, seconds, threads)
-        finally:
-            stop_process(proc)
+def job_report(job: int) -> dict[str, object]:
     return {
-        "gpus": size,
-        "scrape_warm_s": warm_s,
-        "scrape_all_changed_s": cold_s,
-        "bytes": size_bytes,
-        "scrape_gzip_s": gzip_s,
-        "gzip_bytes": gzip_bytes,
-        "ingest": rate,
+        "tokens_per_second": 4e5 + job,
+        "num_gpus": GPUS_PER_JOB,
+        "gpu_model": "h100-sxm",
+        "model": {"params": 7e9, "layers": 32, "heads": 32, "head_dim": 128, "seq_len": 4096},
+        "team": f"team-{job % 8}",
     }
+
+
+def pushgateway_targets(nodes: int) -> list[Target]:
+    """The same GPUs as Prometheus text, one group per node, as a user would push them to a Pushgateway."""
+    out = []
+    for n in range(nodes):
+        sample = node_sample(n, 0.0)
+        families: dict[str, list[str]] = {}  # the text format wants each family's lines together
+        for gpu in sample["gpus"]:  # type: ignore[attr-defined]
+            labels = f'node="{node_name(n)}",gpu="{gpu["index"]}",uuid="{gpu["uuid"]}"'
+            info = f'mfumon_gpu_info{{{labels},model="{gpu["name"]}",job_id="{gpu["job_id"]}"}} 1'
+            families.setdefault("info", []).append(info)
+            for key, value in gpu.items():
+                if isinstance(value, float | int) and key != "index":
+                    families.setdefault(key, []).append(f"mfumon_gpu_{key}{{{labels}}} {value}")
+            families.setdefault("ts", []).append(f"mfumon_gpu_sample_timestamp_seconds{{{labels}}} {TS}")
+        lines = [line for group in families.values() for line in group]
+        body = "\n".join(lines) + "\n"
+        path = f"/metrics/job/mfumon/instance/{node_name(n)}"
+        out.append(Target("PUT", path, body, GPUS_PER_NODE, content_type="text/plain; version=0.0.4"))
+    return out
+
+
+# --- servers ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Server:
+    name: str
+    url: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def rss_bytes(self) -> int:
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
+
+
+def _wait_ready(url: str, path: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 600) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            if httpx.get(url + path, timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"server at {url} not ready:\n{log.read_text()[-3000:]}")
+
+
+@contextlib.contextmanager
+def spawn(name: str, cmd: list[str], env: dict[str, str], ready_path: str, workdir: Path) -> Iterator[Server]:
+    """Start a server on port 0 and read the port it got from its log (no free-port guessing, no races)."""
+    log = workdir / f"{name}-{uuid.uuid4().hex[:8]}.log"
+    pushgateway = "pushgateway" in cmd[0]
+    full = [*cmd, "--web.listen-address=127.0.0.1:0"] if pushgateway else [*cmd, "--port=0"]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(full, env=env, cwd=workdir, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        match = wait_for_listening(proc, log, _PUSHGATEWAY_LISTENING if pushgateway else _LISTENING)
+        url = match.group(1) if match.group(1).startswith("http") else f"http://{match.group(1)}"
+        _wait_ready(url, ready_path, proc, log)
+        yield Server(name, url, proc, log)
+    finally:
+        stop_process(proc)
+
+
+def _env(extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MFUMON_")}
+    env.update(MFUMON_LOG_LEVEL="WARNING", **extra)
+    return env
+
+
+def bare(workdir: Path) -> contextlib.AbstractContextManager[Server]:
+    return spawn("bare", [sys.executable, str(ROOT / "bench" / "bare_app.py")], _env({}), "/healthz", workdir)
+
+
+def mfumon(
+    database_url: str, workdir: Path, extra: dict[str, str] | None = None
+) -> contextlib.AbstractContextManager[Server]:
+    cmd = [sys.executable, "-m", "exporter", "serve"]
+    env = _env({"MFUMON_DATABASE_URL": database_url, **(extra or {})})
+    return spawn("mfumon", cmd, env, "/readyz", workdir)
+
+
+class Databases:
+    """Fresh databases: a SQLite file, or a new PostgreSQL database dropped when the bench ends."""
+
+    def __init__(self, workdir: Path, postgres_admin_url: str | None) -> None:
+        self.workdir = workdir
+        self.admin = postgres_admin_url
+        self.created: list[str] = []
+
+    def new(self, kind: str) -> str:
+        if kind == "sqlite":
+            return f"sqlite:///{self.workdir / f'bench-{uuid.uuid4().hex[:6]}.db'}"
+        from sqlalchemy import create_engine, text
+
+        assert self.admin is not None
+        name = f"mfumon_bench_{uuid.uuid4().hex[:8]}"
+        engine = create_engine(self.admin, isolation_level="AUTOCOMMIT")
+        with engine.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        engine.dispose()
+        self.created.append(name)
+        return self.admin.rsplit("/", 1)[0] + "/" + name
+
+    def drop_all(self) -> None:
+        if not self.created or self.admin is None:
+            return
+        from sqlalchemy import create_engine, text
+
+        engine = create_engine(self.admin, isolation_level="AUTOCOMMIT")
+        with engine.connect() as conn:
+            for name in self.created:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        engine.dispose()
+
+
+# --- measurements ----------------------------------------------------------------------------------------------
+
+
+def fill(url: str, nodes: int, jobs: int, job_prefix: str = "job") -> None:
+    """Every node pushes once and every job reports once, over a few connections at once."""
+    targets = push_targets(nodes, variants=1)
+    result = run_load_once(url, targets)
+    assert result.ok == nodes, f"fill: {result.ok} of {nodes} pushes accepted ({dict(result.statuses)})"
+    reports = [
+        Target("POST", f"/v1/jobs/{job_prefix}-{job}/reports", json.dumps(job_report(job))) for job in range(jobs)
+    ]
+    result = run_load_once(url, reports)
+    assert result.ok == jobs, f"fill: {result.ok} of {jobs} reports accepted ({dict(result.statuses)})"
+
+
+def run_load_once(url: str, targets: Sequence[Target], connections: int = 4) -> LoadResult:
+    """Send each target exactly once, over ``connections`` threads, retrying refusals."""
+    result = LoadResult(seconds=0)
+
+    def send(part: Sequence[Target]) -> None:
+        with httpx.Client(base_url=url, timeout=60) as client:
+            for t in part:
+                for _ in range(100):
+                    body = t.body.replace(TS, f"{time.time():.6f}")
+                    r = client.request(t.method, t.path, content=body, headers={"content-type": t.content_type})
+                    if r.status_code not in (429, 503):
+                        break
+                    time.sleep(0.05)
+                result.statuses[r.status_code] += 1  # Counter updates hold the GIL: safe across these threads
+
+    with ThreadPoolExecutor(connections) as pool:
+        list(pool.map(send, [targets[k::connections] for k in range(connections)]))
+    return result
+
+
+def scrape_once(url: str, encoding: str = "identity", query: str = "") -> tuple[float, int]:
+    host, port = url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=120)
+    started = time.perf_counter()
+    conn.request("GET", "/metrics" + query, headers={"Accept-Encoding": encoding})
+    response = conn.getresponse()
+    size = len(response.read())
+    elapsed = time.perf_counter() - started
+    conn.close()
+    if response.status != 200:
+        raise RuntimeError(f"scrape answered {response.status}")
+    return elapsed, size
+
+
+def scrape_median(url: str, repeats: int, encoding: str = "identity", query: str = "") -> tuple[float, int]:
+    runs = [scrape_once(url, encoding, query) for _ in range(repeats)]
+    return statistics.median(r[0] for r in runs), runs[-1][1]
+
+
+@dataclass
+class Series:
+    values: list[float] = field(default_factory=list)
+
+    def add(self, v: float) -> None:
+        self.values.append(v)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values) if self.values else float("nan")
+
+    def spread(self, scale: float = 1.0, fmt: str = "{:,.0f}") -> str:
+        if not self.values:
+            return "-"
+        lo, hi = min(self.values) * scale, max(self.values) * scale
+        return f"{fmt.format(self.median * scale)} [{fmt.format(lo)}-{fmt.format(hi)}]"
+
+
+@dataclass
+class SizeResult:
+    db: str
+    gpus: int
+    bare: Series = field(default_factory=Series)
+    real: Series = field(default_factory=Series)
+    ratios: Series = field(default_factory=Series)
+    p99_at_80: Series = field(default_factory=Series)
+    p50_at_80: Series = field(default_factory=Series)
+    overload: list[dict[str, float]] = field(default_factory=list)
+    scrape_warm: Series = field(default_factory=Series)
+    scrape_changed: Series = field(default_factory=Series)  # every node pushed, paced, just before
+    scrape_burst: Series = field(default_factory=Series)  # every node pushed at full speed just before
+    scrape_bytes: int = 0
+    rss: int = 0
+
+
+def log(msg: str) -> None:
+    print(f"  [{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def measure_size(
+    args: argparse.Namespace, dbs: Databases, db: str, gpus: int, bare_url: str, workdir: Path
+) -> SizeResult:
+    nodes = gpus // GPUS_PER_NODE
+    jobs = gpus // GPUS_PER_JOB
+    result = SizeResult(db, gpus)
+    targets = push_targets(nodes)
+
+    def load(url: str, targets: list[Target], **kw: float) -> LoadResult:
+        kw = {"seconds": args.seconds, "processes": args.processes, "connections": args.connections, **kw}
+        return run_load(url, targets, **kw)  # type: ignore[arg-type]
+
+    with mfumon(dbs.new(db), workdir) as server:
+        log(f"{db} {gpus:,} GPUs: filling {nodes:,} nodes and {jobs:,} jobs")
+        fill(server.url, nodes, jobs)
+        scrape_once(server.url)
+        for repeat in range(args.repeats):  # ingest, bare and real alternating
+            b = load(bare_url, targets)
+            r = load(server.url, targets)
+            result.bare.add(b.units_per_second)
+            result.real.add(r.units_per_second)
+            result.ratios.add(r.units_per_second / b.units_per_second)
+            log(
+                f"repeat {repeat + 1}: bare {b.units_per_second:,.0f}, mfumon {r.units_per_second:,.0f} GPU-samples/s "
+                f"(ratio {r.units_per_second / b.units_per_second:.2f}; mfumon non-2xx {r.sent - r.ok})"
+            )
+        sustained = result.real.median / GPUS_PER_NODE  # pushes/s
+        once = push_targets(nodes, variants=1)
+        for _ in range(args.repeats):
+            # Warm: nothing changed. Then every node pushes once, spread at a quarter of the sustained rate (a
+            # cluster pushing on its interval), and the scrape comes right after the last push. Then the worst
+            # case: every node pushes as fast as the server takes them, and the scrape comes right after.
+            result.scrape_warm.add(scrape_median(server.url, 5)[0])
+            paced = 0.25 * sustained
+            load(server.url, once, seconds=max(2.0, nodes / paced), connections=8, rate=paced)
+            changed, result.scrape_bytes = scrape_once(server.url)
+            result.scrape_changed.add(changed)
+            load(server.url, once, seconds=max(1.0, nodes / sustained))
+            burst, _ = scrape_once(server.url)
+            result.scrape_burst.add(burst)
+            log(
+                f"scrape warm {result.scrape_warm.values[-1] * 1e3:.0f} ms, after every node pushed "
+                f"{changed * 1e3:.0f} ms (paced), {burst * 1e3:.0f} ms (at full speed)"
+            )
+        for _ in range(args.repeats):
+            r = run_load(
+                server.url,
+                targets,
+                seconds=args.seconds,
+                processes=args.processes,
+                connections=32,
+                rate=0.8 * sustained,
+            )
+            result.p50_at_80.add(r.percentile(0.5))
+            result.p99_at_80.add(r.percentile(0.99))
+            log(
+                f"80% load ({0.8 * sustained:,.0f} pushes/s): p50 {r.percentile(0.5):.1f} ms, "
+                f"p99 {r.percentile(0.99):.1f} ms, non-2xx {r.sent - r.ok}"
+            )
+        r = run_load(
+            server.url, targets, seconds=args.seconds, processes=args.processes, connections=64, rate=2 * sustained
+        )
+        result.overload.append(
+            {
+                "offered": r.issued / r.seconds,
+                "accepted": r.ok / r.seconds,
+                "refused_share": r.refused / max(1, r.sent),
+                "errors": r.errors,
+                "p99_ok": r.percentile(0.99),
+                "p50_ok": r.percentile(0.5),
+                "p99_refused": r.percentile(0.99, refused=True),
+            }
+        )
+        o = result.overload[-1]
+        log(
+            f"2x load: offered {o['offered']:,.0f}/s, accepted {o['accepted']:,.0f}/s, "
+            f"refused {o['refused_share']:.0%}, p99 accepted {o['p99_ok']:.0f} ms, "
+            f"p99 refused {o['p99_refused']:.1f} ms, errors {o['errors']:.0f}"
+        )
+        result.rss = server.rss_bytes()
+    return result
+
+
+def measure_pushgateway(args: argparse.Namespace, gpus: int, workdir: Path) -> dict[str, float] | None:
+    binary = shutil.which("prometheus-pushgateway") or shutil.which("pushgateway")
+    if binary is None:
+        return None
+    nodes = gpus // GPUS_PER_NODE
+    targets = pushgateway_targets(nodes)
+    cmd = [binary, f"--persistence.file={workdir / f'pgw-{gpus}.data'}", "--log.level=warn"]
+    with spawn("pushgateway", cmd, dict(os.environ), "/-/ready", workdir) as server:
+        run_load(
+            server.url, targets, seconds=max(3.0, nodes / 300), processes=args.processes, connections=args.connections
+        )
+        r = run_load(server.url, targets, seconds=args.seconds, processes=args.processes, connections=args.connections)
+        scrape_s, size = scrape_median(server.url, 3)
+        rss = server.rss_bytes()
+        return {"gpus": gpus, "ingest": r.units_per_second, "scrape_s": scrape_s, "bytes": size, "rss": rss}
+
+
+def _cpu_seconds(pids: Sequence[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def _backend_pids(database_url: str) -> list[int]:
+    """PostgreSQL's server processes working for this database (the server may be shared with others)."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            query = text(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            return [int(pid) for (pid,) in conn.execute(query)]
+    finally:
+        engine.dispose()
+
+
+def _machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot, from /proc/stat."""
+    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = values[3] + values[4]
+    total = sum(values[:8])
+    tick = os.sysconf("SC_CLK_TCK")
+    return (total - idle) / tick, total / tick
+
+
+def _visibility_lag_s(urls: list[str], node: int) -> float:
+    """How long a push to the first replica takes to show on the last one (group commit + NOTIFY + read)."""
+    stamp = time.time()
+    body = node_sample(node, stamp)
+    with httpx.Client(timeout=30) as client:
+        client.post(f"{urls[0]}/v1/nodes/{node_name(node)}/samples", json=body).raise_for_status()
+        sent = time.perf_counter()
+        while time.perf_counter() - sent < 30:
+            seen = client.get(f"{urls[-1]}/v1/nodes/{node_name(node)}").json().get("last_timestamp")
+            if seen == stamp:
+                return time.perf_counter() - sent
+            time.sleep(0.01)
+    return float("nan")
+
+
+def measure_replicas(args: argparse.Namespace, dbs: Databases, workdir: Path) -> list[dict[str, float]]:
+    """1, 2, 4 ``mfumon serve`` on one PostgreSQL, the load spread over them; where the CPU goes."""
+    gpus = args.replica_gpus
+    nodes, jobs = gpus // GPUS_PER_NODE, gpus // GPUS_PER_JOB
+    targets = push_targets(nodes)
+    database = dbs.new("postgres")
+    out = []
+    for count in args.replicas:
+        with contextlib.ExitStack() as stack:
+            servers = [stack.enter_context(mfumon(database, workdir)) for _ in range(count)]
+            urls = [s.url for s in servers]
+            if not out:
+                log(f"replicas: filling {nodes:,} nodes and {jobs:,} jobs")
+                fill(urls[0], nodes, jobs)
+            for url in urls:  # every replica holds the whole cluster (loaded at start, then by NOTIFY)
+                deadline = time.monotonic() + 120
+                while httpx.get(f"{url}/v1/cluster", timeout=60).json()["nodes"] < nodes:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"replica {url} never saw all {nodes} nodes")
+                    time.sleep(0.5)
+            connections = args.connections * count
+            run_load(urls, targets, seconds=2, processes=args.processes, connections=connections)
+            rates, ours, postgres, machine = Series(), Series(), Series(), Series()
+            for _ in range(args.repeats):
+                pg = _backend_pids(database)
+                mine = [s.process.pid for s in servers]
+                before = (_cpu_seconds(mine), _cpu_seconds(pg), _machine_busy())
+                r = run_load(urls, targets, seconds=args.seconds, processes=args.processes, connections=connections)
+                after = (_cpu_seconds(mine), _cpu_seconds(pg), _machine_busy())
+                wall = after[2][1] - before[2][1]  # CPU-seconds available on the machine in the window
+                rates.add(r.units_per_second)
+                ours.add((after[0] - before[0]) / wall)
+                postgres.add((after[1] - before[1]) / wall)
+                machine.add((after[2][0] - before[2][0]) / wall)
+            lags = Series()
+            for k in range(5 if count > 1 else 0):
+                lags.add(_visibility_lag_s(urls, k))
+            row = {
+                "replicas": count,
+                "ingest": rates.median,
+                "replicas_cpu": ours.median,
+                "postgres_cpu": postgres.median,
+                "machine_busy": machine.median,
+                "lag_s": lags.median,
+            }
+            out.append(row)
+            log(
+                f"{count} replica(s): {row['ingest']:,.0f} GPU-samples/s; machine CPU busy {row['machine_busy']:.0%} "
+                f"(replicas {row['replicas_cpu']:.0%}, PostgreSQL {row['postgres_cpu']:.0%}); "
+                f"push visible on another replica after {row['lag_s'] * 1e3:.0f} ms"
+            )
+    return out
+
+
+def measure_memory(args: argparse.Namespace, dbs: Databases, workdir: Path) -> dict[str, float]:
+    gpus, jobs = args.memory_gpus, args.memory_jobs
+    nodes = gpus // GPUS_PER_NODE
+    out: dict[str, float] = {}
+    with mfumon(dbs.new("sqlite"), workdir) as server:
+        out["empty"] = server.rss_bytes()
+        log(f"memory: filling {gpus:,} GPUs, then {jobs:,} jobs")
+        fill(server.url, nodes, 0)
+        scrape_once(server.url)
+        out["nodes_only"] = server.rss_bytes()
+        fill(server.url, 0, jobs, job_prefix="mem")
+        scrape_once(server.url)
+        out["full"] = server.rss_bytes()
+        ended = run_load_once(server.url, [Target("POST", f"/v1/jobs/mem-{job}/end") for job in range(jobs)])
+        assert ended.ok == jobs, f"memory: {ended.ok} of {jobs} jobs ended ({dict(ended.statuses)})"
+        time.sleep(3)  # one refresh prunes ended jobs from the state
+        scrape_once(server.url)
+        out["jobs_ended"] = server.rss_bytes()
+        out["gpus"], out["jobs"] = gpus, jobs
+    return out
+
+
+# --- report ----------------------------------------------------------------------------------------------------
+
+
+def mb(n: float) -> str:
+    return f"{n / 1e6:,.0f} MB"
+
+
+def print_report(
+    args: argparse.Namespace,
+    sizes: list[SizeResult],
+    pushgateway: list[dict[str, float]],
+    replicas: list[dict[str, float]],
+    memory: dict[str, float] | None,
+    started: float,
+) -> None:
+    print()
+    print(
+        f"mfu-monitor aggregator scale bench — {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, "
+        f"load average at start {args.load_at_start}, at end {args.load_at_end}, {(time.time() - started) / 60:.0f} min"
+    )
+    print(
+        f"load: {args.processes} client processes x {args.connections} keep-alive connections, {args.seconds:g} s "
+        f"windows, {args.repeats} interleaved repeats; median [min-max]; pushes of {GPUS_PER_NODE} GPUs"
+    )
+    print()
+    print("Ingest (GPU-samples/s)")
+    print(f"{'db':<9}{'GPUs':>9}  {'bare FastAPI':>26}  {'mfumon serve':>26}  {'ratio':>17}")
+    for s in sizes:
+        print(
+            f"{s.db:<9}{s.gpus:>9,}  {s.bare.spread():>26}  {s.real.spread():>26}  {s.ratios.spread(fmt='{:.2f}'):>17}"
+        )
+    print()
+    print("Latency of accepted pushes (ms); open loop at 80% and 200% of mfumon's sustained rate")
+    print(
+        f"{'db':<9}{'GPUs':>9}  {'p50 @80%':>9}  {'p99 @80%':>9}  {'@200%: accepted/s':>18}  {'refused':>8}  "
+        f"{'p99 accepted':>12}  {'p99 refusal':>11}"
+    )
+    for s in sizes:
+        o = s.overload[0] if s.overload else {}
+        print(
+            f"{s.db:<9}{s.gpus:>9,}  {s.p50_at_80.median:>9.1f}  {s.p99_at_80.median:>9.1f}  "
+            f"{o.get('accepted', float('nan')):>18,.0f}  {o.get('refused_share', float('nan')):>8.0%}  "
+            f"{o.get('p99_ok', float('nan')):>12.1f}  {o.get('p99_refused', float('nan')):>11.1f}"
+        )
+    print()
+    print("Scrape of /metrics (ms): warm (nothing changed); after every node pushed once, paced at 25% of the")
+    print("sustained rate (a cluster pushing on its interval) and at full speed (worst case); scrape right after")
+    print(
+        f"{'db':<9}{'GPUs':>9}  {'warm':>14}  {'all changed':>16}  {'ratio':>6}  {'at full speed':>16}  {'size':>8}  "
+        f"{'RSS':>8}"
+    )
+    for s in sizes:
+        ratio = s.scrape_changed.median / s.scrape_warm.median
+        print(
+            f"{s.db:<9}{s.gpus:>9,}  {s.scrape_warm.spread(1e3):>14}  {s.scrape_changed.spread(1e3):>16}  "
+            f"{ratio:>6.2f}  {s.scrape_burst.spread(1e3):>16}  {mb(s.scrape_bytes):>8}  {mb(s.rss):>8}"
+        )
+    if pushgateway:
+        print()
+        print("Pushgateway (same GPUs as text, one group per node) vs mfumon serve on SQLite")
+        print(
+            f"{'GPUs':>9}  {'Pushgateway GPU-samples/s':>26}  {'mfumon/Pushgateway':>19}  {'PGW scrape':>11}  "
+            f"{'mfumon scrape':>14}"
+        )
+        for p in pushgateway:
+            ours = next((s for s in sizes if s.db == "sqlite" and s.gpus == p["gpus"]), None)
+            ratio = ours.real.median / p["ingest"] if ours and p["ingest"] else float("nan")
+            our_scrape = ours.scrape_changed.median * 1e3 if ours else float("nan")
+            print(
+                f"{p['gpus']:>9,}  {p['ingest']:>26,.0f}  {ratio:>19.1f}  {p['scrape_s'] * 1e3:>8.0f} ms  "
+                f"{our_scrape:>11.0f} ms"
+            )
+    if replicas:
+        print()
+        one = replicas[0]["ingest"]
+        print(
+            f"Replicas on one PostgreSQL, {args.replica_gpus:,} GPUs, load spread over them (CPU: share of the machine)"
+        )
+        print(
+            f"{'replicas':>8}  {'GPU-samples/s':>14}  {'vs 1':>6}  {'machine busy':>12}  {'replicas':>9}  "
+            f"{'PostgreSQL':>10}  {'visible elsewhere':>17}"
+        )
+        for r in replicas:
+            print(
+                f"{r['replicas']:>8}  {r['ingest']:>14,.0f}  {r['ingest'] / one:>6.2f}  {r['machine_busy']:>12.0%}  "
+                f"{r['replicas_cpu']:>9.0%}  {r['postgres_cpu']:>10.0%}  {r['lag_s'] * 1e3:>14.0f} ms"
+            )
+    if memory:
+        print()
+        print(
+            f"Memory (RSS) of one aggregator: empty {mb(memory['empty'])}; {memory['gpus']:,.0f} GPUs "
+            f"{mb(memory['nodes_only'])}; and {memory['jobs']:,.0f} jobs {mb(memory['full'])}; after the jobs ended "
+            f"{mb(memory['jobs_ended'])}"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--threads", type=int, default=2, help="client processes generating load (default 2)")
-    parser.add_argument("--database-url", default=None, help="default: a fresh SQLite file per size")
+    parser.add_argument("--quick", action="store_true", help="1,000 and 10,000 GPUs on SQLite, 5 s windows, 2 repeats")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
+    parser.add_argument("--databases", nargs="+", default=["sqlite", "postgres"], choices=["sqlite", "postgres"])
+    parser.add_argument("--seconds", type=float, default=8.0, help="length of each load window")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--processes", type=int, default=2, help="load-generator processes")
+    parser.add_argument("--connections", type=int, default=4, help="keep-alive connections per process")
+    parser.add_argument("--postgres-url", default=os.environ.get("MFUMON_TEST_PG_ADMIN_URL"))
+    parser.add_argument("--skip", nargs="*", default=[], choices=["sizes", "pushgateway", "memory", "replicas"])
+    parser.add_argument("--out", type=Path, help="also write the report (report.md) and every figure (results.json)")
+    parser.add_argument("--replicas", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--replica-gpus", type=int, default=10_000)
+    parser.add_argument("--memory-gpus", type=int, default=100_000)
+    parser.add_argument("--memory-jobs", type=int, default=10_000)
     args = parser.parse_args()
-    results = [measure(size, args.database_url, args.seconds, args.threads) for size in args.sizes]
-    print(
-        f"{'GPUs':>7} {'scrape warm':>12} {'all-changed':>12} {'size':>9} "
-        f"{'gzip scrape':>12} {'gzip size':>10} {'ingest GPU-samples/s':>21}"
-    )
-    for r in results:
-        print(
-            f"{r['gpus']:>7} {r['scrape_warm_s'] * 1e3:>9.1f} ms {r['scrape_all_changed_s'] * 1e3:>9.1f} ms "
-            f"{r['bytes'] / 1e6:>6.2f} MB {r['scrape_gzip_s'] * 1e3:>9.1f} ms {r['gzip_bytes'] / 1e6:>7.2f} MB "
-            f"{r['ingest']:>21,.0f}"
-        )
-    if len(results) >= 2:
-        base, big = results[0], results[-1]
-        print(
-            f"ratio {big['gpus']}/{base['gpus']} GPUs: ingest rate x{big['ingest'] / base['ingest']:.2f}, "
-            f"warm scrape x{big['scrape_warm_s'] / base['scrape_warm_s']:.1f}, size x{big['bytes'] / base['bytes']:.1f}"
-        )
-        print(f"at {big['gpus']} GPUs / 10 s push interval the cluster sends {big['gpus'] / 10:,.0f} GPU-samples/s")
+    if args.quick:
+        args.sizes, args.databases, args.seconds, args.repeats = [1000, 10000], ["sqlite"], 5.0, 2
+        args.memory_gpus, args.memory_jobs = 10_000, 1_000
+    if "postgres" in args.databases and not args.postgres_url:
+        print("no PostgreSQL (--postgres-url or MFUMON_TEST_PG_ADMIN_URL): SQLite only", file=sys.stderr)
+        args.databases = [d for d in args.databases if d != "postgres"]
+    args.load_at_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix="mfumon-bench-") as tmp:
+        workdir = Path(tmp)
+        dbs = Databases(workdir, args.postgres_url)
+        sizes: list[SizeResult] = []
+        pushgateway: list[dict[str, float]] = []
+        memory = None
+        replicas: list[dict[str, float]] = []
+        try:
+            if "sizes" not in args.skip:
+                with bare(workdir) as bare_server:
+                    for db in args.databases:
+                        for gpus in args.sizes:
+                            sizes.append(measure_size(args, dbs, db, gpus, bare_server.url, workdir))
+            if "pushgateway" not in args.skip:
+                for gpus in [g for g in args.sizes if g <= 10000]:
+                    log(f"pushgateway at {gpus:,} GPUs")
+                    p = measure_pushgateway(args, gpus, workdir)
+                    if p:
+                        pushgateway.append(p)
+            if "replicas" not in args.skip and "postgres" in args.databases:
+                replicas = measure_replicas(args, dbs, workdir)
+            if "memory" not in args.skip:
+                memory = measure_memory(args, dbs, workdir)
+        finally:
+            dbs.drop_all()
+    args.load_at_end = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    report = io.StringIO()
+    with contextlib.redirect_stdout(report):
+        print_report(args, sizes, pushgateway, replicas, memory, started)
+    print(report.getvalue(), end="")
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "report.md").write_text(f"```\n{report.getvalue().strip()}\n```\n")
+        figures = {
+            "command": " ".join(sys.argv),
+            "cpus": os.cpu_count(),
+            "load_at_start": args.load_at_start,
+            "load_at_end": args.load_at_end,
+            "minutes": (time.time() - started) / 60,
+            "settings": {k: v for k, v in vars(args).items() if k not in ("out", "postgres_url")},
+            "sizes": [dataclasses.asdict(s) for s in sizes],
+            "pushgateway": pushgateway,
+            "replicas": replicas,
+            "memory": memory,
+        }
+        (args.out / "results.json").write_text(json.dumps(figures, indent=1, default=str) + "\n")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from api.core.security import Token, parse_tokens
@@ -54,7 +54,13 @@ class Settings(BaseSettings):
     SCHEDULER_TTL_SECONDS: float = Field(default=600.0, gt=0)
     MAX_SCHEDULER_BODY_BYTES: int = Field(default=64 * 1_048_576, ge=1024)
 
-    # Replicas: how often each process reads other replicas' writes back from the database.
+    # Node samples are answered from memory and stored by one writer every SAMPLE_FLUSH_SECONDS; pushes are refused
+    # (503 + Retry-After) while the oldest one not yet stored is older than SAMPLE_MAX_UNFLUSHED_SECONDS.
+    SAMPLE_FLUSH_SECONDS: float = Field(default=1.0, gt=0, le=60)
+    SAMPLE_MAX_UNFLUSHED_SECONDS: float = Field(default=10.0, gt=0)
+
+    # How often expired nodes and ended jobs are dropped from memory. Replicas (PostgreSQL) learn each other's
+    # writes by LISTEN/NOTIFY; after a lost connection they re-read what changed since, minus this overlap.
     REFRESH_INTERVAL_SECONDS: float = Field(default=2.0, gt=0)
     REFRESH_OVERLAP_SECONDS: float = Field(default=30.0, ge=0)
 
@@ -67,6 +73,10 @@ class Settings(BaseSettings):
 
     # Timestamps sent by clients may run ahead of this server's clock by at most this much (422 beyond it).
     MAX_CLOCK_SKEW_SECONDS: float = Field(default=300.0, gt=0)
+
+    # Overload: ingest requests past this many in flight are refused at once (503 + Retry-After) instead of queued.
+    MAX_INGEST_IN_FLIGHT: int = Field(default=64, ge=1)
+    OVERLOAD_RETRY_AFTER_SECONDS: int = Field(default=1, ge=1, le=3600)
 
     HISTORY_RETENTION_DAYS: float = Field(default=30.0, gt=0)
     MAX_BODY_BYTES: int = Field(default=1_048_576, ge=1024)
@@ -101,6 +111,15 @@ class Settings(BaseSettings):
         if value.startswith("postgresql://") or value.startswith("postgres://"):
             return "postgresql+psycopg://" + value.split("://", 1)[1]
         return value
+
+    @model_validator(mode="after")
+    def _bound_exceeds_flush_interval(self) -> Settings:
+        if self.SAMPLE_MAX_UNFLUSHED_SECONDS <= self.SAMPLE_FLUSH_SECONDS:
+            raise ValueError(
+                f"SAMPLE_MAX_UNFLUSHED_SECONDS ({self.SAMPLE_MAX_UNFLUSHED_SECONDS:g}) must exceed "
+                f"SAMPLE_FLUSH_SECONDS ({self.SAMPLE_FLUSH_SECONDS:g}), or every push would be refused"
+            )
+        return self
 
     def ingest_tokens(self) -> list[Token]:
         """The configured tokens: comma-separated in the environment, one per line in the file (see README Security)."""

@@ -39,10 +39,10 @@ def upsert_rows(
 
 
 def lock_for_write(session: Session) -> None:
-    """Take SQLite's write lock before a read-modify-write (PostgreSQL's SELECT ... FOR UPDATE does the rest).
+    """Make sure a read-modify-write holds SQLite's write lock (PostgreSQL's SELECT ... FOR UPDATE does the rest).
 
-    SQLite ignores FOR UPDATE and Python's sqlite3 opens the transaction only at the first write, so two
-    concurrent reports could read the same row and the second would overwrite the first's update.
+    Every ``sessions.begin()`` transaction already starts with ``BEGIN IMMEDIATE`` on SQLite (api.db.session), so
+    this only acts on a transaction begun some other way.
     """
     connection = session.connection()
     if connection.dialect.name != "sqlite":

@@ -20,7 +20,13 @@ class Base(DeclarativeBase):
 
 
 class Node(Base):
-    """A GPU node, as last described by its exporter."""
+    """A GPU node, as last described by its exporter: one row holds the node's newest sample.
+
+    ``sample`` is the body of that push as received (it was validated on the way in, and is validated again when
+    read back, see ``api.crud.nodes``): a push replaces the node's whole GPU list, so one row per node makes the
+    write one conditional upsert and the read one row, whatever the number of GPUs. Counters absent from it are
+    unsupported, not zero.
+    """
 
     __tablename__ = "nodes"
 
@@ -30,24 +36,7 @@ class Node(Base):
     last_sample_timestamp: Mapped[float] = mapped_column(Float)  # exporter clock, newest sample applied
     samples_received: Mapped[int] = mapped_column(Integer, default=0)
     updated_at: Mapped[float] = mapped_column(Float, index=True)
-    # InfiniBand/RoCE ports of the latest applied sample (None: the exporter reads none on this node).
-    ib_ports: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
-
-
-class Gpu(Base):
-    """One GPU (or MIG instance) with its latest counters; absent counters are unsupported, not zero."""
-
-    __tablename__ = "gpus"
-
-    uuid: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
-    node: Mapped[str] = mapped_column(String(ID_LENGTH), ForeignKey("nodes.name", ondelete="CASCADE"), index=True)
-    index: Mapped[int] = mapped_column(Integer)
-    name: Mapped[str] = mapped_column(String(LABEL_LENGTH))
-    mig_profile: Mapped[str | None] = mapped_column(String(64))
-    job_id: Mapped[str | None] = mapped_column(String(ID_LENGTH), index=True)
-    up: Mapped[bool] = mapped_column(Boolean, default=True)
-    counters: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    sample_timestamp: Mapped[float] = mapped_column(Float)
+    sample: Mapped[str] = mapped_column(Text)
 
 
 class Job(Base):

@@ -2,29 +2,37 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def escape_label_value(value: str) -> str:
+    if "\\" not in value and '"' not in value and "\n" not in value:
+        return value  # the common case, and the cheap one: node names and uuids never need escaping
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
+_SPELLED = {"nan": "NaN", "inf": "+Inf", "-inf": "-Inf"}
+
+
 def format_value(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if float(value).is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return repr(float(value))
+    """Whole numbers exactly (``600``, byte counters); other values with 12 significant digits, more than any GPU
+    counter or ratio carries, at less than half the cost of Python's shortest round-trip ``repr`` (this runs for
+    every sample line, about 100 per node push); Prometheus's spellings of NaN and the infinities."""
+    if value.__class__ is float:
+        if value.is_integer():
+            return str(int(value)) if -1e17 < value < 1e17 else repr(value)
+        text = "%.12g" % value  # noqa: UP031  # a fifth cheaper than format(value, ".12g")
+        return _SPELLED.get(text, text) if text[-1] in "nf" else text
+    if value.__class__ is int:
+        return str(value)
+    return format_value(float(value))  # bool, numpy scalars, Decimal ...
 
 
 def labels_text(labels: Iterable[tuple[str, str]]) -> str:
     """``{a="x",b="y"}`` (empty string when there are no labels)."""
-    inner = ",".join(f'{name}="{escape_label_value(value)}"' for name, value in labels)
+    inner = ",".join([f'{name}="{escape_label_value(value)}"' for name, value in labels])
     return "{" + inner + "}" if inner else ""
 
 

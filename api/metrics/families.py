@@ -299,9 +299,16 @@ SUMMARY_FAMILIES: dict[str, Family] = {
         _g("scrape_duration_seconds", "Time the previous /metrics render took."),
         _g(
             "state_refresh_duration_seconds",
-            "Time the last poll of the database for other replicas' writes took.",
+            "Time the last read of rows other replicas changed took.",
         ),
-        _c("state_refresh_errors_total", "Failed polls of the database."),
+        _c("state_refresh_errors_total", "Failed reads of other replicas' changes (and lost notification links)."),
+        _g("sample_queue_nodes", "Nodes whose newest pushed sample is not stored in the database yet."),
+        _g(
+            "sample_queue_age_seconds",
+            "Age of the oldest pushed sample not stored yet: what a crash could lose (0 when all are stored).",
+        ),
+        _g("sample_flush_duration_seconds", "Time the last group commit of node samples took."),
+        _c("sample_flush_errors_total", "Group commits of node samples that failed (their samples are retried)."),
         _g("build_info", "Build information; value 1."),
     )
 }

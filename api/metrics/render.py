@@ -1,21 +1,28 @@
 """``/metrics`` rendering that stays cheap as the cluster grows.
 
-Each node's and each job's sample lines are rendered once per change and cached, grouped by metric family; a
-scrape joins the cached pieces family by family and renders only the few summary series afresh. Series of
-nodes and jobs that are no longer in the snapshot (silent, ended) are simply not joined: they vanish.
+Each node's and each job's sample lines are rendered once per change, soon after the change arrives (see
+MetricsRenderer), and cached as bytes grouped by metric family; a scrape joins the cached pieces family by family
+and renders only the per-job GPU accounts and the few summary series afresh. Series of nodes and jobs that are no
+longer in the snapshot (silent, ended) are simply not joined: they vanish. ``?shard=I&shards=N`` joins only the
+nodes of one shard.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import re
 import threading
 import time
+import zlib
+from collections import defaultdict
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from api.accounting import CATEGORIES, CLUSTER_CATEGORIES, Ledger
-from api.metrics._text import format_value, labels_text, sample_line
+from api.metrics._text import escape_label_value, format_value, labels_text, sample_line
 from api.metrics.families import (
     CAPACITY_FAMILIES,
     COUNTER_METRICS,
@@ -43,37 +50,41 @@ except PackageNotFoundError:  # running from a source tree without installing
 
 
 def render_node(node: NodeView) -> Chunk:
-    lines: dict[str, list[str]] = {}
+    """A node's and its GPUs' series. Rendered once per push (see MetricsRenderer), so kept lean: about 100 lines."""
+    lines: defaultdict[str, list[str]] = defaultdict(list)
+    esc, value_text, metric_of = escape_label_value, format_value, COUNTER_METRICS.get
 
-    def add(name: str, labels: str, value: float) -> None:
-        lines.setdefault(name, []).append(sample_line(name, labels, value))
-
-    add("mfumon_node_info", labels_text([("node", node.name), ("pool", node.pool or "")]), 1)
-    add("mfumon_node_last_seen_timestamp_seconds", labels_text([("node", node.name)]), node.last_seen_at)
+    node_label = esc(node.name)
+    lines["mfumon_node_info"].append(f'mfumon_node_info{{node="{node_label}",pool="{esc(node.pool or "")}"}} 1\n')
+    seen = f'mfumon_node_last_seen_timestamp_seconds{{node="{node_label}"}} {value_text(node.last_seen_at)}\n'
+    lines["mfumon_node_last_seen_timestamp_seconds"].append(seen)
     for gpu in node.gpus:
-        ident = [("node", node.name), ("gpu", str(gpu.index)), ("uuid", gpu.uuid)]
-        labels = labels_text(ident)
-        info = [*ident, ("model", gpu.name), ("job_id", gpu.job_id or ""), ("mig_profile", gpu.mig_profile or "")]
-        add("mfumon_gpu_info", labels_text(info), 1)
-        add("mfumon_gpu_up", labels, 1 if gpu.up else 0)
+        ident = f'node="{node_label}",gpu="{gpu.index}",uuid="{esc(gpu.uuid)}"'
+        labels = f"{{{ident}}} "  # every per-GPU line: name, these labels, value
+        info = f'model="{esc(gpu.name)}",job_id="{esc(gpu.job_id or "")}",mig_profile="{esc(gpu.mig_profile or "")}"'
+        lines["mfumon_gpu_info"].append(f"mfumon_gpu_info{{{ident},{info}}} 1\n")
+        lines["mfumon_gpu_up"].append(f"mfumon_gpu_up{labels}{1 if gpu.up else 0}\n")
         for field, value in gpu.counters.items():
-            metric = COUNTER_METRICS.get(field)
+            metric = metric_of(field)
             if metric is not None:
-                add(metric, labels, value)
+                lines[metric].append(f"{metric}{labels}{value_text(value)}\n")
         if gpu.up:
-            add("mfumon_gpu_busy", labels, 1 if gpu_busy(gpu.counters) else 0)
+            lines["mfumon_gpu_busy"].append(f"mfumon_gpu_busy{labels}{1 if gpu_busy(gpu.counters) else 0}\n")
             estimate = gpu_hardware_mfu(gpu)
             if estimate is not None:
-                add("mfumon_gpu_hardware_mfu_ratio", labels, estimate)
+                lines["mfumon_gpu_hardware_mfu_ratio"].append(
+                    f"mfumon_gpu_hardware_mfu_ratio{labels}{value_text(estimate)}\n"
+                )
         reasons = gpu.counters.get("throttle_reasons")
         if reasons is not None:
             active = set(reasons)
             for group, members in THROTTLE_GROUPS.items():
-                add(
-                    "mfumon_gpu_throttled",
-                    labels_text([*ident, ("reason", group)]),
-                    1 if active & members else 0,
-                )
+                flag = 1 if active & members else 0
+                lines["mfumon_gpu_throttled"].append(f'mfumon_gpu_throttled{{{ident},reason="{group}"}} {flag}\n')
+
+    def add(name: str, labels: str, value: float) -> None:
+        lines[name].append(f"{name}{labels} {value_text(value)}\n")
+
     render_node_health(node, add)
     return {name: "".join(chunk) for name, chunk in lines.items()}
 
@@ -170,78 +181,192 @@ def render_job_gpus(job_id: str, job: JobView | None, account: JobAccount) -> Ch
     return {name: "".join(chunk) for name, chunk in lines.items()}
 
 
-class MetricsRenderer:
-    """Holds the per-node and per-job caches; safe to call from concurrent scrapes."""
+def shard_of(node: str, shards: int) -> int:
+    """The scrape shard a node's series belong to: a stable hash (the same in every replica and release)."""
+    return zlib.crc32(node.encode()) % shards
 
-    def __init__(self, self_metrics: SelfMetrics, refresh_stats: Callable[[], tuple[float, int]]) -> None:
+
+@dataclass(frozen=True, slots=True)
+class _Cached:
+    key: Any  # what the chunk was rendered from: a node's revision, a job's (updated_at, baseline)
+    chunk: dict[str, bytes]
+    crc: int = 0  # nodes: zlib.crc32 of the name, for shard_of
+
+
+def _encoded(chunk: Chunk) -> dict[str, bytes]:
+    return {name: text.encode() for name, text in chunk.items()}
+
+
+@functools.cache
+def _header(family: Family) -> bytes:
+    return family.header().encode()
+
+
+class MetricsRenderer:
+    """Holds every node's and job's rendered series; safe for concurrent scrapes and writers.
+
+    Series are rendered when their view changes, not when they are scraped, so a scrape joins cached bytes family
+    by family and renders afresh only the per-job GPU accounts and the summary, which derive from the whole
+    snapshot. A job's series are rendered when its view is taken (:meth:`prepare_job`). A node's are rendered by
+    :meth:`keep_rendering`, a task on the event loop that renders the nodes marked changed (:meth:`node_changed`,
+    called by the state for every view it takes, from a push or another replica) one per turn of the loop: when
+    the process has time, right after the push; when pushes keep it busy, fewer times than they arrive (a node
+    pushed twice meanwhile is rendered once), so rendering never costs ingest its throughput. Whatever a scrape
+    finds not rendered yet, or rendered from an older view, it renders itself: what it serves is always current.
+    """
+
+    def __init__(
+        self,
+        self_metrics: SelfMetrics,
+        refresh_stats: Callable[[], tuple[float, int]],
+        flush_stats: Callable[[], tuple[int, float, float, int]] = lambda: (0, 0.0, 0.0, 0),
+        baseline_of: Callable[[str], float | None] = lambda signature: None,
+    ) -> None:
         self._self_metrics = self_metrics
         self._refresh_stats = refresh_stats
+        self._flush_stats = flush_stats  # queued nodes, age of the oldest, last flush seconds, flush errors
+        self._baseline_of = baseline_of  # signature -> baseline MFU held now
         self._lock = threading.Lock()
-        self._nodes: dict[str, tuple[object, Chunk]] = {}
-        self._jobs: dict[str, tuple[object, Chunk]] = {}
-        self._job_gpus: dict[str, tuple[object, Chunk]] = {}
+        self._nodes: dict[str, _Cached] = {}
+        self._jobs: dict[str, _Cached] = {}
+        self._job_gpus: dict[str, _Cached] = {}
+        self._changed: dict[str, None] = {}  # nodes to render, oldest change first
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
+        self._wake: asyncio.Event | None = None
         self.renders = {
             "node": 0,
             "job": 0,
             "job_gpus": 0,
         }  # how many chunks were (re)rendered: lets tests see the cache work
 
-    def render(self, snapshot: Snapshot, summary: Summary) -> bytes:
+    # -- when a view changes -------------------------------------------------------------------------------------
+
+    def node_changed(self, name: str) -> None:
+        """Mark a node for rendering; O(1), from any thread."""
+        with self._lock:
+            if name in self._changed:
+                return
+            self._changed[name] = None
+        loop, wake = self._loop, self._wake
+        if loop is not None and wake is not None and not wake.is_set():
+            try:
+                if threading.get_ident() == self._loop_thread:
+                    wake.set()
+                else:
+                    loop.call_soon_threadsafe(wake.set)
+            except RuntimeError:  # the loop has closed: the process is stopping
+                pass
+
+    def waiting(self) -> int:
+        """Nodes marked changed and not rendered yet."""
+        with self._lock:
+            return len(self._changed)
+
+    async def keep_rendering(self, node_of: Callable[[str], NodeView | None]) -> None:
+        """Render changed nodes, one per turn of the event loop, until cancelled (see the class docstring)."""
+        self._loop, self._loop_thread = asyncio.get_running_loop(), threading.get_ident()
+        self._wake = asyncio.Event()
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while True:
+                with self._lock:
+                    name = next(iter(self._changed), None)
+                    if name is None:
+                        break
+                    del self._changed[name]
+                view = node_of(name)
+                if view is not None:
+                    self.prepare_node(view)
+                await asyncio.sleep(0)  # requests ready meanwhile come first
+
+    def prepare_node(self, node: NodeView) -> None:
+        """Render a node's series now, so that scrapes only join them."""
+        cached = _Cached(node.revision, _encoded(render_node(node)), zlib.crc32(node.name.encode()))
+        with self._lock:
+            held = self._nodes.get(node.name)
+            if held is None or held.key <= node.revision:  # a slower thread never puts back an older render
+                self._nodes[node.name] = cached
+            self.renders["node"] += 1
+
+    def prepare_job(self, job: JobView) -> None:
+        signature = (job.latest or {}).get("signature")
+        baseline_mfu = self._baseline_of(signature) if signature else None
+        cached = _Cached((job.updated_at, baseline_mfu), _encoded(render_job(job, baseline_mfu)))
+        with self._lock:
+            held = self._jobs.get(job.job_id)
+            if held is None or held.key[0] <= job.updated_at:
+                self._jobs[job.job_id] = cached
+            self.renders["job"] += 1
+
+    # -- a scrape -----------------------------------------------------------------------------------------------
+
+    def render(self, snapshot: Snapshot, summary: Summary, shard: tuple[int, int] | None = None) -> bytes:
+        """The exposition; with ``shard=(i, n)`` only the nodes and GPUs of shard ``i`` of ``n``, and the job,
+        pool, team, cluster and self series on shard 0 only."""
         started = time.perf_counter()
+        everything = shard is None or shard[0] == 0
         with self._lock:
             node_chunks = [self._node_chunk(node) for node in snapshot.nodes]
-            job_chunks = [self._job_chunk(job, snapshot) for job in snapshot.jobs]
-            jobs = {j.job_id: j for j in snapshot.jobs}
-            job_chunks += [self._job_gpus_chunk(i, jobs.get(i), account) for i, account in summary.jobs.items()]
             self._forget(self._nodes, {n.name for n in snapshot.nodes})
-            self._forget(self._jobs, set(jobs))
-            self._forget(self._job_gpus, set(summary.jobs))
-        parts: list[str] = []
-        _join_families(parts, JOB_FAMILIES, job_chunks)
-        _join_families(parts, GPU_FAMILIES, node_chunks)
-        _join_families(parts, HEALTH_FAMILIES, node_chunks)
-        parts.append(self._render_summary(summary, len(snapshot.jobs)))
-        parts.append(render_health_summary(snapshot))
-        parts.append(_render_durable(snapshot.counters))
-        parts.append(render_capacity(snapshot, summary))
-        body = "".join(parts).encode()
+            if shard is not None:
+                index, count = shard
+                node_chunks = [c for c in node_chunks if c.crc % count == index]
+            job_chunks: list[_Cached] = []
+            if everything:
+                job_chunks = [self._job_chunk(job, snapshot) for job in snapshot.jobs]
+                jobs = {j.job_id: j for j in snapshot.jobs}
+                job_chunks += [self._job_gpus_chunk(i, jobs.get(i), account) for i, account in summary.jobs.items()]
+                self._forget(self._jobs, set(jobs))
+                self._forget(self._job_gpus, set(summary.jobs))
+        parts: list[bytes] = []
+        _join_families(parts, JOB_FAMILIES, [c.chunk for c in job_chunks])
+        _join_families(parts, GPU_FAMILIES, [c.chunk for c in node_chunks])
+        _join_families(parts, HEALTH_FAMILIES, [c.chunk for c in node_chunks])
+        if everything:
+            parts.append(self._render_summary(summary, len(snapshot.jobs)).encode())
+            parts.append(render_health_summary(snapshot).encode())
+            parts.append(_render_durable(snapshot.counters).encode())
+            parts.append(render_capacity(snapshot, summary).encode())
+        body = b"".join(parts)
         self._self_metrics.last_scrape_duration_s = time.perf_counter() - started
         return body
 
-    def _node_chunk(self, node: NodeView) -> Chunk:
+    def _node_chunk(self, node: NodeView) -> _Cached:
         cached = self._nodes.get(node.name)
-        if cached is not None and cached[0] == node.revision:
-            return cached[1]
-        chunk = render_node(node)
-        self._nodes[node.name] = (node.revision, chunk)
+        if cached is not None and cached.key == node.revision:
+            return cached
+        cached = _Cached(node.revision, _encoded(render_node(node)), zlib.crc32(node.name.encode()))
+        self._nodes[node.name] = cached
         self.renders["node"] += 1
-        return chunk
+        return cached
 
-    def _job_chunk(self, job: JobView, snapshot: Snapshot) -> Chunk:
+    def _job_chunk(self, job: JobView, snapshot: Snapshot) -> _Cached:
         signature = (job.latest or {}).get("signature")
         baseline = snapshot.baselines.get(signature) if signature else None
         baseline_mfu = baseline.mfu if baseline else None
         key = (job.updated_at, baseline_mfu)
         cached = self._jobs.get(job.job_id)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        chunk = render_job(job, baseline_mfu)
-        self._jobs[job.job_id] = (key, chunk)
+        if cached is not None and cached.key == key:
+            return cached
+        cached = _Cached(key, _encoded(render_job(job, baseline_mfu)))
+        self._jobs[job.job_id] = cached
         self.renders["job"] += 1
-        return chunk
+        return cached
 
-    def _job_gpus_chunk(self, job_id: str, job: JobView | None, account: JobAccount) -> Chunk:
+    def _job_gpus_chunk(self, job_id: str, job: JobView | None, account: JobAccount) -> _Cached:
         key = (job.updated_at if job is not None else None, account)
         cached = self._job_gpus.get(job_id)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        chunk = render_job_gpus(job_id, job, account)
-        self._job_gpus[job_id] = (key, chunk)
+        if cached is not None and cached.key == key:
+            return cached
+        cached = _Cached(key, _encoded(render_job_gpus(job_id, job, account)))
+        self._job_gpus[job_id] = cached
         self.renders["job_gpus"] += 1
-        return chunk
+        return cached
 
     @staticmethod
-    def _forget(cache: dict[str, tuple[object, Chunk]], alive: set[str]) -> None:
+    def _forget(cache: dict[str, _Cached], alive: set[str]) -> None:
         if len(cache) > len(alive):
             for key in [k for k in cache if k not in alive]:
                 del cache[key]
@@ -313,6 +438,11 @@ class MetricsRenderer:
         refresh_s, refresh_errors = self._refresh_stats()
         emit("mfumon_state_refresh_duration_seconds", [([], refresh_s)])
         emit("mfumon_state_refresh_errors_total", [([], refresh_errors)])
+        queued, age_s, flush_s, flush_errors = self._flush_stats()
+        emit("mfumon_sample_queue_nodes", [([], queued)])
+        emit("mfumon_sample_queue_age_seconds", [([], age_s)])
+        emit("mfumon_sample_flush_duration_seconds", [([], flush_s)])
+        emit("mfumon_sample_flush_errors_total", [([], flush_errors)])
         emit("mfumon_build_info", [([("version", _VERSION)], 1)])
         return "".join(out)
 
@@ -369,11 +499,12 @@ def _per(
     return [([(label, name)], value(group)) for name, group in groups]
 
 
-def _join_families(parts: list[str], families: dict[str, Family], chunks: list[Chunk]) -> None:
+def _join_families(parts: list[bytes], families: dict[str, Family], chunks: list[dict[str, bytes]]) -> None:
     for name, family in families.items():
-        body = "".join(chunk[name] for chunk in chunks if name in chunk)
+        body = b"".join([chunk[name] for chunk in chunks if name in chunk])
         if body:
-            parts.append(family.header() + body)
+            parts.append(_header(family))
+            parts.append(body)
 
 
 def render_capacity(snapshot: Snapshot, summary: Summary) -> str:

@@ -18,7 +18,9 @@ def read_health() -> dict[str, str]:
 
 @router.get("/readyz")
 def read_ready(ctx: ContextDep) -> dict[str, str]:
-    """The database answers."""
+    """The state is loaded, follows the other replicas' changes, and the database answers."""
+    if not ctx.ready():
+        raise HTTPException(status_code=503, detail="not following other replicas' changes (reconnecting)")
     try:
         with ctx.engine.connect() as conn:
             conn.execute(text("SELECT 1"))

@@ -8,7 +8,6 @@ from fastapi import APIRouter, Body, HTTPException, Query
 
 from api.accounting import Ledger
 from api.crud import jobs as crud
-from api.crud.nodes import read_gpus_of_job
 from api.db.models import Job
 from api.deps import ContextDep, JobCapacity, JobIdPath, JobWriter, PageDep
 from api.mfu import check_accounting
@@ -170,10 +169,12 @@ def read_job(job_id: JobIdPath, ctx: ContextDep, history: Annotated[int, Query(g
         if job is None:
             raise HTTPException(status_code=404, detail=f"job {job_id!r} not found")
         rows = crud.read_history(session=session, job_id=job_id, limit=history) if history else []
-        gpus = [
-            {"node": g.node, "gpu": g.index, "uuid": g.uuid, "name": g.name, "up": g.up, **g.counters}
-            for g in read_gpus_of_job(session=session, job_id=job_id)
-        ]
+    gpus = [
+        {"node": g.node, "gpu": g.index, "uuid": g.uuid, "name": g.name, "up": g.up, **g.counters}
+        for node, _ in ctx.state.job_shares(job_id, ctx.clock())
+        for g in node.gpus
+        if g.job_id == job_id
+    ]
     past = [JobReportPublic.model_validate(r, from_attributes=True) for r in rows]
     nodes = [node for node, _share in ctx.state.job_shares(job_id, ctx.clock())]
     health = job_health(job_id, nodes) if job.status == "running" else None

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import gzip
+from typing import Annotated
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
 
 from api.deps import ContextDep
 from api.metrics._text import CONTENT_TYPE
@@ -17,10 +19,28 @@ _GZIP_LEVEL = 1
 
 
 @router.get("/metrics", response_class=Response)
-def read_metrics(request: Request, ctx: ContextDep) -> Response:
-    """Prometheus text format; series of ended jobs and silent nodes are gone. Gzipped when the scraper accepts it."""
+def read_metrics(
+    request: Request,
+    ctx: ContextDep,
+    shard: Annotated[int | None, Query(ge=0, description="this scrape's shard, 0 to shards-1")] = None,
+    shards: Annotated[int | None, Query(ge=1, le=1024, description="how many shards the nodes are split into")] = None,
+) -> Response:
+    """Prometheus text format; series of ended jobs and silent nodes are gone. Gzipped when the scraper accepts it.
+
+    With ``?shard=I&shards=N``: only the node and GPU series of the nodes that hash to shard I (a stable hash of
+    the node name), plus, on shard 0 only, every job, pool, team, cluster and self series. N scrape jobs (or N
+    Prometheus servers), one per shard, divide the load; together they see exactly the unsharded exposition.
+    """
+    split = None
+    if shard is not None and shards is not None and shard < shards:
+        split = (shard, shards)
+    elif shard is not None or shards is not None:
+        message = "give both shard and shards, with 0 <= shard < shards"
+        raise RequestValidationError(
+            [{"type": "value_error", "loc": ("query", "shard"), "msg": message, "input": shard}]
+        )
     snapshot = ctx.state.snapshot(ctx.clock())
-    body = ctx.renderer.render(snapshot, summarize(snapshot))
+    body = ctx.renderer.render(snapshot, summarize(snapshot), split)
     if "gzip" in request.headers.get("accept-encoding", ""):
         compressed = gzip.compress(body, compresslevel=_GZIP_LEVEL, mtime=0)
         return Response(content=compressed, media_type=CONTENT_TYPE, headers={"Content-Encoding": "gzip"})

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Container
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
 from api.deps import ContextDep, NodePath, NodeWriter, PageDep, check_node_capacity, reject_future_timestamp
+from api.routes._one_pass import OnePassJSONRoute
 from api.schemas.nodes import (
     GpuPublic,
     HealthReason,
@@ -21,7 +22,7 @@ from api.services.samples import record_sample
 from api.state.aggregate import gpu_state, node_gpu_states, reporting_jobs
 from api.state.views import NodeView, gpu_hardware_mfu
 
-router = APIRouter(prefix="/v1/nodes", tags=["nodes"])
+router = APIRouter(prefix="/v1/nodes", tags=["nodes"], route_class=OnePassJSONRoute)
 
 
 def _health(node: NodeView) -> NodeHealthPublic | None:
@@ -66,7 +67,7 @@ def _public(node: NodeView, reporting: Container[str]) -> NodePublic:
     )
 
 
-def _sample_body(node: NodePath, body: NodeSampleCreate, ctx: ContextDep, _: NodeWriter) -> NodeSampleCreate:
+async def _sample_body(node: NodePath, body: NodeSampleCreate, ctx: ContextDep, _: NodeWriter) -> NodeSampleCreate:
     """The checks that need this server's clock and state: the token first, then the timestamp and the limits."""
     reject_future_timestamp(ctx, body.timestamp)
     check_node_capacity(ctx, node, len(body.gpus))
@@ -74,11 +75,14 @@ def _sample_body(node: NodePath, body: NodeSampleCreate, ctx: ContextDep, _: Nod
 
 
 @router.post("/{node}/samples", response_model=SampleAccepted)
-def create_sample(
-    node: NodePath, body: Annotated[NodeSampleCreate, Depends(_sample_body)], ctx: ContextDep
+async def create_sample(
+    node: NodePath, body: Annotated[NodeSampleCreate, Depends(_sample_body)], ctx: ContextDep, request: Request
 ) -> SampleAccepted:
-    """Push one collection cycle of a node's GPUs."""
-    applied = record_sample(ctx, node, body)
+    """Push one collection cycle of a node's GPUs; stored within SAMPLE_FLUSH_SECONDS (see api.services.samples).
+
+    Runs on the event loop, dependencies included: it touches only memory, so it needs no thread.
+    """
+    applied = record_sample(ctx, node, body, await request.body())  # the body FastAPI read and validated
     ctx.self_metrics.count_ingest("node_samples", "accepted")
     return SampleAccepted(accepted=len(body.gpus), applied=applied)
 

@@ -11,6 +11,7 @@ from exporter.samples import COUNTER_FIELDS, THROTTLE_REASONS
 
 # The counter and throttle-reason names are defined once, beside the exporter that sends them.
 _THROTTLE_REASONS = frozenset(THROTTLE_REASONS)
+_COUNTERS = frozenset(COUNTER_FIELDS)
 
 _Temperature = Annotated[float, Field(ge=-100, le=250, allow_inf_nan=False)]
 _Bounded = Annotated[float, Field(ge=0, le=1e16, allow_inf_nan=False)]
@@ -71,11 +72,7 @@ class GpuSample(BaseModel):
 
     def counters(self) -> dict[str, Any]:
         """The counters present in this sample (absent ones stay absent)."""
-        out: dict[str, Any] = {}
-        for field in COUNTER_FIELDS:
-            value = getattr(self, field)
-            if value is not None:
-                out[field] = value
+        out = {name: value for name, value in self.__dict__.items() if value is not None and name in _COUNTERS}
         if self.throttle_reasons is not None:
             out["throttle_reasons"] = sorted(set(self.throttle_reasons))
         return out

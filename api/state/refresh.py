@@ -1,8 +1,9 @@
-"""Database rows -> in-memory views, and the poll that brings other replicas' writes into this process.
+"""Database rows -> in-memory views: the full load at start, and the rows other replicas changed since.
 
-The poll reads rows whose ``updated_at`` is newer than the last one seen minus an overlap (writers' clocks and
-commit order may differ by a little); rows whose revision this process already holds are skipped, so an
-unchanged node is neither re-read in full nor re-rendered.
+A replica learns what others wrote from PostgreSQL notifications (:mod:`api.state.notify`): each names the nodes,
+jobs or baselines a transaction changed, and :class:`Refresher` reads exactly those rows. After a lost connection
+the listener catches up with :meth:`Refresher.load` from the last change seen, minus an overlap for writers'
+clocks. Views are applied only when newer than the one held, so reading a row twice or late is harmless.
 """
 
 from __future__ import annotations
@@ -18,17 +19,19 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.crud.counters import read_counters
 from api.crud.events import prune_events
 from api.crud.jobs import prune_history
-from api.db.models import Baseline, Gpu, Job, Node, QueueWaitHistogram, SchedulerSource
+from api.crud.nodes import decode_sample, read_nodes
+from api.db.models import Baseline, Job, Node, QueueWaitHistogram, SchedulerSource
 from api.state.devices import DeviceResolver
 from api.state.store import ClusterState
 from api.state.views import (
     BaselineView,
-    GpuView,
     HistogramView,
     JobView,
     NodeView,
     SourceView,
     build_node_view,
+    gpu_views,
+    port_views,
 )
 
 logger = logging.getLogger(__name__)
@@ -44,24 +47,8 @@ def model_key(model: dict[str, object] | None) -> str | None:
     return ",".join(f"{p}={model[p]:g}" for p in parts if model.get(p) is not None)
 
 
-def gpu_view(row: Gpu, resolver: DeviceResolver) -> GpuView:
-    device, peak = resolver.resolve(row.name, row.mig_profile)
-    return GpuView(
-        uuid=row.uuid,
-        node=row.node,
-        index=row.index,
-        name=row.name,
-        mig_profile=row.mig_profile,
-        job_id=row.job_id,
-        up=row.up,
-        counters=dict(row.counters or {}),
-        sample_timestamp=row.sample_timestamp,
-        device=device,
-        bf16_peak_flops=peak,
-    )
-
-
-def node_view(row: Node, gpus: Sequence[GpuView]) -> NodeView:
+def node_view(row: Node, resolver: DeviceResolver) -> NodeView:
+    sample = decode_sample(row.sample)
     return build_node_view(
         name=row.name,
         pool=row.pool,
@@ -69,8 +56,8 @@ def node_view(row: Node, gpus: Sequence[GpuView]) -> NodeView:
         last_sample_timestamp=row.last_sample_timestamp,
         samples_received=row.samples_received,
         updated_at=row.updated_at,
-        gpus=tuple(sorted(gpus, key=lambda g: (g.index, g.uuid))),
-        ib_ports=None if row.ib_ports is None else tuple(row.ib_ports),
+        gpus=gpu_views(row.name, row.last_sample_timestamp, sample.gpus, resolver),
+        ib_ports=port_views(sample.ib_ports),
     )
 
 
@@ -139,7 +126,7 @@ def apply_baseline_row(state: ClusterState, row: Baseline) -> None:
 
 
 class Refresher:
-    """Polls the database for rows changed by any replica and applies them to the state."""
+    """Reads rows into the state: everything recent, or exactly the rows a notification names."""
 
     def __init__(
         self,
@@ -155,58 +142,108 @@ class Refresher:
         self._resolver = resolver
         self._overlap_s = overlap_s
         self._clock = clock
-        self._watermark = 0.0
-        self._counters_watermark: float | None = None  # durable counters: the first poll reads them all
+        self._lock = threading.Lock()
+        self.watermark = 0.0  # newest updated_at read so far
+        self._counters_read_at: float | None = None  # durable counters: the first read takes them all
+        self._queue_waits_read_at: float | None = None  # and so do queue-wait histograms
         self.last_duration_s = 0.0
         self.errors = 0
 
-    def refresh(self) -> int:
-        """One poll; returns how many rows were applied. The first poll loads what could still be visible."""
-        started = time.perf_counter()
-        now = self._clock()
+    def load(self) -> int:
+        """Every row changed since the watermark (minus the overlap), or that can still be visible; at start
+        and after the listener lost its connection. Returns the number of views applied."""
         state = self._state
         horizon = max(state.node_ttl_s, state.job_ttl_s, state.pending_job_ttl_s)
-        since = max(self._watermark - self._overlap_s, now - horizon)
-        applied = 0
-        newest = self._watermark
+        since = max(self.watermark - self._overlap_s, self._clock() - horizon)
         with self._sessions() as session:
-            nodes = session.scalars(select(Node).where(Node.updated_at > since)).all()
-            changed = [n for n in nodes if state.node_revision(n.name) != (n.updated_at, n.last_seen_at)]
-            if changed:
-                gpus_by_node: dict[str, list[GpuView]] = {n.name: [] for n in changed}
-                for chunk in _chunks([n.name for n in changed], 500):
-                    for gpu in session.scalars(select(Gpu).where(Gpu.node.in_(chunk))):
-                        gpus_by_node[gpu.node].append(gpu_view(gpu, self._resolver))
-                for row in changed:
-                    state.apply_node(node_view(row, gpus_by_node[row.name]))
-                applied += len(changed)
-            newest = max([newest, *(n.updated_at for n in nodes)])
-            for job in session.scalars(select(Job).where(Job.updated_at > since)):
-                newest = max(newest, job.updated_at)
-                if state.job_revision(job.job_id) != job.updated_at:
-                    state.apply_job(job_view(job))
-                    applied += 1
-            # Baselines are one row per workload; the first poll reads them all (most were set long ago).
-            baseline_since = since if self._watermark else -1.0
-            for baseline in session.scalars(select(Baseline).where(Baseline.updated_at > baseline_since)):
-                newest = max(newest, baseline.updated_at)
-                apply_baseline_row(state, baseline)
-            counters_since = -1.0 if self._counters_watermark is None else self._counters_watermark - self._overlap_s
-            state.counters.apply(read_counters(session, changed_after=counters_since))
-            self._counters_watermark = now
-            # Sources and histograms are few rows; the first poll reads them all (a source may be quiet for long).
-            source_since = since if self._watermark else 0.0
-            for source in session.scalars(select(SchedulerSource).where(SchedulerSource.updated_at > source_since)):
-                newest = max(newest, source.updated_at)
-                if state.source_revision(source.name) != source.updated_at:
-                    state.apply_source(source_view(source))
-                    applied += 1
-            histograms = select(QueueWaitHistogram).where(QueueWaitHistogram.updated_at > source_since)
-            for histogram in session.scalars(histograms):
-                newest = max(newest, histogram.updated_at)
-                state.apply_queue_wait(histogram_view(histogram))
-        self._watermark = max(newest, since)
-        state.prune(now)
+            applied = self._apply(
+                read_nodes(session=session, since=since),
+                session.scalars(select(Job).where(Job.updated_at > since)).all(),
+                # Baselines are one row per workload, most set long ago: the first load reads them all.
+                session.scalars(
+                    select(Baseline).where(Baseline.updated_at > (since if self.watermark else -1.0))
+                ).all(),
+                # Scheduler sources are few rows, and one may be quiet for long: read them all.
+                session.scalars(select(SchedulerSource)).all(),
+            )
+            self._read_counters(session)
+            self._read_queue_waits(session)
+            return applied
+
+    def load_rows(
+        self,
+        nodes: Sequence[str] = (),
+        jobs: Sequence[str] = (),
+        baselines: Sequence[str] = (),
+        sources: Sequence[str] = (),
+        counters: bool = False,
+        queue_waits: bool = False,
+    ) -> int:
+        """Exactly the named rows, and the durable counters or queue-wait histograms changed lately (what
+        notifications say changed)."""
+        node_rows: list[Node] = []
+        job_rows: Sequence[Job] = []
+        baseline_rows: Sequence[Baseline] = []
+        source_rows: Sequence[SchedulerSource] = []
+        with self._sessions() as session:
+            for chunk in _chunks(list(nodes), 1000):
+                node_rows += read_nodes(session=session, names=chunk)
+            if jobs:
+                job_rows = session.scalars(select(Job).where(Job.job_id.in_(list(jobs)))).all()
+            if baselines:
+                baseline_rows = session.scalars(select(Baseline).where(Baseline.signature.in_(list(baselines)))).all()
+            if sources:
+                query = select(SchedulerSource).where(SchedulerSource.name.in_(list(sources)))
+                source_rows = session.scalars(query).all()
+            if counters:
+                self._read_counters(session)
+            if queue_waits:
+                self._read_queue_waits(session)
+            return self._apply(node_rows, job_rows, baseline_rows, source_rows)
+
+    def _read_counters(self, session: Session) -> None:
+        now = self._clock()
+        since = -1.0 if self._counters_read_at is None else self._counters_read_at - self._overlap_s
+        self._state.counters.apply(read_counters(session, changed_after=since))
+        self._counters_read_at = now
+
+    def _read_queue_waits(self, session: Session) -> None:
+        now = self._clock()
+        since = -1.0 if self._queue_waits_read_at is None else self._queue_waits_read_at - self._overlap_s
+        for histogram in session.scalars(select(QueueWaitHistogram).where(QueueWaitHistogram.updated_at > since)):
+            self._state.apply_queue_wait(histogram_view(histogram))
+        self._queue_waits_read_at = now
+
+    def _apply(
+        self,
+        nodes: Sequence[Node],
+        jobs: Sequence[Job],
+        baselines: Sequence[Baseline],
+        sources: Sequence[SchedulerSource] = (),
+    ) -> int:
+        started = time.perf_counter()
+        state = self._state
+        applied = 0
+        newest = self.watermark
+        for node in nodes:
+            newest = max(newest, node.updated_at)
+            held = state.node(node.name)
+            if held is None or (node.last_sample_timestamp, node.last_seen_at) > held.revision:
+                applied += state.apply_node(node_view(node, self._resolver))
+        for job in jobs:
+            newest = max(newest, job.updated_at)
+            if state.job_revision(job.job_id) != job.updated_at:
+                state.apply_job(job_view(job))
+                applied += 1
+        for baseline in baselines:
+            newest = max(newest, baseline.updated_at)
+            apply_baseline_row(state, baseline)
+        for source in sources:
+            if state.source_revision(source.name) != source.updated_at:
+                state.apply_source(source_view(source))
+                applied += 1
+        with self._lock:
+            self.watermark = max(self.watermark, newest)
         self.last_duration_s = time.perf_counter() - started
         return applied
 
@@ -223,26 +260,30 @@ def _chunks(items: list[str], size: int) -> list[list[str]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
-class RefreshThread(threading.Thread):
-    """Runs :meth:`Refresher.refresh` every interval, prunes old report history hourly, and runs ``periodic``
+class MaintenanceThread(threading.Thread):
+    """Forgets expired nodes and ended jobs every interval, prunes old report history hourly, and runs ``periodic``
     tasks (``(every_s, task)``, e.g. ending jobs silent past their TTL) at their own pace.
 
-    A failed poll or task is logged and retried, never fatal: the replica keeps serving what it has.
+    A failed round or task is logged and retried, never fatal.
     """
 
     PRUNE_EVERY_S = 3600.0
 
     def __init__(
         self,
+        state: ClusterState,
         refresher: Refresher,
         interval_s: float,
         history_retention_s: float,
         periodic: Sequence[tuple[float, Callable[[], object]]] = (),
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        super().__init__(name="mfumon-refresh", daemon=True)
+        super().__init__(name="mfumon-maintenance", daemon=True)
+        self._state = state
         self._refresher = refresher
         self._interval_s = interval_s
         self._retention_s = history_retention_s
+        self._clock = clock
         self._stop_event = threading.Event()
         self._next_prune = 0.0
         self._periodic = list(periodic)
@@ -251,17 +292,17 @@ class RefreshThread(threading.Thread):
     def run(self) -> None:
         while not self._stop_event.wait(self._interval_s):
             try:
-                self._refresher.refresh()
+                self._state.prune(self._clock())
                 if time.monotonic() >= self._next_prune:
                     self._next_prune = time.monotonic() + self.PRUNE_EVERY_S
                     self._refresher.prune_history(self._retention_s)
             except Exception:
                 self._refresher.errors += 1
-                logger.exception("state refresh from the database failed; retrying")
-            for i, (every_s, task) in enumerate(self._periodic):
-                if time.monotonic() < self._due[i]:
+                logger.exception("state maintenance failed; retrying")
+            for k, (every_s, task) in enumerate(self._periodic):
+                if time.monotonic() < self._due[k]:
                     continue
-                self._due[i] = time.monotonic() + every_s
+                self._due[k] = time.monotonic() + every_s
                 try:
                     task()
                 except Exception:

@@ -7,11 +7,14 @@ through :mod:`api.state.refresh`. Readers take a consistent snapshot under the l
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from api.state.counters import DurableCounters
 from api.state.health import advance
 from api.state.views import BaselineView, HistogramView, JobShare, JobView, NodeView, SourceView
+
+_NEWER = object()  # apply_node's default: take the view if it is newer than the one held
 
 
 @dataclass(slots=True)
@@ -66,19 +69,34 @@ class ClusterState:
         self.health_window_s = health_window_s
         self._pool_health: dict[str, PoolHealthTotals] = {}
         self.counters = DurableCounters()
+        # Called (outside the lock) with every view taken: the renderer renders it now, not at the next scrape.
+        self.on_node: Callable[[NodeView], None] | None = None
+        self.on_job: Callable[[JobView], None] | None = None
 
     # --- updates -------------------------------------------------------------------------------------------
-    def apply_node(self, view: NodeView) -> None:
-        """Replace a node's view unless the one held is newer (a replica may read an older row late)."""
+    def apply_node(self, view: NodeView, *, replaces: NodeView | object | None = _NEWER) -> bool:
+        """Hold ``view`` for its node; True when it was taken.
+
+        By default a view is taken when it is newer (``revision``) than the one held, so a replica that reads a
+        row late never steps back. With ``replaces`` it is taken only if the view held is still that one: a push
+        builds its view from what it saw and builds again if another thread got in between (compare and swap).
+        """
         with self._lock:
             held = self._nodes.get(view.name)
-            if held is None or view.revision >= held.revision:
-                view = advance(held, view, self.health_window_s)  # health needs the view it replaces
-                self._count_pool_health(view)
-                self._index_jobs(held, remove=True)
-                self._gpu_count += len(view.gpus) - (len(held.gpus) if held is not None else 0)
-                self._nodes[view.name] = view
-                self._index_jobs(view, remove=False)
+            if replaces is _NEWER:
+                if held is not None and view.revision <= held.revision:
+                    return False
+            elif held is not replaces:
+                return False
+            view = advance(held, view, self.health_window_s)  # health needs the view it replaces
+            self._count_pool_health(view)
+            self._index_jobs(held, remove=True)
+            self._gpu_count += len(view.gpus) - (len(held.gpus) if held is not None else 0)
+            self._nodes[view.name] = view
+            self._index_jobs(view, remove=False)
+        if self.on_node is not None:
+            self.on_node(view)
+        return True
 
     def _count_pool_health(self, view: NodeView) -> None:
         if view.pool is None or view.health is None:
@@ -101,9 +119,12 @@ class ClusterState:
     def apply_job(self, view: JobView) -> None:
         with self._lock:
             held = self._jobs.get(view.job_id)
-            if held is None or view.updated_at >= held.updated_at:
-                self._open_jobs += (view.status != "ended") - (held is not None and held.status != "ended")
-                self._jobs[view.job_id] = view
+            if held is not None and view.updated_at < held.updated_at:
+                return
+            self._open_jobs += (view.status != "ended") - (held is not None and held.status != "ended")
+            self._jobs[view.job_id] = view
+        if self.on_job is not None:
+            self.on_job(view)
 
     def apply_source(self, view: SourceView) -> None:
         with self._lock:
@@ -134,11 +155,6 @@ class ClusterState:
                 self._baselines.pop(signature, None)
             else:
                 self._baselines[signature] = view
-
-    def node_revision(self, name: str) -> tuple[float, float] | None:
-        with self._lock:
-            held = self._nodes.get(name)
-        return held.revision if held else None
 
     def job_revision(self, job_id: str) -> float | None:
         with self._lock:

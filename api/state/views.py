@@ -6,16 +6,21 @@ renderers can cache by identity of ``revision``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from api.schemas.nodes import GpuSample, IbPortSample
+    from api.state.devices import DeviceResolver
     from api.state.health import NodeHealth
 
 from api.mfu import hardware_mfu
 
 
-@dataclass(frozen=True, slots=True)
+# GpuView and NodeView are built for every push (one per GPU): they are never changed once built, but not frozen,
+# because a frozen dataclass takes twice as long to build. eq=False: compared by identity, hashable.
+@dataclass(slots=True, eq=False)
 class GpuView:
     uuid: str
     node: str
@@ -50,7 +55,7 @@ class JobShare:
         return self.estimate_sum / self.estimated if self.estimated else None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class NodeView:
     name: str
     pool: str | None
@@ -72,7 +77,38 @@ class NodeView:
 
     @property
     def revision(self) -> tuple[float, float]:
-        return (self.updated_at, self.last_seen_at)
+        """Orders views of one node by what they say, whichever replica built them: newest sample, then last push."""
+        return (self.last_sample_timestamp, self.last_seen_at)
+
+
+def port_views(ports: Iterable[IbPortSample] | None) -> tuple[dict[str, Any], ...] | None:
+    """A node's InfiniBand/RoCE ports as the view keeps them (None: the exporter reads none on this node)."""
+    return None if ports is None else tuple(p.model_dump(exclude_none=True) for p in ports)
+
+
+def gpu_views(
+    node: str, sample_timestamp: float, gpus: Iterable[GpuSample], resolver: DeviceResolver
+) -> tuple[GpuView, ...]:
+    """A node's GPUs as views, in index order: the same code for a push received and a row read back."""
+    views = []
+    for gpu in sorted(gpus, key=lambda g: (g.index, g.uuid)):
+        device, peak = resolver.resolve(gpu.name, gpu.mig_profile)
+        views.append(
+            GpuView(
+                uuid=gpu.uuid,
+                node=node,
+                index=gpu.index,
+                name=gpu.name,
+                mig_profile=gpu.mig_profile,
+                job_id=gpu.job_id,
+                up=gpu.up,
+                counters=gpu.counters() if gpu.up else {},
+                sample_timestamp=sample_timestamp,
+                device=device,
+                bf16_peak_flops=peak,
+            )
+        )
+    return tuple(views)
 
 
 def gpu_busy(counters: dict[str, Any]) -> bool:

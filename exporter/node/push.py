@@ -3,7 +3,8 @@
 The collector thread only calls :meth:`Sender.submit` (a non-blocking queue put), so collection never waits on the
 network. The sender thread pushes batches in order. When a push fails (connection error, timeout, 5xx, 401/403,
 408, 429) the batch goes to the spool, every later batch follows it there (so order is kept), and the spool is
-replayed oldest-first after an exponential backoff with jitter. A batch the aggregator rejects as invalid (other
+replayed oldest-first after an exponential backoff with jitter, or after the aggregator's ``Retry-After`` (an
+overloaded aggregator answers 503 with one) if that is longer. A batch the aggregator rejects as invalid (other
 4xx) is dropped and counted, since sending it again cannot succeed.
 """
 
@@ -21,6 +22,7 @@ import httpx
 
 from exporter.node.selfmetrics import ExporterMetrics
 from exporter.node.spool import Spool
+from exporter.retry_after import retry_after_seconds, spread
 from exporter.samples import NodeBatch, decode_record
 
 __all__ = ["RetryPolicy", "Sender"]
@@ -190,8 +192,9 @@ class Sender:
         if outcome == "error":
             self._failures += 1
             delay = self._retry.delay(self._failures, self._rng)
-            if retry_after and retry_after.isdigit():
-                delay = max(delay, min(float(retry_after), self._retry.max_s))
+            wait = retry_after_seconds(retry_after)
+            if wait is not None:  # the aggregator said how long to stay away: never sooner, and not in lockstep
+                delay = max(delay, spread(min(wait, self._retry.max_s), self._rng))
             self._next_attempt = time.monotonic() + delay
             return outcome
         if self._failures:

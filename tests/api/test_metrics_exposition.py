@@ -9,7 +9,9 @@ import subprocess
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.utils.factories import metric_samples, node_sample, report, scrape
+from api.metrics.render import shard_of
+from tests.utils.factories import metric_samples, metric_value, node_sample, report, scrape
+from tests.utils.waiting import eventually
 
 
 def _populate(client: TestClient) -> None:
@@ -53,9 +55,69 @@ def test_unchanged_nodes_and_jobs_are_not_rerendered(client: TestClient) -> None
     assert per_item(scrape(client)) == per_item(first)
     assert renderer.renders == before
     client.post("/v1/nodes/n2/samples", json=node_sample(8, pool="infer", power_watts=123.0))
-    scrape(client)
+    assert eventually(lambda: renderer.waiting() == 0)  # rendered by the event loop soon after the push ...
     assert renderer.renders["node"] == before["node"] + 1
+    text = scrape(client)
+    assert renderer.renders["node"] == before["node"] + 1  # ... so the scrape only joined it
     assert renderer.renders["job"] == before["job"]
+    assert metric_value(text, "mfumon_gpu_power_watts", node="n2", gpu="0") == 123.0
+
+
+def _cluster(client: TestClient, nodes: int) -> None:
+    for n in range(nodes):
+        body = node_sample(4, job_id=f"j{n % 7}", pool=f"p{n % 3}", throttle_reasons=["hw_thermal"] if n % 5 else [])
+        for g in body["gpus"]:
+            g["uuid"] = f"GPU-{n}-{g['index']}"
+        assert client.post(f"/v1/nodes/node-{n}/samples", json=body).status_code == 200
+    for j in range(7):
+        assert client.post(f"/v1/jobs/j{j}/reports", json=report(team=f"t{j % 2}")).status_code == 200
+    client.put("/v1/jobs/waiting", json={"pool": "p1", "gpus_requested": 16})
+
+
+# Self-metrics that change from one scrape to the next by themselves.
+_VOLATILE = (
+    "mfumon_scrape_duration_seconds",
+    "mfumon_sample_queue_age_seconds",
+    "mfumon_sample_queue_nodes",
+    "mfumon_sample_flush_duration_seconds",
+    "mfumon_state_refresh_duration_seconds",
+)
+
+
+@pytest.mark.parametrize("shards", [1, 2, 5])
+def test_the_shards_together_are_the_unsharded_exposition_series_for_series(client: TestClient, shards: int) -> None:
+    _cluster(client, nodes=40)
+    client.app.state.ctx.sample_writer.flush()  # type: ignore[attr-defined]
+    whole = metric_samples(scrape(client))
+    parts = []
+    for index in range(shards):
+        response = client.get("/metrics", params={"shard": index, "shards": shards})
+        assert response.status_code == 200
+        parts.append(metric_samples(response.text))
+    union: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
+    for part in parts:
+        assert not union.keys() & part.keys(), "a series is on two shards"
+        union.update(part)
+    assert union.keys() == whole.keys()
+    assert {k: v for k, v in union.items() if k[0] not in _VOLATILE} == {
+        k: v for k, v in whole.items() if k[0] not in _VOLATILE
+    }
+    # A node's series all live on one shard; job, pool, team, cluster and self series on shard 0 only.
+    for index, part in enumerate(parts):
+        names = {name for name, _ in part}
+        if index > 0:
+            assert all(name.startswith(("mfumon_gpu_", "mfumon_node_")) for name in names), names
+        nodes = {dict(labels)["node"] for _, labels in part if "node" in dict(labels)}
+        assert all(shard_of(node, shards) == index for node in nodes)
+    assert all(any(name == "mfumon_node_info" for name, _ in part) for part in parts)  # the hash spreads them
+
+
+@pytest.mark.parametrize("query", ["shard=0", "shards=2", "shard=2&shards=2", "shard=-1&shards=2", "shard=0&shards=0"])
+def test_a_bad_shard_is_a_422(client: TestClient, query: str) -> None:
+    response = client.get(f"/metrics?{query}")
+    assert response.status_code == 422
+    (error,) = response.json()["detail"]  # the shape every other 422 has (the OpenAPI schema documents it)
+    assert error["field"] in {"shard", "shards"} and error["loc"][0] == "query"
 
 
 def test_gzip_when_the_scraper_accepts_it(client: TestClient) -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import create_engine, inspect, text
 
+from api.crud.nodes import decode_sample
 from api.db.migrate import alembic_config, upgrade_to_head
 from api.db.models import Base
 
@@ -21,5 +24,50 @@ def test_migrations_create_exactly_the_models(database_url: str) -> None:
     command.downgrade(alembic_config(database_url), "base")
     assert set(inspect(engine).get_table_names()) <= {"alembic_version"}
     upgrade_to_head(database_url)
-    assert {"nodes", "gpus", "jobs", "job_reports", "baselines"} <= set(inspect(engine).get_table_names())
+    assert {"nodes", "jobs", "job_reports", "baselines"} <= set(inspect(engine).get_table_names())
+    engine.dispose()
+
+
+def test_node_gpu_rows_move_into_the_node_document_and_back(database_url: str) -> None:
+    """0008 carries a database written before it (one row per GPU) into one document per node, and back down."""
+    config = alembic_config(database_url)
+    command.upgrade(config, "0007_usage_hours")
+    engine = create_engine(database_url)
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO nodes (name, pool, last_seen_at, last_sample_timestamp, samples_received, updated_at, "
+                "ib_ports) VALUES ('n1', 'train', 1.7e9, 1.7e9, 3, 1.7e9, :ports)"
+            ),
+            {"ports": json.dumps([{"device": "mlx5_0", "port": 1, "state": "ACTIVE", "link_downed_total": 2}])},
+        )
+        conn.execute(
+            text(
+                'INSERT INTO gpus (uuid, node, "index", name, mig_profile, job_id, up, counters, sample_timestamp) '
+                "VALUES ('GPU-b', 'n1', 1, 'NVIDIA H100 80GB HBM3', NULL, 'j1', true, :c1, 1.7e9), "
+                "('GPU-a', 'n1', 0, 'NVIDIA H100 80GB HBM3', NULL, NULL, false, :c0, 1.7e9)"
+            ),
+            {"c1": json.dumps({"power_watts": 500.0, "tensor_active": 0.5}), "c0": "{}"},
+        )
+    upgrade_to_head(database_url)
+    with engine.connect() as conn:
+        stored = conn.execute(text("SELECT sample, samples_received FROM nodes WHERE name = 'n1'")).one()
+    sample = decode_sample(stored.sample)
+    gpus = sample.gpus
+    assert (sample.timestamp, sample.pool) == (1.7e9, "train")
+    assert sample.ib_ports is not None and [(p.device, p.link_downed_total) for p in sample.ib_ports] == [("mlx5_0", 2)]
+    assert [(g.uuid, g.index, g.job_id, g.up) for g in gpus] == [("GPU-a", 0, None, False), ("GPU-b", 1, "j1", True)]
+    assert gpus[1].counters() == {"power_watts": 500.0, "tensor_active": 0.5} and stored.samples_received == 3
+    command.downgrade(config, "0007_usage_hours")
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT uuid, job_id, counters FROM gpus ORDER BY uuid")).all()
+        ports = conn.execute(text("SELECT ib_ports FROM nodes")).scalar_one()
+    ports = json.loads(ports) if isinstance(ports, str) else ports
+    assert ports == [{"device": "mlx5_0", "port": 1, "state": "ACTIVE", "link_downed_total": 2}]
+    assert [(r.uuid, r.job_id) for r in rows] == [("GPU-a", None), ("GPU-b", "j1")]
+    counters = rows[1].counters  # PostgreSQL's driver decodes JSON, SQLite's does not
+    assert (json.loads(counters) if isinstance(counters, str) else counters) == {
+        "power_watts": 500.0,
+        "tensor_active": 0.5,
+    }
     engine.dispose()

@@ -114,15 +114,20 @@ def test_job_moving_between_nodes_is_attributed_to_its_current_nodes(client: Tes
     assert client.post("/v1/jobs/mover/reports", json=body).json()["num_gpus"] == 4
 
 
-def test_replayed_sample_on_a_replica_without_the_node_leaves_it_to_the_refresh(client: TestClient) -> None:
+def test_replayed_sample_on_a_replica_without_the_node_never_overwrites_the_stored_newer_one(
+    client: TestClient,
+) -> None:
     new = node_sample(2, power_watts=600.0)
     client.post("/v1/nodes/r/samples", json=new)
     ctx = client.app.state.ctx  # type: ignore[attr-defined]
+    ctx.sample_writer.flush()
     ctx.state._nodes.clear()  # as on a replica that has not loaded node r yet
     ctx.state._job_nodes.clear()
     old = node_sample(2, power_watts=100.0)
     old["timestamp"] = new["timestamp"] - 60
-    assert client.post("/v1/nodes/r/samples", json=old).json()["applied"] is False
-    ctx.refresher.refresh()
+    assert client.post("/v1/nodes/r/samples", json=old).status_code == 200
+    ctx.sample_writer.flush()  # the database keeps the newer sample, and counts both pushes
+    ctx.refresher.load_rows(nodes=["r"])  # what the other replica's notification makes this one do
     node = client.get("/v1/nodes/r").json()
     assert len(node["gpus"]) == 2 and node["gpus"][0]["counters"]["power_watts"] == 600.0
+    assert node["samples_received"] == 2

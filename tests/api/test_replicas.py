@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ from sqlalchemy import create_engine, text
 
 from tests.conftest import POSTGRES_URL_ENV, LiveServer, start_server
 from tests.utils.factories import metric_samples, metric_value, node_sample, report
+from tests.utils.waiting import eventually
 
 
 @pytest.fixture
@@ -33,15 +33,6 @@ def shared_postgres() -> Iterator[str]:
     with engine.connect() as conn:
         conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     engine.dispose()
-
-
-def _eventually(check, timeout_s: float = 15.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.2)
 
 
 def test_push_to_one_replica_read_from_the_other(shared_postgres: str, tmp_path: Path) -> None:
@@ -63,10 +54,13 @@ def test_push_to_one_replica_read_from_the_other(shared_postgres: str, tmp_path:
         assert result["mfu"] is not None
 
         def replica_b_sees_it() -> str | None:
+            # The report is stored before it is answered; the push within SAMPLE_FLUSH_SECONDS.
             body = httpx.get(f"{b.url}/metrics").text
-            return body if metric_value(body, "mfumon_job_mfu_ratio", job_id="rep") is not None else None
+            job = metric_value(body, "mfumon_job_mfu_ratio", job_id="rep")
+            gpu = metric_value(body, "mfumon_gpu_info", node="node-7", job_id="rep", gpu="7")
+            return body if job is not None and gpu is not None else None
 
-        text_b = _eventually(replica_b_sees_it)
+        text_b = eventually(replica_b_sees_it)
         assert text_b, "replica b never showed the job pushed to replica a"
         assert metric_value(text_b, "mfumon_job_mfu_ratio", job_id="rep") == pytest.approx(result["mfu"])
         assert metric_value(text_b, "mfumon_gpu_info", node="node-7", job_id="rep", gpu="7") == 1
@@ -85,7 +79,7 @@ def test_push_to_one_replica_read_from_the_other(shared_postgres: str, tmp_path:
             body = httpx.get(f"{a.url}/metrics").text
             return body if metric_value(body, "mfumon_job_mfu_ratio", job_id="rep") is None else None
 
-        ended = _eventually(replica_a_dropped_its_mfu)
+        ended = eventually(replica_a_dropped_its_mfu)
         assert ended, "replica a kept the ended job's MFU"
         assert metric_value(ended, "mfumon_job_gpus_unreported", job_id="rep") == 8
         assert metric_value(ended, "mfumon_cluster_gpus", state="unreported") == 8
@@ -94,7 +88,7 @@ def test_push_to_one_replica_read_from_the_other(shared_postgres: str, tmp_path:
             httpx.post(f"{b.url}/v1/nodes/node-7/samples", json=node_sample(8, compute_processes=0)).status_code == 200
         )
         for replica in (a, b):
-            gone = _eventually(lambda r=replica: 'job_id="rep"' not in httpx.get(f"{r.url}/metrics").text)
+            gone = eventually(lambda r=replica: 'job_id="rep"' not in httpx.get(f"{r.url}/metrics").text)
             assert gone, f"{replica.url} kept series of job rep"
 
 
@@ -123,7 +117,7 @@ def test_a_replica_that_got_no_push_shows_the_same_cluster_truth(shared_postgres
             body = httpx.get(f"{server.url}/v1/cluster").json()
             return body if body["gpus_known"] == 16 and body["gpus_reporting"] == 4 else None
 
-        on_a, on_b = cluster_of(a), _eventually(lambda: cluster_of(b))
+        on_a, on_b = cluster_of(a), eventually(lambda: cluster_of(b))
         assert on_a and on_b, "replica b never loaded the cluster pushed to replica a"
         for key in ("gpus_reporting", "gpus_unreported", "gpus_idle", "gpus_down", "gpus_unverified"):
             assert on_a[key] == on_b[key], key
@@ -197,7 +191,7 @@ def test_replicas_export_the_same_durable_counters(shared_postgres: str, tmp_pat
             seen_a, seen_b = _durable(a.url), _durable(b.url)
             return seen_a if seen_a and seen_a == seen_b else None
 
-        agreed = _eventually(same)
+        agreed = eventually(same)
         assert agreed, "the replicas never agreed on the durable counters"
         ends = sum(v for (name, _), v in agreed.items() if name == "mfumon_job_ends_total")
         events = {dict(lbls)["type"]: v for (name, lbls), v in agreed.items() if name == "mfumon_job_events_total"}
@@ -216,3 +210,37 @@ def test_replicas_export_the_same_durable_counters(shared_postgres: str, tmp_pat
     (tmp_path / "c").mkdir()
     with start_server(tmp_path / "c", env=env, database_url=shared_postgres) as c:
         assert _durable(c.url) == agreed
+
+
+def test_a_replica_started_later_serves_the_whole_cluster_as_soon_as_it_is_ready(
+    shared_postgres: str, tmp_path: Path
+) -> None:
+    """It listens, loads, and only then opens its port: its first answer already has every node, job and count."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with start_server(tmp_path / "a", database_url=shared_postgres) as a, httpx.Client(base_url=a.url) as client:
+        for n in range(30):
+            body = node_sample(2, job_id=f"late-{n % 3}")
+            for g in body["gpus"]:
+                g["uuid"] = f"GPU-late-{n}-{g['index']}"
+            assert client.post(f"/v1/nodes/late-{n}/samples", json=body).status_code == 200
+        for j in range(3):
+            assert client.post(f"/v1/jobs/late-{j}/reports", json=report()).status_code == 200
+        assert client.post("/v1/jobs/late-2/end", json={"exit_code": 0}).status_code == 200
+        assert eventually(lambda: metric_value(client.get("/metrics").text, "mfumon_sample_queue_nodes") == 0)
+        whole = client.get("/v1/cluster").json()
+        with start_server(tmp_path / "b", database_url=shared_postgres) as b:
+            assert httpx.get(f"{b.url}/readyz").status_code == 200
+            summary = httpx.get(f"{b.url}/v1/cluster").json()  # no waiting: ready means loaded
+            assert (summary["nodes"], summary["gpus_known"], summary["jobs_running"]) == (30, 60, 2)
+            assert summary["mfu"] == pytest.approx(whole["mfu"])
+            text_b = httpx.get(f"{b.url}/metrics").text
+            ended = metric_value(text_b, "mfumon_job_ends_total", kind="training", outcome="success")
+            assert ended == 1  # a durable counter, written by a path that knows nothing of notifications
+            # And it follows what a writes from now on, by notification.
+            assert client.post("/v1/jobs/late-1/end", json={"exit_code": 1}).status_code == 200
+
+            def failures_on_b() -> float | None:
+                return metric_value(httpx.get(f"{b.url}/metrics").text, "mfumon_job_ends_total", outcome="failure")
+
+            assert eventually(lambda: failures_on_b() == 1, timeout_s=30)

@@ -119,8 +119,8 @@ def test_aggregator_runs_two_replicas_with_secrets_for_database_and_tokens() -> 
     assert volume["secret"]["secretName"] == "mfumon-ingest-tokens"
     assert "MFUMON_INGEST_TOKENS" not in names, "tokens come from the Secret file, not plain env"
     assert pod["securityContext"]["runAsNonRoot"] is True
-    for probe in ("readinessProbe", "livenessProbe"):
-        assert container[probe]["httpGet"]["path"] == "/healthz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"  # 503 while not following other replicas
 
 
 def test_service_and_servicemonitor_reach_the_aggregator_pods() -> None:

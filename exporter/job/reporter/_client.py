@@ -2,8 +2,9 @@
 
 The standard library's ``urllib`` is used rather than httpx so that the reporter adds no import time and no
 dependency to a training process. Nothing here raises to the caller: a request is either delivered, kept for
-the next round (network error, 5xx, 429), dropped when the queue is full, or rejected (other 4xx, which
-retrying would not fix). The outcome of each round is logged at most once.
+the next round (network error, 5xx, 429; not before the aggregator's ``Retry-After`` when it sends one), dropped
+when the queue is full, or rejected (other 4xx, which retrying would not fix). The outcome of each round is
+logged at most once.
 """
 
 from __future__ import annotations
@@ -11,13 +12,16 @@ from __future__ import annotations
 import collections
 import json
 import logging
+import random
 import threading
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from time import monotonic
+from time import monotonic, sleep
 from typing import Any
 from urllib.parse import urlsplit
+
+from exporter.retry_after import retry_after_seconds, spread
 
 logger = logging.getLogger("exporter.job.reporter")
 
@@ -43,7 +47,11 @@ class _Request:
 
 
 class _Retryable(Exception):
-    """A request that may succeed later (network error, timeout, 5xx, 429)."""
+    """A request that may succeed later (network error, timeout, 5xx, 429), after ``retry_after`` s if given."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class _Rejected(Exception):
@@ -67,6 +75,8 @@ class Delivery:
         self._lock = threading.Lock()
         self._sent = self._dropped = self._rejected = self._failed = 0
         self._failing = False
+        self._not_before = 0.0  # monotonic time before which the aggregator asked not to be called (Retry-After)
+        self._rng = random.Random()
         self.last_response: dict[str, Any] | None = None
 
     def enqueue(self, method: str, path: str, body: dict[str, Any] | None = None) -> None:
@@ -81,6 +91,12 @@ class Delivery:
         """Send queued requests oldest first until one fails or time is up; True when the queue is empty."""
         stop_at = None if deadline_seconds is None else monotonic() + deadline_seconds
         error: str | None = None
+        wait = self._not_before - monotonic()
+        if wait > 0 and self.stats().pending:
+            if stop_at is not None and monotonic() + wait > stop_at:
+                self._log_round(f"the aggregator asked to retry in {wait:.1f} s")
+                return False
+            sleep(wait)
         while True:
             with self._lock:
                 if not self._queue:
@@ -97,6 +113,8 @@ class Delivery:
             except _Retryable as exc:
                 with self._lock:
                     self._failed += 1
+                    if exc.retry_after is not None:  # never sooner, and not in lockstep with other jobs
+                        self._not_before = monotonic() + spread(exc.retry_after, self._rng)
                 error = str(exc)
                 break
             except _Rejected as exc:
@@ -149,7 +167,7 @@ class Delivery:
         except urllib.error.HTTPError as exc:
             detail = exc.read()[:500].decode(errors="replace")
             if exc.code == 429 or exc.code >= 500:
-                raise _Retryable(f"HTTP {exc.code}") from exc
+                raise _Retryable(f"HTTP {exc.code}", retry_after_seconds(exc.headers.get("Retry-After"))) from exc
             raise _Rejected(f"HTTP {exc.code}: {detail}") from exc
         except (OSError, ValueError) as exc:  # URLError, timeouts, resets, a malformed URL
             raise _Retryable(f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}") from exc

@@ -1,0 +1,125 @@
+"""Past MAX_INGEST_IN_FLIGHT, a real server refuses ingest at once (503 + Retry-After); reads still pass, and the
+exporter and the reporter wait as told before they try again."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import socket
+import time
+from collections.abc import Iterator
+from email.utils import formatdate
+from pathlib import Path
+
+import httpx
+import pytest
+
+from exporter.job.reporter import JobReporter
+from exporter.node.push import RetryPolicy, Sender
+from exporter.node.spool import MemorySpool
+from exporter.retry_after import retry_after_seconds, spread
+from exporter.samples import GpuSample, NodeBatch
+from tests.conftest import LiveServer, start_server
+from tests.utils.factories import metric_value, node_sample
+from tests.utils.waiting import eventually
+
+LIMIT = 2
+RETRY_AFTER_S = 2
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[LiveServer]:
+    env = {"MFUMON_MAX_INGEST_IN_FLIGHT": str(LIMIT), "MFUMON_OVERLOAD_RETRY_AFTER_SECONDS": str(RETRY_AFTER_S)}
+    with start_server(tmp_path, env=env) as live:
+        yield live
+
+
+@contextlib.contextmanager
+def _held_in_flight(server: LiveServer, count: int) -> Iterator[list[socket.socket]]:
+    """``count`` pushes whose bodies arrive only when the block ends: they stay in flight until then."""
+    body = json.dumps(node_sample(1)).encode()
+    socks = []
+    for k in range(count):
+        sock = socket.create_connection(("127.0.0.1", server.port))
+        head = f"POST /v1/nodes/held-{k}/samples HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        sock.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body[:10])
+        socks.append(sock)
+
+    def in_flight() -> bool:  # a push beyond the limit is refused once the held ones are counted
+        return _push(server).status_code == 503
+
+    assert eventually(in_flight, timeout_s=30), "the held requests never counted as in flight"
+    try:
+        yield socks
+    finally:
+        for sock in socks:
+            sock.sendall(body[10:])
+            assert b" 200 " in sock.recv(4096).split(b"\r\n")[0]
+            sock.close()
+
+
+def _push(server: LiveServer, node: str = "other") -> httpx.Response:
+    return httpx.post(f"{server.url}/v1/nodes/{node}/samples", json=node_sample(1), timeout=10)
+
+
+def _overloaded(server: LiveServer, endpoint: str) -> float:
+    text = httpx.get(f"{server.url}/metrics", timeout=10).text
+    return metric_value(text, "mfumon_ingest_requests_total", endpoint=endpoint, outcome="overloaded") or 0.0
+
+
+def test_ingest_past_the_limit_is_refused_at_once_and_reads_still_pass(server: LiveServer) -> None:
+    with _held_in_flight(server, LIMIT):
+        refused = _push(server)
+        assert refused.status_code == 503 and refused.headers["Retry-After"] == str(RETRY_AFTER_S)
+        assert "overloaded" in refused.json()["detail"]
+        report = httpx.post(f"{server.url}/v1/jobs/j/reports", json={"tokens_per_second": 1.0}, timeout=10)
+        assert report.status_code == 503 and report.headers["Retry-After"] == str(RETRY_AFTER_S)
+        for path in ("/healthz", "/readyz", "/metrics", "/v1/nodes", "/v1/jobs", "/v1/cluster"):
+            assert httpx.get(f"{server.url}{path}", timeout=10).status_code == 200, path
+        assert _overloaded(server, "node_samples") >= 2 and _overloaded(server, "job_reports") == 1
+    assert _push(server).status_code == 200  # the held ones finished: room again
+    assert httpx.get(f"{server.url}/v1/nodes/held-0", timeout=10).status_code == 200
+
+
+def test_the_exporter_waits_retry_after_then_delivers(server: LiveServer) -> None:
+    sender = Sender(server.url, MemorySpool(1024**2), retry=RetryPolicy(initial_s=0.05, max_s=30.0), seed=1)
+    gpu = GpuSample(uuid="GPU-x", index=0, name="NVIDIA H100 80GB HBM3", utilization=0.5)
+    sender.start()
+    try:
+        with _held_in_flight(server, LIMIT):
+            refused_before = _overloaded(server, "node_samples")
+            sender.submit(NodeBatch(node="exp", timestamp=time.time(), gpus=(gpu,)))
+            assert eventually(lambda: _overloaded(server, "node_samples") > refused_before, timeout_s=30)
+            time.sleep(RETRY_AFTER_S / 2)  # its backoff alone (50 ms) would have retried many times by now
+            assert _overloaded(server, "node_samples") == refused_before + 1
+        assert eventually(lambda: sender.delivered == 1, timeout_s=30)
+        assert _overloaded(server, "node_samples") == refused_before + 1  # it came back once, when told
+    finally:
+        sender.stop()
+
+
+def test_the_reporter_waits_retry_after_then_delivers(server: LiveServer) -> None:
+    reporter = JobReporter(job_id="rep", url=server.url, num_gpus=8, gpu_model="h100-sxm", start=False)
+    with _held_in_flight(server, LIMIT):
+        assert reporter.flush(timeout_seconds=5) is False  # the registration was refused
+        refused = _overloaded(server, "job_update")
+        assert refused == 1
+        started = time.monotonic()
+        assert reporter.flush(timeout_seconds=0.5) is False  # not before Retry-After: nothing was sent
+        assert time.monotonic() - started < RETRY_AFTER_S and _overloaded(server, "job_update") == refused
+    assert reporter.flush(timeout_seconds=RETRY_AFTER_S + 10) is True  # waits out Retry-After, then sends
+    assert httpx.get(f"{server.url}/v1/jobs/rep", timeout=10).json()["num_gpus"] == 8
+    reporter.close()
+
+
+def test_retry_after_in_seconds_or_as_an_http_date() -> None:
+    now = 1_700_000_000.0
+    assert retry_after_seconds("2") == 2.0 and retry_after_seconds(" 120 ") == 120.0
+    assert retry_after_seconds(formatdate(now + 30, usegmt=True), now=now) == 30.0
+    assert retry_after_seconds(formatdate(now - 30, usegmt=True), now=now) == 0.0  # already past
+    assert retry_after_seconds(None) is None and retry_after_seconds("soon") is None
+    assert retry_after_seconds("-1") is None
+    rng = random.Random(0)
+    waits = [spread(2.0, rng) for _ in range(100)]
+    assert all(2.0 <= w <= 3.0 for w in waits) and len(set(waits)) > 1  # never sooner, never in lockstep
