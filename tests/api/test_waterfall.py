@@ -104,7 +104,8 @@ def test_idle_and_unreported_gpus_are_billed_once_per_interval(make_client: Call
     gpus = [gpu(i) | {"utilization": 0, "sm_active": 0, "tensor_active": 0} for i in range(6)]
     gpus += [gpu(6, job_id="nobody-reports"), gpu(7, job_id="nobody-reports")]
     assert first.post("/v1/nodes/n1/samples", json={"timestamp": clock.now, "pool": "spare", "gpus": gpus}).is_success
-    second.app.state.ctx.refresher.refresh()  # type: ignore[attr-defined]
+    first.app.state.ctx.sample_writer.flush()  # type: ignore[attr-defined]  # the group commit, now
+    second.app.state.ctx.refresher.load()  # type: ignore[attr-defined]
     replicas = [first.app.state.ctx, second.app.state.ctx]  # type: ignore[attr-defined]
     for ctx in replicas:
         bill_gpu_states(ctx)  # the mark starts here: nothing billed before anyone looked
@@ -113,7 +114,7 @@ def test_idle_and_unreported_gpus_are_billed_once_per_interval(make_client: Call
         billed = [bill_gpu_states(ctx) for ctx in replicas]
         assert sorted(billed) == [0.0, 10.0]  # whichever replica moves the mark first bills the interval
     for client in (first, second):
-        client.app.state.ctx.refresher.refresh()  # type: ignore[attr-defined]
+        client.app.state.ctx.refresher.load()  # type: ignore[attr-defined]
         text = scrape(client)
         # 20 s: 6 idle GPUs and 2 unreported ones, billed once though both replicas ran.
         assert _counter(text, "mfumon_pool_gpu_seconds_total", pool="spare", category="idle") == pytest.approx(120)
