@@ -1,9 +1,8 @@
 """Replicas on PostgreSQL tell each other what changed: triggers NOTIFY, a thread in each replica LISTENs.
 
-Triggers on the tables the state mirrors (nodes, jobs, baselines, durable counters, scheduler sources and their
-queue-wait histograms; see the migration
-``0009_change_notifications``) send, for every statement that writes them, the keys it wrote and the writer's id
-(``mfumon.origin``, set on each of its connections by :func:`tag_writes`). PostgreSQL delivers a notification to
+Triggers on the tables the state mirrors (:data:`MIRRORED`; ``migrations.change_triggers`` makes them) send, for
+every statement that writes them, the keys it wrote and the writer's id (``mfumon.origin``, set on each of its
+connections by :func:`tag_writes`). PostgreSQL delivers a notification to
 every listener when, and only if, the transaction commits, in commit order. So every write path is covered,
 whoever adds it, without a line of its own. :class:`ChangeListener` holds one connection per replica, skips its
 own writes (already in its state), gathers notifications for a moment, and has the refresher read exactly the
@@ -25,11 +24,21 @@ from typing import Any
 from sqlalchemy import Engine, event
 
 from api.state.refresh import Refresher
+from migrations.change_triggers import CHANNEL
 
 logger = logging.getLogger(__name__)
 
-CHANNEL = "mfumon_changes"
-TABLES = ("nodes", "jobs", "baselines", "counters", "scheduler_sources", "queue_wait_histograms")
+# Every table the replicas mirror in memory, and its key column: the one list. To mirror another table, add it here,
+# give it triggers in its migration (``create_change_triggers(table, key)``, one line) and a reader in
+# ``Refresher.load_changed``; a test checks that all three agree.
+MIRRORED: dict[str, str] = {
+    "nodes": "name",
+    "jobs": "job_id",
+    "baselines": "signature",
+    "counters": "name",
+    "scheduler_sources": "name",
+    "queue_wait_histograms": "pool",
+}
 
 
 def tag_writes(engine: Engine, origin: str) -> None:
@@ -113,7 +122,7 @@ class ChangeListener:
             first = list(self._conn.notifies(timeout=0.5, stop_after=1))
             if not first:
                 continue
-            changed: dict[str, set[str]] = {table: set() for table in TABLES}
+            changed: dict[str, set[str]] = {table: set() for table in MIRRORED}
             for notify in first:
                 self._collect(notify.payload, changed)
             deadline = time.monotonic() + self.GATHER_S
@@ -124,14 +133,7 @@ class ChangeListener:
                 for notify in batch:
                     self._collect(notify.payload, changed)
             if any(changed.values()):  # not only this replica's own writes
-                self.applied += self._refresher.load_rows(
-                    nodes=sorted(changed["nodes"]),
-                    jobs=sorted(changed["jobs"]),
-                    baselines=sorted(changed["baselines"]),
-                    sources=sorted(changed["scheduler_sources"]),
-                    counters=bool(changed["counters"]),
-                    queue_waits=bool(changed["queue_wait_histograms"]),
-                )
+                self.applied += self._refresher.load_changed(changed)
 
     def _collect(self, payload: str, changed: dict[str, set[str]]) -> None:
         """``<table> <origin> <JSON list of keys>``, as the trigger function writes it."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
@@ -169,6 +169,17 @@ class Refresher:
             self._read_counters(session)
             self._read_queue_waits(session)
             return applied
+
+    def load_changed(self, changed: Mapping[str, Collection[str]]) -> int:
+        """The rows notifications named, by table (every table of ``api.state.notify.MIRRORED`` has a line here)."""
+        return self.load_rows(
+            nodes=sorted(changed.get("nodes", ())),
+            jobs=sorted(changed.get("jobs", ())),
+            baselines=sorted(changed.get("baselines", ())),
+            sources=sorted(changed.get("scheduler_sources", ())),
+            counters=bool(changed.get("counters")),
+            queue_waits=bool(changed.get("queue_wait_histograms")),
+        )
 
     def load_rows(
         self,

@@ -1,9 +1,9 @@
 """PostgreSQL tells every replica which rows of the mirrored tables changed (triggers that NOTIFY).
 
 For every statement that inserts or updates a table every replica mirrors in memory (``KEYS``), a trigger sends
-``<table> <writer> <JSON list of keys>`` on channel ``mfumon_changes`` (several notifications when the keys would
-pass PostgreSQL's 8,000-byte payload limit); ``<writer>`` is the writing process's ``mfumon.origin`` setting. A
-notification is delivered only when its transaction commits. See ``api.state.notify``. SQLite: nothing to do.
+the keys it wrote on channel ``mfumon_changes``, delivered when its transaction commits (``migrations.change_triggers``
+says how; ``api.state.notify`` listens). A table mirrored later adds its triggers in its own migration, in one line:
+``create_change_triggers(table, key)``. SQLite: nothing to do.
 
 Revision ID: 0009_change_notifications
 Revises: 0008_node_sample_document
@@ -14,11 +14,14 @@ from __future__ import annotations
 
 from alembic import op
 
+from migrations.change_triggers import FUNCTION, create_change_triggers, drop_change_triggers
+
 revision = "0009_change_notifications"
 down_revision = "0008_node_sample_document"
 branch_labels = None
 depends_on = None
 
+# The tables mirrored at this revision; later ones add their own with create_change_triggers (one line each).
 KEYS = {
     "nodes": "name",
     "jobs": "job_id",
@@ -28,43 +31,18 @@ KEYS = {
     "queue_wait_histograms": "pool",
 }
 
-FUNCTION = """
-CREATE OR REPLACE FUNCTION mfumon_notify_changed() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    writer text := coalesce(current_setting('mfumon.origin', true), '');
-    keys text;
-BEGIN
-    FOR keys IN EXECUTE format(
-        'SELECT json_agg(k)::text FROM ('
-        '  SELECT k, sum(octet_length(k) + 4) OVER (ORDER BY k) / 7000 AS part'
-        '  FROM (SELECT DISTINCT %I::text AS k FROM changed) AS distinct_keys'
-        ') AS keyed GROUP BY part',
-        TG_ARGV[0])
-    LOOP
-        PERFORM pg_notify('mfumon_changes', TG_TABLE_NAME || ' ' || writer || ' ' || keys);
-    END LOOP;
-    RETURN NULL;
-END
-$$
-"""
-
 
 def upgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
         return
     op.execute(FUNCTION)
     for table, key in KEYS.items():
-        for operation in ("INSERT", "UPDATE"):  # a trigger with a transition table takes one event
-            op.execute(
-                f"CREATE TRIGGER mfumon_notify_{operation.lower()} AFTER {operation} ON {table} "
-                f"REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION mfumon_notify_changed('{key}')"
-            )
+        create_change_triggers(table, key)
 
 
 def downgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
         return
     for table in KEYS:
-        for operation in ("insert", "update"):
-            op.execute(f"DROP TRIGGER IF EXISTS mfumon_notify_{operation} ON {table}")
+        drop_change_triggers(table)
     op.execute("DROP FUNCTION IF EXISTS mfumon_notify_changed()")

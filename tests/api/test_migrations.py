@@ -12,6 +12,8 @@ from sqlalchemy import create_engine, inspect, text
 from api.crud.nodes import decode_sample
 from api.db.migrate import alembic_config, upgrade_to_head
 from api.db.models import Base
+from api.state.notify import MIRRORED
+from api.state.refresh import Refresher
 
 
 def test_migrations_create_exactly_the_models(database_url: str) -> None:
@@ -71,3 +73,35 @@ def test_node_gpu_rows_move_into_the_node_document_and_back(database_url: str) -
         "tensor_active": 0.5,
     }
     engine.dispose()
+
+
+def test_every_mirrored_table_notifies_and_is_read_back(database_url: str) -> None:
+    """The one list of mirrored tables (api.state.notify.MIRRORED), the migrations' triggers and the refresher's
+    readers agree: a table added to one and not the others fails here, not silently on a replica."""
+    changed_calls: list[dict[str, object]] = []
+
+    class Recorder(Refresher):
+        def __init__(self) -> None:  # nothing to read from: only which reader a table reaches
+            pass
+
+        def load_rows(self, **kwargs: object) -> int:  # type: ignore[override]
+            changed_calls.append(kwargs)
+            return 0
+
+    for table in MIRRORED:
+        Recorder().load_changed({table: {"some-key"}})
+        assert any(changed_calls[-1].values()), f"Refresher.load_changed ignores mirrored table {table}"
+    upgrade_to_head(database_url)
+    if not database_url.startswith("postgresql"):
+        return  # one process, no replicas, no triggers
+    engine = create_engine(database_url)
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT event_object_table, event_manipulation FROM information_schema.triggers "
+                "WHERE trigger_name LIKE 'mfumon_notify_%'"
+            )
+        ).all()
+    engine.dispose()
+    triggers = {(table, operation) for table, operation in rows}
+    assert triggers == {(table, operation) for table in MIRRORED for operation in ("INSERT", "UPDATE")}
