@@ -357,7 +357,8 @@ def measure_size(
             )
         sustained = result.real.median / GPUS_PER_NODE  # pushes/s
         once = push_targets(nodes, variants=1)
-        for _ in range(args.repeats):
+        # Past 10,000 GPUs one paced pass takes most of a minute: measured once.
+        for _ in range(args.repeats if gpus <= 10_000 else 1):
             # Warm: nothing changed. Then every node pushes once, spread at a quarter of the sustained rate (a
             # cluster pushing on its interval), and the scrape comes right after the last push. Then the worst
             # case: every node pushes as fast as the server takes them, and the scrape comes right after.
