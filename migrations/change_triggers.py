@@ -3,7 +3,7 @@
 A table every replica mirrors in memory needs, besides its entry in ``api.state.notify.MIRRORED`` and a reader in
 ``api.state.refresh.Refresher``, these triggers: in the migration that creates the table (or starts mirroring it),
 ``create_change_triggers("my_table", "key_column")`` in ``upgrade()`` and ``drop_change_triggers("my_table")`` in
-``downgrade()``. The trigger function itself comes with ``0009_change_notifications``. On SQLite both do nothing.
+``downgrade()``. The trigger function itself comes with ``0010_change_notifications``. On SQLite both do nothing.
 
 For every statement that inserts or updates the table, the function sends ``<table> <writer> <JSON list of keys>``
 on channel ``mfumon_changes`` (several notifications when the keys would pass PostgreSQL's 8,000-byte payload

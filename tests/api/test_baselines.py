@@ -233,14 +233,14 @@ def test_other_replicas_and_restarts_see_pins_and_resets(make_client: Callable[.
     a = make_client(BASELINE_WARMUP_REPORTS=0, BASELINE_WINDOW_REPORTS=3)
     b = make_client(BASELINE_WARMUP_REPORTS=0, BASELINE_WINDOW_REPORTS=3)
     _run(a, "j", [20_000] * 3)
-    b.app.state.ctx.refresher.refresh()  # type: ignore[attr-defined]
+    b.app.state.ctx.refresher.load()  # type: ignore[attr-defined]
     # Job k's rates never make a stable window, so only the other replica's writes set its baseline.
     assert _run(b, "k", [10_000])["baseline_mfu"] == pytest.approx(_mfu(20_000))
     assert a.put(_path(SIG), json={"mfu": 0.5}).status_code == 200
-    b.app.state.ctx.refresher.refresh()  # type: ignore[attr-defined]
+    b.app.state.ctx.refresher.load()  # type: ignore[attr-defined]
     assert _run(b, "k", [13_000])["baseline_mfu"] == 0.5
     assert a.delete(_path(SIG)).status_code == 204
-    b.app.state.ctx.refresher.refresh()  # type: ignore[attr-defined]
+    b.app.state.ctx.refresher.load()  # type: ignore[attr-defined]
     assert _run(b, "k", [16_000])["baseline_mfu"] is None
     assert a.put(_path(SIG), json={"mfu": 0.4}).status_code == 200
     # A process started a day later still holds every baseline (they are not bound to the job TTL).
@@ -328,7 +328,7 @@ def test_concurrent_pins_and_resets_leave_row_and_state_agreeing(make_client: Ca
     row = a.get(_path(SIG)).json()
     assert row["source"] in ("pinned", "reset")
     for client in (a, b):
-        client.app.state.ctx.refresher.refresh()  # type: ignore[attr-defined]
+        client.app.state.ctx.refresher.load()  # type: ignore[attr-defined]
         held = client.app.state.ctx.state.baseline(SIG)  # type: ignore[attr-defined]
         assert (held.mfu if held else None) == row["mfu"]
     if row["source"] == "pinned":
@@ -338,5 +338,5 @@ def test_concurrent_pins_and_resets_leave_row_and_state_agreeing(make_client: Ca
     # One more reset and one more pin settle it either way, on both replicas.
     b.delete(_path(SIG))
     assert a.put(_path(SIG), json={"mfu": 0.5}).status_code == 200
-    b.app.state.ctx.refresher.refresh()  # type: ignore[attr-defined]
+    b.app.state.ctx.refresher.load()  # type: ignore[attr-defined]
     assert _run(b, "k", [10_000])["baseline_mfu"] == 0.5

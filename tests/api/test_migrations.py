@@ -31,9 +31,9 @@ def test_migrations_create_exactly_the_models(database_url: str) -> None:
 
 
 def test_node_gpu_rows_move_into_the_node_document_and_back(database_url: str) -> None:
-    """0008 carries a database written before it (one row per GPU) into one document per node, and back down."""
+    """0009 carries a database written before it (one row per GPU) into one document per node, and back down."""
     config = alembic_config(database_url)
-    command.upgrade(config, "0007_usage_hours")
+    command.upgrade(config, "0008_managed_baselines")
     engine = create_engine(database_url)
     with engine.begin() as conn:
         conn.execute(
@@ -60,7 +60,7 @@ def test_node_gpu_rows_move_into_the_node_document_and_back(database_url: str) -
     assert sample.ib_ports is not None and [(p.device, p.link_downed_total) for p in sample.ib_ports] == [("mlx5_0", 2)]
     assert [(g.uuid, g.index, g.job_id, g.up) for g in gpus] == [("GPU-a", 0, None, False), ("GPU-b", 1, "j1", True)]
     assert gpus[1].counters() == {"power_watts": 500.0, "tensor_active": 0.5} and stored.samples_received == 3
-    command.downgrade(config, "0007_usage_hours")
+    command.downgrade(config, "0008_managed_baselines")
     with engine.connect() as conn:
         rows = conn.execute(text("SELECT uuid, job_id, counters FROM gpus ORDER BY uuid")).all()
         ports = conn.execute(text("SELECT ib_ports FROM nodes")).scalar_one()

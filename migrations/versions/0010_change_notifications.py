@@ -5,8 +5,8 @@ the keys it wrote on channel ``mfumon_changes``, delivered when its transaction 
 says how; ``api.state.notify`` listens). A table mirrored later adds its triggers in its own migration, in one line:
 ``create_change_triggers(table, key)``. SQLite: nothing to do.
 
-Revision ID: 0009_change_notifications
-Revises: 0008_node_sample_document
+Revision ID: 0010_change_notifications
+Revises: 0009_node_sample_document
 Create Date: 2026-11-30
 """
 
@@ -16,8 +16,8 @@ from alembic import op
 
 from migrations.change_triggers import FUNCTION, create_change_triggers, drop_change_triggers
 
-revision = "0009_change_notifications"
-down_revision = "0008_node_sample_document"
+revision = "0010_change_notifications"
+down_revision = "0009_node_sample_document"
 branch_labels = None
 depends_on = None
 

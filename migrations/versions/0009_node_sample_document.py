@@ -4,8 +4,8 @@
 A push replaces a node's whole GPU list, and every reader loads it whole: one row per node makes the write one
 conditional upsert (older samples never overwrite newer ones, by construction) and a replica's read one row.
 
-Revision ID: 0008_node_sample_document
-Revises: 0007_usage_hours
+Revision ID: 0009_node_sample_document
+Revises: 0008_managed_baselines
 Create Date: 2026-11-30
 """
 
@@ -17,8 +17,8 @@ from collections import defaultdict
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0008_node_sample_document"
-down_revision = "0007_usage_hours"
+revision = "0009_node_sample_document"
+down_revision = "0008_managed_baselines"
 branch_labels = None
 depends_on = None
 
