@@ -8,6 +8,8 @@ those three deadlines and a connection cap to uvicorn's own h11 protocol:
 - the request head must be complete within ``header_timeout_s`` of the connection opening or of the previous
   response (408 if part of it came, a plain close if nothing did);
 - a response the client does not read for ``write_timeout_s`` is abandoned;
+- every request is stamped with when its bytes were read (``api.overload.ARRIVED``), so ingest that waited too
+  long behind others is refused at once rather than served late;
 - past ``max_connections``, a new connection first evicts the connection that has waited longest for a request
   head (an idle or slow one, never one with a request in flight); if none waits, the new one gets 503.
 
@@ -19,11 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections import Counter
 from typing import Any
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from api.overload import ARRIVED
 
 CLOSE_REASONS = ("header_timeout", "write_timeout", "evicted", "refused")
 
@@ -93,7 +98,10 @@ class GuardedH11Protocol(H11Protocol):
         self._wait_for_head()
 
     def data_received(self, data: bytes) -> None:
+        arrived, cycle = time.monotonic(), self.cycle
         super().data_received(data)
+        if self.cycle is not cycle and self.cycle is not None:  # a request head was parsed: when its bytes came
+            self.cycle.scope[ARRIVED] = arrived  # type: ignore[literal-required]
         if self.conn.their_state is not h11.IDLE:
             self._head_arrived()
 

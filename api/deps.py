@@ -35,9 +35,8 @@ def authenticate(request: Request, ctx: AppContext, scope: str) -> Principal:
     """The request's principal if its token has ``scope``: 401 for a missing or wrong token, 403 for a token
     without that scope. The principal is kept on the request for the write audit (log line and per-token count)."""
     principal = ctx.verifier.principal(request.headers.get("authorization"))
-    endpoint = endpoint_of(request.method, request.url.path)
     if principal is None:
-        if endpoint is not None:
+        if (endpoint := endpoint_of(request.method, request.scope["path"])) is not None:
             ctx.self_metrics.count_ingest(endpoint, "unauthorized")
         raise HTTPException(
             status_code=status.HTTP_401_UNAUTHORIZED,
@@ -45,7 +44,7 @@ def authenticate(request: Request, ctx: AppContext, scope: str) -> Principal:
             headers={"WWW-Authenticate": "Bearer"},
         )
     if not principal.allows(scope):
-        if endpoint is not None:
+        if (endpoint := endpoint_of(request.method, request.scope["path"])) is not None:
             ctx.self_metrics.count_ingest(endpoint, "forbidden")
         raise HTTPException(
             status_code=status.HTTP_403_FORBIDDEN,
@@ -57,9 +56,9 @@ def authenticate(request: Request, ctx: AppContext, scope: str) -> Principal:
     return principal
 
 
-def _require(scope: str) -> Callable[[Request, AppContext], Coroutine[Any, Any, Principal]]:
-    async def dependency(request: Request, ctx: ContextDep) -> Principal:
-        return authenticate(request, ctx, scope)
+def _require(scope: str) -> Callable[[Request], Coroutine[Any, Any, Principal]]:
+    async def dependency(request: Request) -> Principal:  # no ContextDep: every dependency costs each request
+        return authenticate(request, request.app.state.ctx, scope)
 
     dependency.__name__ = f"require_{scope}_scope"
     return dependency
@@ -81,8 +80,9 @@ IngestAuth = Depends(_require("jobs"))
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 
 
-async def require_reader(request: Request, ctx: ContextDep) -> None:
+async def require_reader(request: Request) -> None:
     """App-wide: with ``MFUMON_READ_REQUIRES_TOKEN``, every GET but the probes needs a token with the ``read`` scope."""
+    ctx: AppContext = request.app.state.ctx
     if ctx.settings.READ_REQUIRES_TOKEN and request.method in ("GET", "HEAD") and request.url.path not in OPEN_PATHS:
         authenticate(request, ctx, "read")
 

@@ -182,7 +182,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     # Added last, so it runs first: an ingest request past the limit costs nothing more than its refusal.
     app.add_middleware(
-        IngestLimit, limit=settings.MAX_INGEST_IN_FLIGHT, retry_after_s=settings.OVERLOAD_RETRY_AFTER_SECONDS
+        IngestLimit,
+        limit=settings.MAX_INGEST_IN_FLIGHT,
+        max_queue_s=settings.MAX_INGEST_QUEUE_SECONDS,
+        retry_after_s=settings.OVERLOAD_RETRY_AFTER_SECONDS,
     )
 
     @app.exception_handler(RequestValidationError)

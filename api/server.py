@@ -6,6 +6,7 @@ the kernel picks a free port and the ``listening on`` line says which, so nothin
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import resource
@@ -66,6 +67,23 @@ def raise_fd_limit(reserve: int = 256) -> int:
     return max(16, (soft if soft != resource.RLIM_INFINITY else 1 << 20) - reserve)
 
 
+GC_THRESHOLDS = (50_000, 20, 10)  # young generation 70x the default: each pass promotes less to the old one
+
+
+def quiet_gc() -> None:
+    """Fewer and shorter pauses of Python's cycle collector, for a server whose state is many long-lived objects.
+
+    The aggregator holds hundreds of objects per node, replaced on every push and freed by reference counting.
+    Left at its defaults the collector walked them all the time: at 10,000 GPUs and about 1,000 pushes/s it took
+    about 5% of the CPU (1,300 young, 110 middle and 8 full passes in 15 s, pauses up to 106 ms). Freezing what
+    exists once imports are done takes the modules, the app and its schemas out of every later walk, and a larger
+    young generation collects (and promotes) less often: 2 full passes in the same run, 0.2 s in all. A full pass
+    still walks the whole state (about 60-70 ms at 10,000 GPUs); the README's Performance section says so.
+    """
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
 def run_app(app: ASGIApp, settings: Settings, sock: socket.socket | None = None) -> None:
     """Serve ``app`` on ``sock`` (or a socket bound to the settings' host and port) until a signal stops it.
 
@@ -77,6 +95,7 @@ def run_app(app: ASGIApp, settings: Settings, sock: socket.socket | None = None)
     from api.connections import ConnectionGuard, GuardedH11Protocol
 
     sock = sock or bind_socket(settings.HOST, settings.PORT)
+    quiet_gc()
     max_connections = min(settings.MAX_CONNECTIONS, raise_fd_limit())
     guard = ConnectionGuard(
         header_timeout_s=settings.HEADER_TIMEOUT_SECONDS,

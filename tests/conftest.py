@@ -110,7 +110,10 @@ def launch_server(
 ) -> LiveServer:
     """Start ``mfumon serve`` (the caller stops it) and return once it has bound its port; it may not answer yet."""
     database_url = database_url or f"sqlite:///{workdir / 'mfumon.db'}"
-    full_env = _clean_env({"MFUMON_DATABASE_URL": database_url, **(env or {})})
+    # A push that waited past MFUMON_MAX_INGEST_QUEUE_SECONDS is refused as overload; on a busy CI machine a
+    # descheduled server would refuse test pushes that way, so only the overload tests set the production bound.
+    defaults = {"MFUMON_DATABASE_URL": database_url, "MFUMON_MAX_INGEST_QUEUE_SECONDS": "10"}
+    full_env = _clean_env({**defaults, **(env or {})})
     log_path = workdir / f"serve-{uuid.uuid4().hex[:8]}.log"
     cmd = [sys.executable, "-m", "exporter", "serve", "--host", "127.0.0.1", "--port", str(port), *args]
     with open(log_path, "wb") as log:

@@ -74,8 +74,10 @@ class Settings(BaseSettings):
     # Timestamps sent by clients may run ahead of this server's clock by at most this much (422 beyond it).
     MAX_CLOCK_SKEW_SECONDS: float = Field(default=300.0, gt=0)
 
-    # Overload: ingest requests past this many in flight are refused at once (503 + Retry-After) instead of queued.
+    # Overload: ingest requests past this many in flight, or that waited in this server's queue (from when their
+    # bytes were read to when the app got to them) longer than the bound, are refused at once (503 + Retry-After).
     MAX_INGEST_IN_FLIGHT: int = Field(default=64, ge=1)
+    MAX_INGEST_QUEUE_SECONDS: float = Field(default=0.1, gt=0, le=60)
     OVERLOAD_RETRY_AFTER_SECONDS: int = Field(default=1, ge=1, le=3600)
 
     HISTORY_RETENTION_DAYS: float = Field(default=30.0, gt=0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from api.metrics._text import labels_text, sample_line
+from api.metrics._text import gpu_labels, labels_text, sample_line
 from api.metrics.families import HEALTH_COUNTER_METRICS, HEALTH_SUMMARY_FAMILIES, IB_PORT_METRICS
 from api.state.store import Snapshot
 from api.state.views import NodeView
@@ -15,20 +15,21 @@ Add = Callable[[str, str, float], None]
 
 def render_node_health(node: NodeView, add: Add) -> None:
     """Add one node's health series to its chunk (``add(metric, labels, value)``)."""
+    gpu_checks = node.health.gpu_checks if node.health else {}
     for gpu in node.gpus:
-        ident = [("node", node.name), ("gpu", str(gpu.index)), ("uuid", gpu.uuid)]
-        labels = labels_text(ident)
+        ident = gpu_labels(node.name, gpu.index, gpu.uuid)
+        labels = f"{{{ident}}}"
+        counters = gpu.counters
         for field, metric in HEALTH_COUNTER_METRICS.items():
-            value = gpu.counters.get(field)
+            value = counters.get(field)
             if value is not None:
                 add(metric, labels, value)
-        checks = node.health.gpu_checks.get(gpu.uuid, {}) if node.health else {}
-        for check, ok in checks.items():
-            add("mfumon_gpu_health", labels_text([*ident, ("check", check)]), 1 if ok else 0)
+        for check, ok in gpu_checks.get(gpu.uuid, {}).items():  # check names are identifiers: nothing to escape
+            add("mfumon_gpu_health", f'{{{ident},check="{check}"}}', 1 if ok else 0)
     for port in node.ib_ports or ():
-        ident = [("node", node.name), ("device", str(port["device"])), ("port", str(port["port"]))]
-        labels = labels_text(ident)
-        add("mfumon_ib_port_info", labels_text([*ident, ("link_layer", str(port.get("link_layer", "")))]), 1)
+        port_ident = [("node", node.name), ("device", str(port["device"])), ("port", str(port["port"]))]
+        labels = labels_text(port_ident)
+        add("mfumon_ib_port_info", labels_text([*port_ident, ("link_layer", str(port.get("link_layer", "")))]), 1)
         if port.get("state") is not None:
             add("mfumon_ib_port_active", labels, 1 if port["state"] == "ACTIVE" else 0)
         for field, metric in IB_PORT_METRICS.items():

@@ -22,7 +22,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from api.accounting import CATEGORIES, CLUSTER_CATEGORIES, Ledger
-from api.metrics._text import escape_label_value, format_value, labels_text, sample_line
+from api.metrics._text import escape_label_value, format_value, gpu_labels, labels_text, sample_line
 from api.metrics.families import (
     CAPACITY_FAMILIES,
     COUNTER_METRICS,
@@ -59,7 +59,7 @@ def render_node(node: NodeView) -> Chunk:
     seen = f'mfumon_node_last_seen_timestamp_seconds{{node="{node_label}"}} {value_text(node.last_seen_at)}\n'
     lines["mfumon_node_last_seen_timestamp_seconds"].append(seen)
     for gpu in node.gpus:
-        ident = f'node="{node_label}",gpu="{gpu.index}",uuid="{esc(gpu.uuid)}"'
+        ident = gpu_labels(node.name, gpu.index, gpu.uuid)
         labels = f"{{{ident}}} "  # every per-GPU line: name, these labels, value
         info = f'model="{esc(gpu.name)}",job_id="{esc(gpu.job_id or "")}",mig_profile="{esc(gpu.mig_profile or "")}"'
         lines["mfumon_gpu_info"].append(f"mfumon_gpu_info{{{ident},{info}}} 1\n")

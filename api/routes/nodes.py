@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Container
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Query, Request, Response
 
+from api.context import AppContext
 from api.deps import ContextDep, NodePath, NodeWriter, PageDep, check_node_capacity, reject_future_timestamp
 from api.routes._one_pass import OnePassJSONRoute
 from api.schemas.nodes import (
@@ -21,6 +22,8 @@ from api.schemas.nodes import (
 from api.services.samples import record_sample
 from api.state.aggregate import gpu_state, node_gpu_states, reporting_jobs
 from api.state.views import NodeView, gpu_hardware_mfu
+
+JSON = "application/json"
 
 router = APIRouter(prefix="/v1/nodes", tags=["nodes"], route_class=OnePassJSONRoute)
 
@@ -67,24 +70,21 @@ def _public(node: NodeView, reporting: Container[str]) -> NodePublic:
     )
 
 
-async def _sample_body(node: NodePath, body: NodeSampleCreate, ctx: ContextDep, _: NodeWriter) -> NodeSampleCreate:
-    """The checks that need this server's clock and state: the token first, then the timestamp and the limits."""
-    reject_future_timestamp(ctx, body.timestamp)
-    check_node_capacity(ctx, node, len(body.gpus))
-    return body
-
-
 @router.post("/{node}/samples", response_model=SampleAccepted)
-async def create_sample(
-    node: NodePath, body: Annotated[NodeSampleCreate, Depends(_sample_body)], ctx: ContextDep, request: Request
-) -> SampleAccepted:
+async def create_sample(node: NodePath, body: NodeSampleCreate, request: Request, _: NodeWriter) -> Response:
     """Push one collection cycle of a node's GPUs; stored within SAMPLE_FLUSH_SECONDS (see api.services.samples).
 
-    Runs on the event loop, dependencies included: it touches only memory, so it needs no thread.
+    Runs on the event loop: it touches only memory, so it needs no thread. The token is checked first (a
+    dependency), then the body, then what needs this server's clock and state. The hottest route: every
+    dependency FastAPI resolves costs each push, so the context is read here rather than injected.
     """
+    ctx: AppContext = request.app.state.ctx
+    reject_future_timestamp(ctx, body.timestamp)
+    check_node_capacity(ctx, node, len(body.gpus))
     applied = record_sample(ctx, node, body, await request.body())  # the body FastAPI read and validated
     ctx.self_metrics.count_ingest("node_samples", "accepted")
-    return SampleAccepted(accepted=len(body.gpus), applied=applied)
+    # Built here rather than validated against the response model: a tenth of the push's cost, for two fields.
+    return Response(f'{{"accepted":{len(body.gpus)},"applied":{"true" if applied else "false"}}}', media_type=JSON)
 
 
 @router.get("", response_model=NodesPublic)

@@ -1,5 +1,5 @@
-"""Past MAX_INGEST_IN_FLIGHT, a real server refuses ingest at once (503 + Retry-After); reads still pass, and the
-exporter and the reporter wait as told before they try again."""
+"""Past MAX_INGEST_IN_FLIGHT, or queued past MAX_INGEST_QUEUE_SECONDS, a real server refuses ingest at once (503 +
+Retry-After); reads still pass, and the exporter and the reporter wait as told before they try again."""
 
 from __future__ import annotations
 
@@ -80,6 +80,51 @@ def test_ingest_past_the_limit_is_refused_at_once_and_reads_still_pass(server: L
         assert _overloaded(server, "node_samples") >= 2 and _overloaded(server, "job_reports") == 1
     assert _push(server).status_code == 200  # the held ones finished: room again
     assert httpx.get(f"{server.url}/v1/nodes/held-0", timeout=10).status_code == 200
+
+
+def _burst(server: LiveServer, count: int) -> list[bytes]:
+    """``count`` pushes sent at once on as many connections, as a cluster's exporters do: their status lines."""
+    body = json.dumps(node_sample(1)).encode()
+    socks = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(count)]
+    for k, sock in enumerate(socks):
+        head = f"POST /v1/nodes/burst-{k}/samples HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        sock.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    answers = []
+    for sock in socks:
+        sock.settimeout(30)
+        answer = b""
+        while b"\r\n\r\n" not in answer or len(answer.partition(b"\r\n\r\n")[2]) < _length(answer):
+            answer += sock.recv(4096)
+        answers.append(answer)
+        sock.close()
+    return answers
+
+
+def _length(answer: bytes) -> int:
+    head = answer.partition(b"\r\n\r\n")[0].lower()
+    return int(head.partition(b"content-length: ")[2].partition(b"\r\n")[0] or 0)
+
+
+@pytest.mark.parametrize("bound_s", [0.005, 10.0])
+def test_pushes_that_waited_past_the_queue_bound_are_refused_the_rest_taken(tmp_path: Path, bound_s: float) -> None:
+    """200 pushes arriving together wait behind each other on the server's one event loop (a few hundred
+    microseconds each): past MAX_INGEST_QUEUE_SECONDS, counted from when the server read their bytes, they are
+    refused with Retry-After before their bodies are validated; within it, every one is taken."""
+    env = {"MFUMON_MAX_INGEST_QUEUE_SECONDS": str(bound_s)}
+    with start_server(tmp_path, env=env) as live:
+        answers = _burst(live, 200)
+        statuses = [a.split(b"\r\n")[0].split(b" ")[1] for a in answers]
+        refused = [a for a, status in zip(answers, statuses, strict=True) if status == b"503"]
+        assert set(statuses) <= {b"200", b"503"}
+        if bound_s < 1:
+            assert refused, "200 pushes at once never waited 5 ms"
+            assert all(b"retry-after: 1" in a.lower() and b"queued over 0.005 s" in a for a in refused)
+        else:
+            assert not refused
+        assert _overloaded(live, "node_samples") == len(refused)
+        nodes = httpx.get(f"{live.url}/v1/nodes", params={"limit": 1000}, timeout=10).json()["data"]
+        assert len(nodes) == 200 - len(refused)  # a refused push changed nothing
+        assert _push(live).status_code == 200  # the queue drained: taken again
 
 
 def test_the_exporter_waits_retry_after_then_delivers(server: LiveServer) -> None:
