@@ -389,8 +389,8 @@ def measure_size(
                 f"80% load ({0.8 * sustained:,.0f} pushes/s): p50 {r.percentile(0.5):.1f} ms, "
                 f"p99 {r.percentile(0.99):.1f} ms, non-2xx {r.sent - r.ok}"
             )
-        r = run_load(
-            server.url, targets, seconds=args.seconds, processes=args.processes, connections=64, rate=2 * sustained
+        r = run_load(  # as many senders as a cluster has exporters, each waiting on its own answer
+            server.url, targets, seconds=args.seconds, processes=args.processes, connections=512, rate=2 * sustained
         )
         result.overload.append(
             {

@@ -74,6 +74,8 @@ _NVLINK_ERRORS = ("nvlink_crc_flit_errors_total", "nvlink_crc_data_errors_total"
 _PCIE = ("pcie_replays_total",)
 _IB_DOWNED = ("link_downed_total",)
 _IB_ERRORS = ("symbol_errors_total", "receive_errors_total", "link_error_recovery_total")
+_GPU_TRACKED = (*_NVLINK_RECOVERY, *_NVLINK_ERRORS, *_PCIE)
+_PORT_TRACKED = (*_IB_DOWNED, *_IB_ERRORS)
 _THERMAL = frozenset({"sw_thermal", "hw_thermal"})
 _SLOWDOWN = frozenset({"hw_slowdown", "hw_power_brake"})
 #: Clock-event reasons that mean "slower than it should be" (idle, app-clock and display reasons do not).
@@ -222,7 +224,7 @@ def advance(held: NodeView | None, view: NodeView, window_s: float) -> NodeView:
         prior = before.get(gpu.uuid)
         _grew(
             gpu.uuid,
-            (*_NVLINK_RECOVERY, *_NVLINK_ERRORS, *_PCIE),
+            _GPU_TRACKED,
             gpu.counters,
             prior.counters if prior is not None else None,
             old_grew,
@@ -231,7 +233,7 @@ def advance(held: NodeView | None, view: NodeView, window_s: float) -> NodeView:
         )
     old_ports = _ports(held)
     for key, port in _ports(view).items():
-        _grew(key, (*_IB_DOWNED, *_IB_ERRORS), port, old_ports.get(key), old_grew, at, grew_at)
+        _grew(key, _PORT_TRACKED, port, old_ports.get(key), old_grew, at, grew_at)
     since = at - window_s
     grew_at = {k: t for k, t in grew_at.items() if t >= since}  # bounded: only what can still fail a check
     gpu_checks = {gpu.uuid: _gpu_checks(gpu, grew_at, since) for gpu in view.gpus}
