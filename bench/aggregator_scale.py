@@ -419,7 +419,8 @@ def measure_pushgateway(args: argparse.Namespace, gpus: int, workdir: Path) -> d
         return None
     nodes = gpus // GPUS_PER_NODE
     targets = pushgateway_targets(nodes)
-    cmd = [binary, f"--persistence.file={workdir / f'pgw-{gpus}.data'}", "--log.level=warn"]
+    # At info it logs the port it got; at warn it says nothing.
+    cmd = [binary, f"--persistence.file={workdir / f'pgw-{gpus}.data'}", "--log.level=info"]
     with spawn("pushgateway", cmd, dict(os.environ), "/-/ready", workdir) as server:
         run_load(
             server.url, targets, seconds=max(3.0, nodes / 300), processes=args.processes, connections=args.connections

@@ -83,7 +83,7 @@ async def create_sample(node: NodePath, body: NodeSampleCreate, request: Request
     check_node_capacity(ctx, node, len(body.gpus))
     applied = record_sample(ctx, node, body, await request.body())  # the body FastAPI read and validated
     ctx.self_metrics.count_ingest("node_samples", "accepted")
-    # Built here rather than validated against the response model: a tenth of the push's cost, for two fields.
+    # Written here rather than validated against the response model (which still documents it): two fields.
     return Response(f'{{"accepted":{len(body.gpus)},"applied":{"true" if applied else "false"}}}', media_type=JSON)
 
 
