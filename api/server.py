@@ -17,6 +17,7 @@ from starlette.types import ASGIApp
 
 from api.core.config import Settings
 from api.core.logs import RepeatLimit, limit_repeats
+from api.core.memory import limit_malloc_arenas
 
 LISTENING_PREFIX = "mfumon serve: listening on "
 
@@ -67,6 +68,7 @@ def raise_fd_limit(reserve: int = 256) -> int:
     return max(16, (soft if soft != resource.RLIM_INFINITY else 1 << 20) - reserve)
 
 
+MALLOC_ARENAS = 2  # see api.core.memory
 GC_THRESHOLDS = (50_000, 20, 10)  # young generation 70x the default: each pass promotes less to the old one
 
 
@@ -96,6 +98,7 @@ def run_app(app: ASGIApp, settings: Settings, sock: socket.socket | None = None)
 
     sock = sock or bind_socket(settings.HOST, settings.PORT)
     quiet_gc()
+    limit_malloc_arenas(MALLOC_ARENAS)
     max_connections = min(settings.MAX_CONNECTIONS, raise_fd_limit())
     guard = ConnectionGuard(
         header_timeout_s=settings.HEADER_TIMEOUT_SECONDS,

@@ -548,11 +548,17 @@ def measure_memory(args: argparse.Namespace, dbs: Databases, workdir: Path) -> d
         fill(server.url, 0, jobs, job_prefix="mem")
         scrape_once(server.url)
         out["full"] = server.rss_bytes()
-        ended = run_load_once(server.url, [Target("POST", f"/v1/jobs/mem-{job}/end") for job in range(jobs)])
-        assert ended.ok == jobs, f"memory: {ended.ok} of {jobs} jobs ended ({dict(ended.statuses)})"
-        time.sleep(3)  # one refresh prunes ended jobs from the state
-        scrape_once(server.url)
-        out["jobs_ended"] = server.rss_bytes()
+        for cycle, prefix in enumerate(("mem", "again")):  # a second set of jobs reuses what the first freed
+            if cycle:
+                fill(server.url, 0, jobs, job_prefix=prefix)
+                scrape_once(server.url)
+                out["full_again"] = server.rss_bytes()
+            ends = [Target("POST", f"/v1/jobs/{prefix}-{job}/end") for job in range(jobs)]
+            ended = run_load_once(server.url, ends)
+            assert ended.ok == jobs, f"memory: {ended.ok} of {jobs} jobs ended ({dict(ended.statuses)})"
+            time.sleep(3)  # one refresh prunes ended jobs from the state
+            scrape_once(server.url)  # and a scrape drops their rendered series
+            out["jobs_ended_again" if cycle else "jobs_ended"] = server.rss_bytes()
         out["gpus"], out["jobs"] = gpus, jobs
     return out
 
@@ -649,7 +655,8 @@ def print_report(
         print(
             f"Memory (RSS) of one aggregator: empty {mb(memory['empty'])}; {memory['gpus']:,.0f} GPUs "
             f"{mb(memory['nodes_only'])}; and {memory['jobs']:,.0f} jobs {mb(memory['full'])}; after the jobs ended "
-            f"{mb(memory['jobs_ended'])}"
+            f"{mb(memory['jobs_ended'])}; another {memory['jobs']:,.0f} jobs {mb(memory['full_again'])}, after they "
+            f"ended {mb(memory['jobs_ended_again'])}"
         )
 
 
