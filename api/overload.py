@@ -9,7 +9,7 @@ fast, and the clients, which spool and honour ``Retry-After``, come back later w
   handlers never wait, so the queue forms in front of the app instead: requests parsed and not yet run, bytes
   not yet read. The server stamps each request when it reads its bytes (``ARRIVED``, set by
   :class:`api.connections.GuardedH11Protocol`); past the bound the request is refused before its body is
-  validated, for a tenth of the cost of taking it, so the refusals drain the queue.
+  validated, for a fraction of the cost of taking it, so the refusals drain the queue.
 
 Only ingest (``PUT``/``POST`` under ``/v1/``) counts and is refused; reads, ``/metrics`` and health checks always
 pass. The count is exact without a lock: every request enters and leaves this middleware on the event loop.
