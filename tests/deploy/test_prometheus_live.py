@@ -259,9 +259,11 @@ def test_cross_check_fires_for_the_over_claiming_job_only(prometheus: str) -> No
     )
     assert float(alert["value"]) > 1.2
     # The honest jobs agree with their hardware: the recomputing one sits near 0.75 / 1.15 x clock, not below 0.5.
+    # Judged as the alert judges, on the 10-minute average: one reading of a serving job's agreement moves with the
+    # engine's interval (serve-rag-32b read 1.208 once in a CI run while its average stayed inside the band).
     agreement = {
         r["metric"]["job_id"]: float(r["value"][1])
-        for r in _query(prometheus, "job_id:mfumon_job_mfu_hardware_agreement_ratio:max")
+        for r in _query(prometheus, "job_id:mfumon_job_mfu_hardware_agreement_ratio:avg10m")
     }
     honest = {HEALTHY_JOB, LOW_MFU_JOB, INFERENCE_JOB, *SERVING_JOBS, RESILIENT_JOB, DATA_BOUND_JOB, STRAGGLER_JOB}
     assert set(agreement) == honest | {OVERCLAIM_JOB}
