@@ -16,6 +16,7 @@ from sqlalchemy.exc import DataError, OperationalError, StatementError
 from api import openapi
 from api.context import AppContext
 from api.core.config import Settings
+from api.core.memory import Trimmer
 from api.core.security import ForbiddenError, Token, TokenVerifier
 from api.crud.counters import HOUR
 from api.db.migrate import upgrade_to_head
@@ -49,6 +50,8 @@ from api.state.refresh import MaintenanceThread, Refresher
 from api.state.store import ClusterState
 
 logger = logging.getLogger(__name__)
+
+TRIM_EVERY_S = 10.0  # how soon free memory goes back to the system after nodes or jobs went away
 
 
 def build_context(settings: Settings) -> AppContext:
@@ -145,6 +148,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 (settings.EXPIRY_INTERVAL_SECONDS, lambda: expire_silent_jobs(ctx)),
                 (settings.ACCOUNTING_INTERVAL_SECONDS, lambda: bill_gpu_states(ctx)),
                 (HOUR, lambda: maintain_hours(ctx)),
+                (TRIM_EVERY_S, Trimmer(lambda: ctx.state.forgotten + ctx.renderer.forgotten)),
             ],
         )
         maintenance.start()

@@ -53,6 +53,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from loadgen import TS, LoadResult, Target, run_load  # noqa: E402
 
+from api.main import TRIM_EVERY_S  # noqa: E402
 from tests.conftest import stop_process, wait_for_listening  # noqa: E402
 
 GPUS_PER_NODE = 8
@@ -558,6 +559,7 @@ def measure_memory(args: argparse.Namespace, dbs: Databases, workdir: Path) -> d
             assert ended.ok == jobs, f"memory: {ended.ok} of {jobs} jobs ended ({dict(ended.statuses)})"
             time.sleep(3)  # one refresh prunes ended jobs from the state
             scrape_once(server.url)  # and a scrape drops their rendered series
+            time.sleep(TRIM_EVERY_S + 2)  # then the free pages go back (api.core.memory.Trimmer)
             out["jobs_ended_again" if cycle else "jobs_ended"] = server.rss_bytes()
         out["gpus"], out["jobs"] = gpus, jobs
     return out

@@ -234,6 +234,7 @@ class MetricsRenderer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
         self._wake: asyncio.Event | None = None
+        self.forgotten = 0  # chunks dropped because their node or job is gone (see api.core.memory.Trimmer)
         self.renders = {
             "node": 0,
             "job": 0,
@@ -365,11 +366,12 @@ class MetricsRenderer:
         self.renders["job_gpus"] += 1
         return cached
 
-    @staticmethod
-    def _forget(cache: dict[str, _Cached], alive: set[str]) -> None:
+    def _forget(self, cache: dict[str, _Cached], alive: set[str]) -> None:
         if len(cache) > len(alive):
-            for key in [k for k in cache if k not in alive]:
+            gone = [k for k in cache if k not in alive]
+            for key in gone:
                 del cache[key]
+            self.forgotten += len(gone)
 
     def _render_summary(self, summary: Summary, jobs_visible: int) -> str:
         out: list[str] = []

@@ -72,8 +72,8 @@ class GpuSample(BaseModel):
 
     def counters(self) -> dict[str, Any]:
         """The counters present in this sample (absent ones stay absent)."""
-        values = self.__dict__  # only the fields the sender set: a dozen, where the model has forty
-        out = {name: values[name] for name in sorted(self.model_fields_set & _COUNTERS) if values[name] is not None}
+        # In the model's field order, so every process lists them alike; unset fields are None.
+        out = {name: value for name, value in self.__dict__.items() if value is not None and name in _COUNTERS}
         if self.throttle_reasons is not None:
             out["throttle_reasons"] = sorted(set(self.throttle_reasons))
         return out

@@ -69,6 +69,7 @@ class ClusterState:
         self.health_window_s = health_window_s
         self._pool_health: dict[str, PoolHealthTotals] = {}
         self.counters = DurableCounters()
+        self.forgotten = 0  # nodes and jobs pruned so far (see api.core.memory.Trimmer)
         # Called (outside the lock) with every view taken: the renderer renders it now, not at the next scrape.
         self.on_node: Callable[[NodeView], None] | None = None
         self.on_job: Callable[[JobView], None] | None = None
@@ -168,8 +169,10 @@ class ClusterState:
                 gone = self._nodes.pop(name)
                 self._gpu_count -= len(gone.gpus)
                 self._index_jobs(gone, remove=True)
+                self.forgotten += 1
             for job_id in [j for j, v in self._jobs.items() if not self._job_visible(v, now)]:
                 self._open_jobs -= self._jobs.pop(job_id).status != "ended"
+                self.forgotten += 1
 
     # --- reads ---------------------------------------------------------------------------------------------
     def _node_visible(self, node: NodeView, now: float) -> bool:

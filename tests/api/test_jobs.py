@@ -133,6 +133,21 @@ def test_ended_job_series_vanish_and_job_stays_readable(client: TestClient) -> N
     assert client.post("/v1/jobs/nope/end").status_code == 404
 
 
+def test_an_ended_job_is_counted_as_forgotten_so_its_memory_is_handed_back(client: TestClient) -> None:
+    """What api.core.memory.Trimmer watches: the state's pruned views and the renderer's dropped series."""
+    ctx = client.app.state.ctx  # type: ignore[attr-defined]
+    client.post("/v1/jobs/done/reports", json=report())
+    scrape(client)
+    in_state, rendered = ctx.state.forgotten, ctx.renderer.forgotten
+    client.post("/v1/jobs/done/end", json={"exit_code": 0})
+    scrape(client)
+    assert ctx.renderer.forgotten > rendered  # its series, dropped by that scrape
+    ctx.state.prune(ctx.clock())  # (or the maintenance thread already did)
+    assert ctx.state.forgotten == in_state + 1
+    ctx.state.prune(ctx.clock())
+    assert ctx.state.forgotten == in_state + 1  # counted once
+
+
 def test_silent_job_series_vanish_after_ttl(make_client) -> None:  # type: ignore[no-untyped-def]
     client = make_client(JOB_TTL_SECONDS=60)
     client.post("/v1/jobs/quiet/reports", json=report())
