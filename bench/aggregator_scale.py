@@ -318,6 +318,7 @@ class SizeResult:
     ratios: Series = field(default_factory=Series)
     p99_at_80: Series = field(default_factory=Series)
     p50_at_80: Series = field(default_factory=Series)
+    bare_p99_at_80: Series = field(default_factory=Series)  # the bare app at the same rate: this machine's floor
     overload: list[dict[str, float]] = field(default_factory=list)
     scrape_warm: Series = field(default_factory=Series)
     scrape_changed: Series = field(default_factory=Series)  # every node pushed, paced, just before
@@ -376,19 +377,17 @@ def measure_size(
                 f"{changed * 1e3:.0f} ms (paced), {burst * 1e3:.0f} ms (at full speed)"
             )
         for _ in range(args.repeats):
-            r = run_load(
-                server.url,
-                targets,
-                seconds=args.seconds,
-                processes=args.processes,
-                connections=32,
-                rate=0.8 * sustained,
-            )
+            # The bare app at the same rate, alternating: the tail that the load generator and this machine's
+            # scheduling add whatever the server does.
+            floor = load(bare_url, targets, connections=32, rate=0.8 * sustained)
+            r = load(server.url, targets, connections=32, rate=0.8 * sustained)
             result.p50_at_80.add(r.percentile(0.5))
             result.p99_at_80.add(r.percentile(0.99))
+            result.bare_p99_at_80.add(floor.percentile(0.99))
             log(
                 f"80% load ({0.8 * sustained:,.0f} pushes/s): p50 {r.percentile(0.5):.1f} ms, "
-                f"p99 {r.percentile(0.99):.1f} ms, non-2xx {r.sent - r.ok}"
+                f"p99 {r.percentile(0.99):.1f} ms, non-2xx {r.sent - r.ok}; bare app at that rate: p99 "
+                f"{floor.percentile(0.99):.1f} ms"
             )
         r = run_load(  # as many senders as a cluster has exporters, each waiting on its own answer
             server.url, targets, seconds=args.seconds, processes=args.processes, connections=512, rate=2 * sustained
@@ -597,15 +596,17 @@ def print_report(
             f"{s.db:<9}{s.gpus:>9,}  {s.bare.spread():>26}  {s.real.spread():>26}  {s.ratios.spread(fmt='{:.2f}'):>17}"
         )
     print()
-    print("Latency of accepted pushes (ms); open loop at 80% and 200% of mfumon's sustained rate")
+    print("Latency of accepted pushes (ms); open loop at 80% and 200% of mfumon's sustained rate; bare p99: the bare")
+    print("app at the same 80% rate, the tail this machine and the load generator add whatever the server does")
     print(
-        f"{'db':<9}{'GPUs':>9}  {'p50 @80%':>9}  {'p99 @80%':>9}  {'@200%: accepted/s':>18}  {'refused':>8}  "
-        f"{'p99 accepted':>12}  {'p99 refusal':>11}"
+        f"{'db':<9}{'GPUs':>9}  {'p50 @80%':>9}  {'p99 @80%':>9}  {'bare p99':>9}  {'@200%: accepted/s':>18}  "
+        f"{'refused':>8}  {'p99 accepted':>12}  {'p99 refusal':>11}"
     )
     for s in sizes:
         o = s.overload[0] if s.overload else {}
         print(
             f"{s.db:<9}{s.gpus:>9,}  {s.p50_at_80.median:>9.1f}  {s.p99_at_80.median:>9.1f}  "
+            f"{s.bare_p99_at_80.median:>9.1f}  "
             f"{o.get('accepted', float('nan')):>18,.0f}  {o.get('refused_share', float('nan')):>8.0%}  "
             f"{o.get('p99_ok', float('nan')):>12.1f}  {o.get('p99_refused', float('nan')):>11.1f}"
         )
