@@ -46,7 +46,9 @@ def authorized(request: Request, ctx: AppContext, scope: str) -> Principal | Non
 def authenticate(request: Request, ctx: AppContext, scope: str) -> Principal:
     """The request's principal if its token has ``scope``: 401 for a missing or wrong token, 403 for a token
     without that scope. The principal is kept on the request for the write audit (log line and per-token count)."""
-    principal = ctx.verifier.principal(request.headers.get("authorization"))
+    if (principal := authorized(request, ctx, scope)) is not None:
+        return principal
+    principal = ctx.verifier.principal(request.headers.get("authorization"))  # refused: find out why
     if principal is None:
         if (endpoint := endpoint_of(request.method, request.scope["path"])) is not None:
             ctx.self_metrics.count_ingest(endpoint, "unauthorized")
@@ -55,17 +57,14 @@ def authenticate(request: Request, ctx: AppContext, scope: str) -> Principal:
             detail="missing or invalid token (Authorization: Bearer <token>)",
             headers={"WWW-Authenticate": "Bearer"},
         )
-    if not principal.allows(scope):
-        if (endpoint := endpoint_of(request.method, request.scope["path"])) is not None:
-            ctx.self_metrics.count_ingest(endpoint, "forbidden")
-        raise HTTPException(
-            status_code=status.HTTP_403_FORBIDDEN,
-            detail=f"token {principal.name!r} lacks the {scope!r} scope (it has: {', '.join(sorted(principal.scopes))})"
-            if principal.scopes
-            else f"token {principal.name!r} lacks the {scope!r} scope",
-        )
-    request.state.principal = principal
-    return principal
+    if (endpoint := endpoint_of(request.method, request.scope["path"])) is not None:
+        ctx.self_metrics.count_ingest(endpoint, "forbidden")
+    raise HTTPException(
+        status_code=status.HTTP_403_FORBIDDEN,
+        detail=f"token {principal.name!r} lacks the {scope!r} scope (it has: {', '.join(sorted(principal.scopes))})"
+        if principal.scopes
+        else f"token {principal.name!r} lacks the {scope!r} scope",
+    )
 
 
 def _require(scope: str) -> Callable[[Request], Coroutine[Any, Any, Principal]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 from collections.abc import Callable
 
 _M_ARENA_MAX = -8  # mallopt parameter, glibc's malloc.h
@@ -22,6 +23,7 @@ def limit_malloc_arenas(count: int) -> bool:
     return mallopt is not None and bool(mallopt(_M_ARENA_MAX, count))
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL | None:
     try:
         return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
