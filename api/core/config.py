@@ -77,7 +77,7 @@ class Settings(BaseSettings):
     # Overload: ingest requests past this many in flight, or that waited in this server's queue (from when their
     # bytes were read to when the app got to them) longer than the bound, are refused at once (503 + Retry-After).
     MAX_INGEST_IN_FLIGHT: int = Field(default=64, ge=1)
-    MAX_INGEST_QUEUE_SECONDS: float = Field(default=0.02, gt=0, le=60)
+    MAX_INGEST_QUEUE_SECONDS: float = Field(default=0.05, gt=0, le=60)
     OVERLOAD_RETRY_AFTER_SECONDS: int = Field(default=1, ge=1, le=3600)
 
     HISTORY_RETENTION_DAYS: float = Field(default=30.0, gt=0)

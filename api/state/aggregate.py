@@ -24,11 +24,10 @@ fragmentation numbers: :mod:`api.state.capacity`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container
+from collections.abc import Container
 from dataclasses import dataclass, field
 
 from api.accounting.stragglers import spread_of_range
-from api.core.pacing import unpaced
 from api.mfu import agreement_ratio
 from api.state.capacity import Capacity, capacity
 from api.state.store import Snapshot
@@ -237,9 +236,8 @@ def _add_share(groups: list[GroupTotals], share: JobShare, job: JobView | None) 
         group.peak_flops_per_second += peak
 
 
-def summarize(snapshot: Snapshot, pace: Callable[[], None] = unpaced) -> Summary:
-    """Derive every cluster-level and per-job number from one snapshot in O(nodes + jobs); ``pace`` is called per
-    node (a :class:`~api.core.pacing.Pacer` where a background thread summarizes)."""
+def summarize(snapshot: Snapshot) -> Summary:
+    """Derive every cluster-level and per-job number from one snapshot in O(nodes + jobs)."""
     jobs = {j.job_id: j for j in snapshot.jobs}
     running = {job_id: j for job_id, j in jobs.items() if _reporting(j)}
     hardware: dict[str, JobHardware] = {}
@@ -249,7 +247,6 @@ def summarize(snapshot: Snapshot, pace: Callable[[], None] = unpaced) -> Summary
     summary = Summary(cluster=cluster, pools=pools, teams=teams, jobs={})
 
     for node in snapshot.nodes:
-        pace()
         summary.nodes += 1
         summary.gpus_known += len(node.gpus)
         summary.gpus_unknown_model += node.gpus_unknown_model
