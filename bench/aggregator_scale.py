@@ -41,7 +41,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -316,6 +316,10 @@ class SizeResult:
     bare: Series = field(default_factory=Series)
     real: Series = field(default_factory=Series)
     ratios: Series = field(default_factory=Series)
+    # GPU-samples per CPU-second of the server, counting the work a burst defers until it has settled (renders)
+    bare_per_cpu: Series = field(default_factory=Series)
+    real_per_cpu: Series = field(default_factory=Series)
+    cpu_ratios: Series = field(default_factory=Series)
     p99_at_80: Series = field(default_factory=Series)
     p50_at_80: Series = field(default_factory=Series)
     bare_p99_at_80: Series = field(default_factory=Series)  # the bare app at the same rate: this machine's floor
@@ -332,7 +336,7 @@ def log(msg: str) -> None:
 
 
 def measure_size(
-    args: argparse.Namespace, dbs: Databases, db: str, gpus: int, bare_url: str, workdir: Path
+    args: argparse.Namespace, dbs: Databases, db: str, gpus: int, bare_server: Server, workdir: Path
 ) -> SizeResult:
     nodes = gpus // GPUS_PER_NODE
     jobs = gpus // GPUS_PER_JOB
@@ -343,19 +347,25 @@ def measure_size(
         kw = {"seconds": args.seconds, "processes": args.processes, "connections": args.connections, **kw}
         return run_load(url, targets, **kw)  # type: ignore[arg-type]
 
+    bare_url = bare_server.url
     with mfumon(dbs.new(db), workdir) as server:
         log(f"{db} {gpus:,} GPUs: filling {nodes:,} nodes and {jobs:,} jobs")
         fill(server.url, nodes, jobs)
         scrape_once(server.url)
         for repeat in range(args.repeats):  # ingest, bare and real alternating
-            b = load(bare_url, targets)
-            r = load(server.url, targets)
+            b, b_cpu = with_cpu(bare_server, lambda: load(bare_url, targets))
+            r, r_cpu = with_cpu(server, lambda: load(server.url, targets))
             result.bare.add(b.units_per_second)
             result.real.add(r.units_per_second)
             result.ratios.add(r.units_per_second / b.units_per_second)
+            result.bare_per_cpu.add(b.units_ok / b_cpu)
+            result.real_per_cpu.add(r.units_ok / r_cpu)
+            result.cpu_ratios.add(b_cpu / b.units_ok / (r_cpu / r.units_ok))
             log(
                 f"repeat {repeat + 1}: bare {b.units_per_second:,.0f}, mfumon {r.units_per_second:,.0f} GPU-samples/s "
-                f"(ratio {r.units_per_second / b.units_per_second:.2f}; mfumon non-2xx {r.sent - r.ok})"
+                f"(ratio {r.units_per_second / b.units_per_second:.2f}; mfumon non-2xx {r.sent - r.ok}); per CPU-second "
+                f"with deferred work: bare {b.units_ok / b_cpu:,.0f}, mfumon {r.units_ok / r_cpu:,.0f} "
+                f"(ratio {result.cpu_ratios.values[-1]:.2f})"
             )
         sustained = result.real.median / GPUS_PER_NODE  # pushes/s
         once = push_targets(nodes, variants=1)
@@ -440,6 +450,28 @@ def _cpu_seconds(pids: Sequence[int]) -> float:
             continue
         total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
+
+
+def with_cpu(server: Server, work: Callable[[], LoadResult], poll_s: float = 0.5) -> tuple[LoadResult, float]:
+    """``work()`` and the server's CPU seconds it cost, including what the server deferred and did after the load
+    stopped: under saturation the renderer falls behind and catches up later, so the closed-loop rate alone
+    overstates what the server sustains with its ``/metrics`` kept current. Counted until the server is back to its
+    idle CPU use (measured just before), less that idle use."""
+    pid = [server.process.pid]
+    c0, t0 = _cpu_seconds(pid), time.monotonic()
+    time.sleep(1.0)
+    idle = (_cpu_seconds(pid) - c0) / (time.monotonic() - t0)
+    c0, t0 = _cpu_seconds(pid), time.monotonic()
+    result = work()
+    deadline = time.monotonic() + 60
+    last = _cpu_seconds(pid)
+    while time.monotonic() < deadline:
+        time.sleep(poll_s)
+        now = _cpu_seconds(pid)
+        if now - last <= idle * poll_s + 0.03:  # within a few clock ticks of idle
+            break
+        last = now
+    return result, (_cpu_seconds(pid) - c0) - idle * (time.monotonic() - t0)
 
 
 def _backend_pids(database_url: str) -> list[int]:
@@ -596,6 +628,16 @@ def print_report(
             f"{s.db:<9}{s.gpus:>9,}  {s.bare.spread():>26}  {s.real.spread():>26}  {s.ratios.spread(fmt='{:.2f}'):>17}"
         )
     print()
+    print("Per CPU-second of the server (GPU-samples), counting what it deferred under that load and did once the load")
+    print("stopped (renders that fell behind): the cost of a push with /metrics kept current. PostgreSQL's own CPU")
+    print("for the group commit is not included.")
+    print(f"{'db':<9}{'GPUs':>9}  {'bare FastAPI':>26}  {'mfumon serve':>26}  {'ratio':>17}")
+    for s in sizes:
+        print(
+            f"{s.db:<9}{s.gpus:>9,}  {s.bare_per_cpu.spread():>26}  {s.real_per_cpu.spread():>26}  "
+            f"{s.cpu_ratios.spread(fmt='{:.2f}'):>17}"
+        )
+    print()
     print("Latency of accepted pushes (ms); open loop at 80% and 200% of mfumon's sustained rate; bare p99: the bare")
     print("app at the same 80% rate, the tail this machine and the load generator add whatever the server does")
     print(
@@ -700,7 +742,7 @@ def main() -> None:
                 with bare(workdir) as bare_server:
                     for db in args.databases:
                         for gpus in args.sizes:
-                            sizes.append(measure_size(args, dbs, db, gpus, bare_server.url, workdir))
+                            sizes.append(measure_size(args, dbs, db, gpus, bare_server, workdir))
             if "pushgateway" not in args.skip:
                 for gpus in [g for g in args.sizes if g <= 10000]:
                     log(f"pushgateway at {gpus:,} GPUs")
