@@ -363,8 +363,8 @@ def measure_size(
             result.cpu_ratios.add(b_cpu / b.units_ok / (r_cpu / r.units_ok))
             log(
                 f"repeat {repeat + 1}: bare {b.units_per_second:,.0f}, mfumon {r.units_per_second:,.0f} GPU-samples/s "
-                f"(ratio {r.units_per_second / b.units_per_second:.2f}; mfumon non-2xx {r.sent - r.ok}); per CPU-second "
-                f"with deferred work: bare {b.units_ok / b_cpu:,.0f}, mfumon {r.units_ok / r_cpu:,.0f} "
+                f"(ratio {r.units_per_second / b.units_per_second:.2f}; mfumon non-2xx {r.sent - r.ok}); "
+                f"per CPU-second with deferred work: bare {b.units_ok / b_cpu:,.0f}, mfumon {r.units_ok / r_cpu:,.0f} "
                 f"(ratio {result.cpu_ratios.values[-1]:.2f})"
             )
         sustained = result.real.median / GPUS_PER_NODE  # pushes/s
