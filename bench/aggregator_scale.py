@@ -360,14 +360,15 @@ def measure_size(
             result.bare.add(b.units_per_second)
             result.real.add(r.units_per_second)
             result.ratios.add(r.units_per_second / b.units_per_second)
-            result.bare_per_cpu.add(b.units_ok / b_cpu)
-            result.real_per_cpu.add(r.units_ok / r_cpu)
-            result.cpu_ratios.add(b_cpu / b.units_ok / (r_cpu / r.units_ok))
+            b_per_cpu, r_per_cpu = b.units_ok / b_cpu, r.units_ok / r_cpu
+            result.bare_per_cpu.add(b_per_cpu)
+            result.real_per_cpu.add(r_per_cpu)
+            result.cpu_ratios.add(r_per_cpu / b_per_cpu)
             log(
                 f"repeat {repeat + 1}: bare {b.units_per_second:,.0f}, mfumon {r.units_per_second:,.0f} GPU-samples/s "
                 f"(ratio {r.units_per_second / b.units_per_second:.2f}; mfumon non-2xx {r.sent - r.ok}); "
-                f"per CPU-second with deferred work: bare {b.units_ok / b_cpu:,.0f}, mfumon {r.units_ok / r_cpu:,.0f} "
-                f"(ratio {result.cpu_ratios.values[-1]:.2f})"
+                f"per CPU-second with deferred work: bare {b_per_cpu:,.0f}, mfumon {r_per_cpu:,.0f} "
+                f"(ratio {r_per_cpu / b_per_cpu:.2f})"
             )
         # What it sustains with every push's work done, renders included: the closed-loop rate lets renders fall
         # behind, and 80% of it was the whole CPU once they were counted (p99 over 100 ms at 10,000 GPUs).
