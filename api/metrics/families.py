@@ -222,6 +222,9 @@ HEALTH_COUNTER_METRICS: dict[str, str] = {
     field: f"mfumon_gpu_{field}" for field in COUNTER_FIELDS if f"mfumon_gpu_{field}" in HEALTH_FAMILIES
 }
 
+#: sample counter field -> the metric of its per-GPU line, GPU and health families alike (one lookup per counter)
+GPU_LINE_METRICS: dict[str, str] = {**COUNTER_METRICS, **HEALTH_COUNTER_METRICS}
+
 #: InfiniBand port field -> metric name: the family named after the field
 IB_PORT_METRICS: dict[str, str] = {
     f.name: f"mfumon_ib_port_{f.name}" for f in fields(IbPortSample) if f"mfumon_ib_port_{f.name}" in HEALTH_FAMILIES

@@ -25,9 +25,9 @@ from api.accounting import CATEGORIES, CLUSTER_CATEGORIES, Ledger
 from api.metrics._text import escape_label_value, format_value, gpu_labels, labels_text, sample_line
 from api.metrics.families import (
     CAPACITY_FAMILIES,
-    COUNTER_METRICS,
     DURABLE_FAMILIES,
     GPU_FAMILIES,
+    GPU_LINE_METRICS,
     HEALTH_FAMILIES,
     JOB_FAMILIES,
     SUMMARY_FAMILIES,
@@ -39,7 +39,7 @@ from api.metrics.self_metrics import SelfMetrics
 from api.state.aggregate import GroupTotals, JobAccount, Summary
 from api.state.counters import DurableCounters
 from api.state.store import Snapshot
-from api.state.views import QUEUE_WAIT_BUCKETS, JobView, NodeView, gpu_busy, gpu_hardware_mfu
+from api.state.views import QUEUE_WAIT_BUCKETS, JobView, NodeView
 
 Chunk = dict[str, str]  # family name -> its sample lines for one node or job
 
@@ -52,7 +52,7 @@ except PackageNotFoundError:  # running from a source tree without installing
 def render_node(node: NodeView) -> Chunk:
     """A node's and its GPUs' series. Rendered once per push (see MetricsRenderer), so kept lean: about 100 lines."""
     lines: defaultdict[str, list[str]] = defaultdict(list)
-    esc, value_text, metric_of = escape_label_value, format_value, COUNTER_METRICS.get
+    esc, value_text, metric_of = escape_label_value, format_value, GPU_LINE_METRICS.get
 
     node_label = esc(node.name)
     lines["mfumon_node_info"].append(f'mfumon_node_info{{node="{node_label}",pool="{esc(node.pool or "")}"}} 1\n')
@@ -64,13 +64,15 @@ def render_node(node: NodeView) -> Chunk:
         info = f'model="{esc(gpu.name)}",job_id="{esc(gpu.job_id or "")}",mig_profile="{esc(gpu.mig_profile or "")}"'
         lines["mfumon_gpu_info"].append(f"mfumon_gpu_info{{{ident},{info}}} 1\n")
         lines["mfumon_gpu_up"].append(f"mfumon_gpu_up{labels}{1 if gpu.up else 0}\n")
+        # GPU and health counters alike: each line goes to its family's list, whatever the family's place in the
+        # exposition (lines are joined family by family).
         for field, value in gpu.counters.items():
             metric = metric_of(field)
             if metric is not None:
                 lines[metric].append(f"{metric}{labels}{value_text(value)}\n")
         if gpu.up:
-            lines["mfumon_gpu_busy"].append(f"mfumon_gpu_busy{labels}{1 if gpu_busy(gpu.counters) else 0}\n")
-            estimate = gpu_hardware_mfu(gpu)
+            lines["mfumon_gpu_busy"].append(f"mfumon_gpu_busy{labels}{1 if gpu.busy else 0}\n")
+            estimate = gpu.hardware_mfu
             if estimate is not None:
                 lines["mfumon_gpu_hardware_mfu_ratio"].append(
                     f"mfumon_gpu_hardware_mfu_ratio{labels}{value_text(estimate)}\n"

@@ -30,7 +30,7 @@ from api.schemas.nodes import (
 )
 from api.services.samples import record_sample
 from api.state.aggregate import gpu_state, node_gpu_states, reporting_jobs
-from api.state.views import NodeView, gpu_hardware_mfu
+from api.state.views import NodeView
 
 JSON = "application/json"
 
@@ -67,7 +67,7 @@ def _public(node: NodeView, reporting: Container[str]) -> NodePublic:
                 job_id=g.job_id,
                 up=g.up,
                 state=gpu_state(g, reporting),
-                hardware_mfu=gpu_hardware_mfu(g),
+                hardware_mfu=g.hardware_mfu,
                 counters=g.counters,
                 sample_timestamp=g.sample_timestamp,
                 health=node.health.gpu_checks.get(g.uuid) if node.health else None,

@@ -31,7 +31,7 @@ from api.accounting.stragglers import spread_of_range
 from api.mfu import agreement_ratio
 from api.state.capacity import Capacity, capacity
 from api.state.store import Snapshot
-from api.state.views import GpuView, JobShare, JobView, NodeView, gpu_busy
+from api.state.views import GpuView, JobShare, JobView, NodeView
 
 STATES: tuple[str, ...] = ("reporting", "unreported", "idle", "down")
 
@@ -197,7 +197,7 @@ def gpu_state(gpu: GpuView, reporting: Container[str]) -> str:
         return "down"
     if gpu.job_id is not None:
         return "reporting" if gpu.job_id in reporting else "unreported"
-    return "unreported" if gpu_busy(gpu.counters) else "idle"
+    return "unreported" if gpu.busy else "idle"
 
 
 def reporting_jobs(snapshot: Snapshot) -> set[str]:

@@ -17,8 +17,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from api.state.views import gpu_busy
-
 if TYPE_CHECKING:
     from api.state.views import GpuView, NodeView
 
@@ -75,6 +73,11 @@ _PCIE = ("pcie_replays_total",)
 _IB_DOWNED = ("link_downed_total",)
 _IB_ERRORS = ("symbol_errors_total", "receive_errors_total", "link_error_recovery_total")
 _GPU_TRACKED = (*_NVLINK_RECOVERY, *_NVLINK_ERRORS, *_PCIE)
+_GPU_COUNTER_CHECKS = (  # a check on error counters, and the counters any growth of which fails it
+    ("nvlink_recovery", _NVLINK_RECOVERY),
+    ("nvlink_errors", _NVLINK_ERRORS),
+    ("pcie_replays", _PCIE),
+)
 _PORT_TRACKED = (*_IB_DOWNED, *_IB_ERRORS)
 _THERMAL = frozenset({"sw_thermal", "hw_thermal"})
 _SLOWDOWN = frozenset({"hw_slowdown", "hw_power_brake"})
@@ -142,21 +145,23 @@ def _grew(
             out[(key, name)] = held[(key, name)]
 
 
-def _quiet(
-    key: str, names: Iterable[str], present: Mapping[str, Any], grew_at: Mapping[Tracker, float], since: float
-) -> bool | None:
-    """``None`` when none of the counters is reported, else whether none grew after ``since``."""
-    reported = [n for n in names if present.get(n) is not None]
-    if not reported:
-        return None
-    return all(grew_at.get((key, n), float("-inf")) < since for n in reported)
+def _quiet(key: str, names: Iterable[str], present: Mapping[str, Any], grew_at: Mapping[Tracker, float]) -> bool | None:
+    """``None`` when none of the counters is reported, else whether none grew within the window (``grew_at`` holds
+    only growth within it)."""
+    quiet = None
+    for name in names:
+        if present.get(name) is not None:
+            if (key, name) in grew_at:
+                return False
+            quiet = True
+    return quiet
 
 
-def _gpu_checks(gpu: GpuView, grew_at: Mapping[Tracker, float], since: float) -> dict[str, bool]:
+def _gpu_checks(gpu: GpuView, grew_at: Mapping[Tracker, float]) -> dict[str, bool]:
     if not gpu.up:
         return {"responsive": False}
     c = gpu.counters
-    checks: dict[str, bool | None] = {"responsive": True}
+    checks = {"responsive": True}
     if c.get("ecc_uncorrected_total") is not None:
         checks["ecc_uncorrectable"] = c["ecc_uncorrected_total"] == 0
     if c.get("row_remap_failure") is not None:
@@ -165,17 +170,18 @@ def _gpu_checks(gpu: GpuView, grew_at: Mapping[Tracker, float], since: float) ->
         checks["row_remap_pending"] = not c["row_remap_pending"]
     if c.get("last_xid") is not None:
         checks["xid"] = int(c["last_xid"]) not in RESET_XIDS
-    checks["nvlink_recovery"] = _quiet(gpu.uuid, _NVLINK_RECOVERY, c, grew_at, since)
-    checks["nvlink_errors"] = _quiet(gpu.uuid, _NVLINK_ERRORS, c, grew_at, since)
-    checks["pcie_replays"] = _quiet(gpu.uuid, _PCIE, c, grew_at, since)
+    for check, counters in _GPU_COUNTER_CHECKS:
+        quiet = _quiet(gpu.uuid, counters, c, grew_at)
+        if quiet is not None:
+            checks[check] = quiet
     reasons = c.get("throttle_reasons")
     if reasons is not None:
         checks["thermal"] = not (_THERMAL & set(reasons))
         checks["hw_slowdown"] = not (_SLOWDOWN & set(reasons))
-    return {name: ok for name, ok in checks.items() if ok is not None}
+    return checks
 
 
-def _node_checks(node: NodeView, grew_at: Mapping[Tracker, float], since: float) -> dict[str, bool]:
+def _node_checks(node: NodeView, grew_at: Mapping[Tracker, float]) -> dict[str, bool]:
     ports = _ports(node)
     if not ports:
         return {}
@@ -183,10 +189,10 @@ def _node_checks(node: NodeView, grew_at: Mapping[Tracker, float], since: float)
     states = [p.get("state") for p in ports.values() if p.get("state") is not None]
     if states:
         checks["ib_ports_active"] = all(s == "ACTIVE" for s in states)
-    flapping = [_quiet(key, _IB_DOWNED, p, grew_at, since) for key, p in ports.items()]
+    flapping = [_quiet(key, _IB_DOWNED, p, grew_at) for key, p in ports.items()]
     if any(q is not None for q in flapping):
         checks["ib_link_flapping"] = all(q is not False for q in flapping)
-    errors = [_quiet(key, _IB_ERRORS, p, grew_at, since) for key, p in ports.items()]
+    errors = [_quiet(key, _IB_ERRORS, p, grew_at) for key, p in ports.items()]
     if any(q is not None for q in errors):
         checks["ib_errors"] = all(q is not False for q in errors)
     return checks
@@ -211,7 +217,11 @@ def _reasons(node: NodeView, gpu_checks: dict[str, dict[str, bool]], node_checks
 
 def _idle(gpu: GpuView) -> bool:
     """The ``idle`` GPU state (``api.state.aggregate``): up, attributed to no job, and running no compute work."""
-    return gpu.up and gpu.job_id is None and not gpu_busy(gpu.counters)
+    return gpu.up and gpu.job_id is None and not gpu.busy
+
+
+def _fails_drain(checks: Mapping[str, bool]) -> bool:
+    return not all(checks.values()) and any(not ok and name in DRAIN_CHECKS for name, ok in checks.items())
 
 
 def advance(held: NodeView | None, view: NodeView, window_s: float) -> NodeView:
@@ -236,8 +246,8 @@ def advance(held: NodeView | None, view: NodeView, window_s: float) -> NodeView:
         _grew(key, _PORT_TRACKED, port, old_ports.get(key), old_grew, at, grew_at)
     since = at - window_s
     grew_at = {k: t for k, t in grew_at.items() if t >= since}  # bounded: only what can still fail a check
-    gpu_checks = {gpu.uuid: _gpu_checks(gpu, grew_at, since) for gpu in view.gpus}
-    node_checks = _node_checks(view, grew_at, since)
+    gpu_checks = {gpu.uuid: _gpu_checks(gpu, grew_at) for gpu in view.gpus}
+    node_checks = _node_checks(view, grew_at)
 
     energy = seconds = 0.0
     faults = 0
@@ -246,9 +256,7 @@ def advance(held: NodeView | None, view: NodeView, window_s: float) -> NodeView:
         prior = before.get(gpu.uuid)
         if prior is None:
             continue
-        failing_now = {n for n, ok in gpu_checks[gpu.uuid].items() if not ok and n in DRAIN_CHECKS}
-        failing_before = {n for n, ok in old_checks.get(gpu.uuid, {}).items() if not ok and n in DRAIN_CHECKS}
-        if failing_now and not failing_before:
+        if _fails_drain(gpu_checks[gpu.uuid]) and not _fails_drain(old_checks.get(gpu.uuid, {})):
             faults += 1
         gap = gpu.sample_timestamp - prior.sample_timestamp
         if _idle(gpu) and _idle(prior) and 0 < gap <= MAX_IDLE_GAP_S:

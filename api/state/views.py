@@ -33,6 +33,10 @@ class GpuView:
     sample_timestamp: float
     device: str | None  # peak-table key, None when the device is unknown
     bf16_peak_flops: float | None  # dense bf16 peak of this device (MIG slice scaled), for idle-capacity sums
+    # Derived from the counters once, when the view is built: the view's sums, the health checks, the render and
+    # the JSON all read them, for every push.
+    busy: bool  # gpu_busy(counters)
+    hardware_mfu: float | None  # api.mfu.hardware_mfu of the counters; None without tensor activity
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +97,7 @@ def gpu_views(
     views = []
     for gpu in sorted(gpus, key=lambda g: (g.index, g.uuid)):
         device, peak = resolver.resolve(gpu.name, gpu.mig_profile)
+        counters = gpu.counters() if gpu.up else {}
         views.append(
             GpuView(
                 uuid=gpu.uuid,
@@ -102,10 +107,14 @@ def gpu_views(
                 mig_profile=gpu.mig_profile,
                 job_id=gpu.job_id,
                 up=gpu.up,
-                counters=gpu.counters() if gpu.up else {},
+                counters=counters,
                 sample_timestamp=sample_timestamp,
                 device=device,
                 bf16_peak_flops=peak,
+                busy=gpu_busy(counters),
+                hardware_mfu=hardware_mfu(
+                    counters.get("tensor_active"), counters.get("sm_clock_hz"), counters.get("max_sm_clock_hz")
+                ),
             )
         )
     return tuple(views)
@@ -121,12 +130,6 @@ def gpu_busy(counters: dict[str, Any]) -> bool:
     if processes is not None:
         return bool(processes > 0)
     return any((counters.get(name) or 0) > 0 for name in ("utilization", "sm_active", "tensor_active"))
-
-
-def gpu_hardware_mfu(gpu: GpuView) -> float | None:
-    """The GPU's hardware MFU estimate (``api.mfu.hardware_mfu`` of its counters), None without tensor counters."""
-    c = gpu.counters
-    return hardware_mfu(c.get("tensor_active"), c.get("sm_clock_hz"), c.get("max_sm_clock_hz"))
 
 
 def build_node_view(
@@ -150,14 +153,14 @@ def build_node_view(
             continue
         if gpu.bf16_peak_flops is None:
             unknown += 1
-        if gpu.job_id is None and not gpu_busy(gpu.counters):
+        if gpu.job_id is None and not gpu.busy:
             idle += 1
             idle_peak += gpu.bf16_peak_flops or 0.0
             continue
         entry = groups.setdefault(gpu.job_id, [0, gpu.name, gpu.mig_profile, 0.0, 0, 0.0, 0.0, 0.0, 0, None, None])
         entry[0] += 1
         entry[3] += gpu.bf16_peak_flops or 0.0
-        estimate = gpu_hardware_mfu(gpu)
+        estimate = gpu.hardware_mfu
         if estimate is not None:
             entry[4] += 1
             entry[5] += estimate

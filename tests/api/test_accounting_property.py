@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 
 from api.metrics.render import MetricsRenderer
 from api.metrics.self_metrics import SelfMetrics
+from api.mfu import hardware_mfu
 from api.state.aggregate import STATES, gpu_state, node_gpu_states, reporting_jobs, summarize
 from api.state.store import Snapshot
-from api.state.views import GpuView, JobView, NodeView, build_node_view
+from api.state.views import GpuView, JobView, NodeView, build_node_view, gpu_busy
 from tests.utils.factories import metric_samples
 
 JOB_IDS = ("j0", "j1", "j2", "j3", "j4")
@@ -40,6 +41,7 @@ _counters = st.fixed_dictionaries(
 def _gpu(draw: st.DrawFn, node: str, index: int) -> GpuView:
     name, device, peak = draw(st.sampled_from(MODELS))
     up = draw(st.booleans().map(lambda b: b or draw(st.integers(0, 9)) > 0))  # ~1 in 20 down
+    counters = draw(_counters) if up else {}
     return GpuView(
         uuid=f"{node}-{index}",
         node=node,
@@ -48,10 +50,14 @@ def _gpu(draw: st.DrawFn, node: str, index: int) -> GpuView:
         mig_profile=None,
         job_id=draw(st.one_of(st.none(), st.sampled_from(JOB_IDS))),
         up=up,
-        counters=draw(_counters) if up else {},
+        counters=counters,
         sample_timestamp=1.0,
         device=device,
         bf16_peak_flops=peak,
+        busy=gpu_busy(counters),
+        hardware_mfu=hardware_mfu(
+            counters.get("tensor_active"), counters.get("sm_clock_hz"), counters.get("max_sm_clock_hz")
+        ),
     )
 
 
