@@ -42,6 +42,9 @@ from api.state.store import Snapshot
 from api.state.views import QUEUE_WAIT_BUCKETS, JobView, NodeView
 
 Chunk = dict[str, str]  # family name -> its sample lines for one node or job
+#: How long the renderer keeps the event loop per turn: a few nodes (~0.1 ms each), so a turn of the loop (a poll
+#: for I/O, ~10 us) is not paid for every node, and a request waits at most this long for it.
+RENDER_TURN_S = 0.0005
 
 try:
     _VERSION = version("mfu-monitor")
@@ -211,7 +214,7 @@ class MetricsRenderer:
     by family and renders afresh only the per-job GPU accounts and the summary, which derive from the whole
     snapshot. A job's series are rendered when its view is taken (:meth:`prepare_job`). A node's are rendered by
     :meth:`keep_rendering`, a task on the event loop that renders the nodes marked changed (:meth:`node_changed`,
-    called by the state for every view it takes, from a push or another replica) one per turn of the loop: when
+    called by the state for every view it takes, from a push or another replica) a few per turn of the loop: when
     the process has time, right after the push; when pushes keep it busy, fewer times than they arrive (a node
     pushed twice meanwhile is rendered once), so rendering never costs ingest its throughput. Whatever a scrape
     finds not rendered yet, or rendered from an older view, it renders itself: what it serves is always current.
@@ -267,12 +270,15 @@ class MetricsRenderer:
             return len(self._changed)
 
     async def keep_rendering(self, node_of: Callable[[str], NodeView | None]) -> None:
-        """Render changed nodes, one per turn of the event loop, until cancelled (see the class docstring)."""
+        """Render changed nodes, RENDER_TURN_S of them per turn of the event loop, until cancelled (see the class
+        docstring)."""
         self._loop, self._loop_thread = asyncio.get_running_loop(), threading.get_ident()
         self._wake = asyncio.Event()
+        clock = time.perf_counter
         while True:
             await self._wake.wait()
             self._wake.clear()
+            turn_ends = clock() + RENDER_TURN_S
             while True:
                 with self._lock:
                     name = next(iter(self._changed), None)
@@ -282,7 +288,9 @@ class MetricsRenderer:
                 view = node_of(name)
                 if view is not None:
                     self.prepare_node(view)
-                await asyncio.sleep(0)  # requests ready meanwhile come first
+                if clock() >= turn_ends:
+                    await asyncio.sleep(0)  # requests ready meanwhile come first
+                    turn_ends = clock() + RENDER_TURN_S
 
     def prepare_node(self, node: NodeView) -> None:
         """Render a node's series now, so that scrapes only join them."""
