@@ -16,7 +16,7 @@ from api.crud.counters import HOUR, Increments, add_to_counters, compact_hours, 
 from api.crud.marks import claim_interval
 from api.db.models import Job
 from api.metrics._text import labels_text
-from api.state.aggregate import GroupTotals, Summary, summarize
+from api.state.aggregate import idle_and_unreported
 
 SCOPES: tuple[str, ...] = ("cluster", "pool", "team")
 
@@ -71,13 +71,12 @@ def bill_job(job: Job, ledger: Ledger, bill: Bill, increments: Increments) -> No
         add_bill(increments, bill, pool=(job.accounting or {}).get("pool"), team=job.team)
 
 
-def gpu_state_increments(increments: Increments, summary: Summary, seconds: float) -> None:
-    """Idle and unreported GPU-seconds of every pool and the cluster: the GPUs in each state now x ``seconds``."""
-    groups: list[tuple[list[tuple[str, str]], GroupTotals]] = [([], summary.cluster)]
-    groups += [([("pool", pool)], totals) for pool, totals in summary.pools.items()]
-    for labels, totals in groups:
-        scope = "pool" if labels else "cluster"
-        for category, gpus in (("idle", totals.gpus_idle), ("unreported", totals.gpus_unreported)):
+def gpu_state_increments(increments: Increments, states: dict[str | None, tuple[int, int]], seconds: float) -> None:
+    """Idle and unreported GPU-seconds of every pool and the cluster: the GPUs in each state now x ``seconds``
+    (``states``: :func:`~api.state.aggregate.idle_and_unreported`)."""
+    for pool, (idle, unreported) in states.items():
+        scope, labels = ("cluster", []) if pool is None else ("pool", [("pool", pool)])
+        for category, gpus in (("idle", idle), ("unreported", unreported)):
             if gpus:
                 increments[(gpu_seconds_family(scope), labels_text([*labels, ("category", category)]))] += (
                     gpus * seconds
@@ -93,16 +92,16 @@ def bill_gpu_states(ctx: AppContext) -> float:
     nobody saw the GPUs before. Returns the seconds billed.
     """
     now = ctx.clock()
-    # Summed before the transaction: ~0.1 s at 100,000 GPUs that would otherwise hold the database's write lock
-    # (SQLite's, for the whole file) while job reports wait for it.
-    summary = summarize(ctx.state.snapshot(now))
+    # Counted before the transaction, which would otherwise hold the database's write lock (SQLite's, for the
+    # whole file) meanwhile.
+    states = idle_and_unreported(ctx.state.snapshot(now))
     with ctx.sessions.begin() as session:
         interval = claim_interval(session, name="gpu_states", now=now, max_seconds=ctx.settings.NODE_TTL_SECONDS)
         if interval is None:
             return 0.0
         seconds = interval[1] - interval[0]
         increments = Increments()
-        gpu_state_increments(increments, summary, seconds)
+        gpu_state_increments(increments, states, seconds)
         rows = add_to_counters(session, increments, shard=0, now=now)
     ctx.state.counters.apply(rows)
     return seconds

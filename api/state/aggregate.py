@@ -191,6 +191,28 @@ def node_gpu_states(node: NodeView, reporting: Container[str]) -> dict[str, int]
     }
 
 
+def idle_and_unreported(snapshot: Snapshot) -> dict[str | None, tuple[int, int]]:
+    """Idle and unreported GPUs of the cluster (key None) and of each pool, as :func:`summarize` counts them.
+
+    What the periodic billing needs, without the rest of a summary: a tenth of its cost, which at 100,000 GPUs is
+    ~0.1 s of CPU that another thread takes from the event loop (the GIL) and ingest's tail latency shows.
+    """
+    reporting = reporting_jobs(snapshot)
+    totals: dict[str | None, list[int]] = {None: [0, 0]}
+    for node in snapshot.nodes:
+        unreported = node.unattributed.count if node.unattributed is not None else 0
+        for job_id, share in node.shares.items():
+            if job_id not in reporting:
+                unreported += share.count
+        for key in (None, node.pool) if node.pool else (None,):
+            counts = totals.get(key)
+            if counts is None:
+                counts = totals[key] = [0, 0]
+            counts[0] += node.gpus_idle
+            counts[1] += unreported
+    return {key: (idle, unreported) for key, (idle, unreported) in totals.items()}
+
+
 def gpu_state(gpu: GpuView, reporting: Container[str]) -> str:
     """One GPU's state, the definition that :func:`node_gpu_states` and :func:`summarize` sum per node."""
     if not gpu.up:

@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 from api.metrics.render import MetricsRenderer
 from api.metrics.self_metrics import SelfMetrics
 from api.mfu import hardware_mfu
-from api.state.aggregate import STATES, gpu_state, node_gpu_states, reporting_jobs, summarize
+from api.state.aggregate import (
+    STATES,
+    gpu_state,
+    idle_and_unreported,
+    node_gpu_states,
+    reporting_jobs,
+    summarize,
+)
 from api.state.store import Snapshot
 from api.state.views import GpuView, JobView, NodeView, build_node_view, gpu_busy
 from tests.utils.factories import metric_samples
@@ -137,6 +144,11 @@ def test_gpu_states_add_up_per_cluster_pool_and_node(snapshot: Snapshot) -> None
         assert group.states() == direct[name]
     for state in STATES:
         assert cluster[state] == sum(counts[state] for counts in direct.values())
+    # The periodic billing's own count (a fraction of a summary's cost) agrees with the summary.
+    assert idle_and_unreported(snapshot) == {
+        None: (cluster["idle"], cluster["unreported"]),
+        **{name: (group.gpus_idle, group.gpus_unreported) for name, group in summary.pools.items()},
+    }
 
     # Unverified GPUs are apart: a job's allocated GPUs are the attributed ones, never its num_gpus.
     attributed = {j: sum(1 for n in snapshot.nodes for g in n.gpus if g.up and g.job_id == j) for j in JOB_IDS}
