@@ -49,7 +49,7 @@ def _upsert(dialect: str) -> Any:
     def newest(column: str) -> Any:
         return case((newer, new[column]), else_=old[column])
 
-    return stmt.on_conflict_do_update(
+    upsert = stmt.on_conflict_do_update(
         index_elements=["name"],
         set_={
             "pool": newest("pool"),
@@ -60,10 +60,18 @@ def _upsert(dialect: str) -> Any:
             "updated_at": new.updated_at,
         },
     )
+    return upsert.returning(_NODES.c.name) if dialect == "postgresql" else upsert  # see upsert_nodes
 
 
 def upsert_nodes(*, session: Session, writes: Sequence[NodeWrite], now: float) -> None:
-    """Store the writes in one statement (an executemany: about 20 us of this process's CPU per node)."""
+    """Store the writes (one per node: a statement may not upsert a row twice) in one executemany, about 20 us of
+    this process's CPU per node.
+
+    On PostgreSQL the statement asks for RETURNING, which is what makes SQLAlchemy send the rows as multi-row
+    INSERTs of up to 1,000 (its "insertmanyvalues"; plain ON CONFLICT executemany goes a row at a time): the
+    replicas' change trigger (``migrations.change_triggers``) runs once per statement, and a row at a time it cost
+    PostgreSQL ~0.2 ms per node, four times the upsert itself, and sent every replica a notification per node.
+    """
     if not writes:
         return
     rows = [
@@ -78,7 +86,7 @@ def upsert_nodes(*, session: Session, writes: Sequence[NodeWrite], now: float) -
         }
         for w in writes
     ]
-    session.execute(_upsert(session.get_bind().dialect.name), rows)
+    session.execute(_upsert(session.get_bind().dialect.name), rows).close()
 
 
 def read_nodes(*, session: Session, names: Sequence[str] | None = None, since: float | None = None) -> list[Node]:
