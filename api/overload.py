@@ -31,7 +31,7 @@ class IngestLimit:
     """503 + ``Retry-After`` for ingest beyond ``limit`` in flight (``MAX_INGEST_IN_FLIGHT``) or queued longer than
     ``max_queue_s`` (``MAX_INGEST_QUEUE_SECONDS``)."""
 
-    def __init__(self, app: ASGIApp, *, limit: int, retry_after_s: int, max_queue_s: float = 0.05) -> None:
+    def __init__(self, app: ASGIApp, *, limit: int, retry_after_s: int, max_queue_s: float) -> None:
         self.app = app
         self.limit = limit
         self.max_queue_s = max_queue_s
