@@ -42,9 +42,11 @@ from api.state.store import Snapshot
 from api.state.views import QUEUE_WAIT_BUCKETS, JobView, NodeView
 
 Chunk = dict[str, str]  # family name -> its sample lines for one node or job
-#: How long the renderer keeps the event loop per turn: a few nodes (~0.1 ms each), so a turn of the loop (a poll
-#: for I/O, ~10 us) is not paid for every node, and a request waits at most this long for it.
+#: How long the renderer keeps the event loop per turn while nothing else waits for it: a few nodes (~0.1 ms each),
+#: so a turn of the loop (a poll for I/O, ~10 us) is not paid for every node. While requests keep the loop busy (a
+#: turn took longer than RENDER_IDLE_TURN_S to come back), it renders one node per turn: ingest first.
 RENDER_TURN_S = 0.0005
+RENDER_IDLE_TURN_S = 0.0002
 
 try:
     _VERSION = version("mfu-monitor")
@@ -214,10 +216,11 @@ class MetricsRenderer:
     by family and renders afresh only the per-job GPU accounts and the summary, which derive from the whole
     snapshot. A job's series are rendered when its view is taken (:meth:`prepare_job`). A node's are rendered by
     :meth:`keep_rendering`, a task on the event loop that renders the nodes marked changed (:meth:`node_changed`,
-    called by the state for every view it takes, from a push or another replica) a few per turn of the loop: when
-    the process has time, right after the push; when pushes keep it busy, fewer times than they arrive (a node
-    pushed twice meanwhile is rendered once), so rendering never costs ingest its throughput. Whatever a scrape
-    finds not rendered yet, or rendered from an older view, it renders itself: what it serves is always current.
+    called by the state for every view it takes, from a push or another replica): when the process has time, right
+    after the push, a few per turn of the loop; when pushes keep it busy, one per turn, so fewer times than they
+    arrive (a node pushed twice meanwhile is rendered once) and rendering never costs ingest its throughput.
+    Whatever a scrape finds not rendered yet, or rendered from an older view, it renders itself: what it serves is
+    always current.
     """
 
     def __init__(
@@ -270,8 +273,8 @@ class MetricsRenderer:
             return len(self._changed)
 
     async def keep_rendering(self, node_of: Callable[[str], NodeView | None]) -> None:
-        """Render changed nodes, RENDER_TURN_S of them per turn of the event loop, until cancelled (see the class
-        docstring)."""
+        """Render changed nodes until cancelled: RENDER_TURN_S of them per turn of the event loop while it is
+        otherwise idle, one per turn while it is not (see the class docstring)."""
         self._loop, self._loop_thread = asyncio.get_running_loop(), threading.get_ident()
         self._wake = asyncio.Event()
         clock = time.perf_counter
@@ -286,11 +289,14 @@ class MetricsRenderer:
                         break
                     del self._changed[name]
                 view = node_of(name)
-                if view is not None:
+                cached = self._nodes.get(name)  # a scrape may have rendered it meanwhile
+                if view is not None and (cached is None or cached.key != view.revision):
                     self.prepare_node(view)
                 if clock() >= turn_ends:
+                    yielded = clock()
                     await asyncio.sleep(0)  # requests ready meanwhile come first
-                    turn_ends = clock() + RENDER_TURN_S
+                    back = clock()
+                    turn_ends = back + (RENDER_TURN_S if back - yielded < RENDER_IDLE_TURN_S else 0.0)
 
     def prepare_node(self, node: NodeView) -> None:
         """Render a node's series now, so that scrapes only join them."""
