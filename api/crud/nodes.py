@@ -68,9 +68,10 @@ def upsert_nodes(*, session: Session, writes: Sequence[NodeWrite], now: float) -
     this process's CPU per node.
 
     On PostgreSQL the statement asks for RETURNING, which is what makes SQLAlchemy send the rows as multi-row
-    INSERTs of up to 1,000 (its "insertmanyvalues"; plain ON CONFLICT executemany goes a row at a time): the
-    replicas' change trigger (``migrations.change_triggers``) runs once per statement, and a row at a time it cost
-    PostgreSQL ~0.2 ms per node, four times the upsert itself, and sent every replica a notification per node.
+    INSERTs (its "insertmanyvalues", ``api.db.session.INSERT_PAGE_ROWS`` rows each; plain ON CONFLICT executemany
+    goes a row at a time): the replicas' change trigger (``migrations.change_triggers``) runs once per statement,
+    and a row at a time it cost PostgreSQL ~0.2 ms per node, four times the upsert itself, and sent every replica a
+    notification per node.
     """
     if not writes:
         return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 
 import psycopg
@@ -11,7 +12,7 @@ from sqlalchemy import func, select
 from api.crud.nodes import NodeWrite, upsert_nodes
 from api.db.migrate import upgrade_to_head
 from api.db.models import Node
-from api.db.session import make_engine, make_sessionmaker
+from api.db.session import INSERT_PAGE_ROWS, make_engine, make_sessionmaker
 from migrations.change_triggers import CHANNEL
 from tests.utils.factories import node_sample
 
@@ -41,9 +42,9 @@ def test_a_flush_of_many_nodes_stores_all_and_tells_replicas_in_a_few_notificati
             nodes = [p.split(" ", 2)[2] for p in payloads if p.startswith("nodes ")]
             notified = [name for keys in nodes for name in json.loads(keys)]
             assert sorted(notified) == sorted(names * 2)  # every node, for each of the two flushes
-            # Rows sent a statement at a time made a notification per node (1,500 a flush); in multi-row
-            # statements a flush is a few, split only by PostgreSQL's payload limit.
-            assert len(nodes) <= 12
+            # Rows sent a statement at a time made a notification per node (1,500 a flush); in statements of
+            # INSERT_PAGE_ROWS rows, one per statement (and more only past PostgreSQL's payload limit).
+            assert len(nodes) <= 2 * math.ceil(len(names) / INSERT_PAGE_ROWS) + 2
     finally:
         if listener is not None:
             listener.close()
