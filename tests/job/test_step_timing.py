@@ -146,6 +146,7 @@ def worker(rank, store, url, out):
         with open(out, "w") as f:
             json.dump(reports, f)
     reporter.close(timeout_seconds=0.1)
+    dist.barrier()  # tear down together: a rank that left while the other still talked to it aborted in gloo once
     dist.destroy_process_group()
 
 if __name__ == "__main__":
