@@ -524,7 +524,7 @@ def measure_replicas(args: argparse.Namespace, dbs: Databases, workdir: Path) ->
     nodes, jobs = gpus // GPUS_PER_NODE, gpus // GPUS_PER_JOB
     targets = push_targets(nodes)
     database = dbs.new("postgres")
-    out = []
+    out: list[dict[str, float]] = []
     for count in args.replicas:
         with contextlib.ExitStack() as stack:
             servers = [stack.enter_context(mfumon(database, workdir)) for _ in range(count)]

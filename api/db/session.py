@@ -16,6 +16,8 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.orm import Session, SessionTransaction, sessionmaker
 
+from api.db import arrays
+
 _WRITE = "mfumon_write"  # execution option of a connection procured by Session.begin()
 
 
@@ -30,9 +32,6 @@ class _Session(Session):
 def _strict_json(value: Any) -> str:
     """JSON columns refuse NaN and infinities on every database, as PostgreSQL does (SQLite would store them)."""
     return json.dumps(value, allow_nan=False)
-
-
-INSERT_PAGE_ROWS = 100
 
 
 def make_engine(url: str) -> Engine:
@@ -56,16 +55,10 @@ def make_engine(url: str) -> Engine:
             conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(_WRITE) else "BEGIN")
 
         return engine
-    return create_engine(
-        url,
-        pool_size=10,
-        max_overflow=10,
-        pool_pre_ping=True,
-        json_serializer=_strict_json,
-        # Multi-row INSERTs (api.crud.nodes.upsert_nodes) of 100 rows, not SQLAlchemy's 1,000: building one holds the
-        # GIL for ~3 ms instead of ~30, while the event loop waits for it to answer pushes.
-        insertmanyvalues_page_size=INSERT_PAGE_ROWS,
-    )
+    engine = create_engine(url, pool_size=10, max_overflow=10, pool_pre_ping=True, json_serializer=_strict_json)
+    if engine.dialect.driver == "psycopg":
+        event.listen(engine, "connect", lambda dbapi_conn, _record: arrays.register(dbapi_conn))
+    return engine
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:

@@ -218,9 +218,9 @@ def gpu_state(gpu: GpuView, reporting: Container[str]) -> str:
     """One GPU's state, the definition that :func:`node_gpu_states` and :func:`summarize` sum per node."""
     if not gpu.up:
         return "down"
-    if gpu.job_id is not None:
-        return "reporting" if gpu.job_id in reporting else "unreported"
-    return "unreported" if gpu.busy else "idle"
+    if gpu.idle:
+        return "idle"
+    return "reporting" if gpu.job_id is not None and gpu.job_id in reporting else "unreported"
 
 
 def reporting_jobs(snapshot: Snapshot) -> set[str]:

@@ -215,11 +215,6 @@ def _reasons(node: NodeView, gpu_checks: dict[str, dict[str, bool]], node_checks
     return out
 
 
-def _idle(gpu: GpuView) -> bool:
-    """The ``idle`` GPU state (``api.state.aggregate``): up, attributed to no job, and running no compute work."""
-    return gpu.up and gpu.job_id is None and not gpu.busy
-
-
 def _fails_drain(checks: Mapping[str, bool]) -> bool:
     return not all(checks.values()) and any(not ok and name in DRAIN_CHECKS for name, ok in checks.items())
 
@@ -259,7 +254,7 @@ def advance(held: NodeView | None, view: NodeView, window_s: float) -> NodeView:
         if _fails_drain(gpu_checks[gpu.uuid]) and not _fails_drain(old_checks.get(gpu.uuid, {})):
             faults += 1
         gap = gpu.sample_timestamp - prior.sample_timestamp
-        if _idle(gpu) and _idle(prior) and 0 < gap <= MAX_IDLE_GAP_S:
+        if gpu.idle and prior.idle and 0 < gap <= MAX_IDLE_GAP_S:
             seconds += gap
             now_j, then_j = gpu.counters.get("energy_joules_total"), prior.counters.get("energy_joules_total")
             if now_j is not None and then_j is not None and now_j >= then_j:

@@ -38,6 +38,12 @@ class GpuView:
     busy: bool  # gpu_busy(counters)
     hardware_mfu: float | None  # api.mfu.hardware_mfu of the counters; None without tensor activity
 
+    @property
+    def idle(self) -> bool:
+        """Up, attributed to no job and running no compute work: the ``idle`` state of ``api.state.aggregate``, which
+        the node view counts, billing charges and the health's idle energy sums."""
+        return self.up and self.job_id is None and not self.busy
+
 
 @dataclass(frozen=True, slots=True)
 class JobShare:
@@ -153,7 +159,7 @@ def build_node_view(
             continue
         if gpu.bf16_peak_flops is None:
             unknown += 1
-        if gpu.job_id is None and not gpu.busy:
+        if gpu.idle:
             idle += 1
             idle_peak += gpu.bf16_peak_flops or 0.0
             continue

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from api.metrics.render import MetricsRenderer
 from api.metrics.self_metrics import SelfMetrics
-from api.mfu import hardware_mfu
+from api.mfu import PeakTable
+from api.schemas.nodes import GpuSample
 from api.state.aggregate import (
     STATES,
     gpu_state,
@@ -22,13 +23,15 @@ from api.state.aggregate import (
     reporting_jobs,
     summarize,
 )
+from api.state.devices import DeviceResolver
 from api.state.store import Snapshot
-from api.state.views import GpuView, JobView, NodeView, build_node_view, gpu_busy
+from api.state.views import JobView, NodeView, build_node_view, gpu_views
 from tests.utils.factories import metric_samples
 
 JOB_IDS = ("j0", "j1", "j2", "j3", "j4")
 POOLS = (None, "p0", "p1", "p2")
-MODELS = (("NVIDIA H100 80GB HBM3", "h100-sxm", 989e12), ("Mystery GPU", None, None))
+MODELS = ("NVIDIA H100 80GB HBM3", "Mystery GPU")  # a known device and an unknown one
+RESOLVER = DeviceResolver(PeakTable())
 
 _ratio = st.one_of(st.none(), st.floats(0.0, 1.0))
 _counters = st.fixed_dictionaries(
@@ -45,33 +48,23 @@ _counters = st.fixed_dictionaries(
 
 
 @st.composite
-def _gpu(draw: st.DrawFn, node: str, index: int) -> GpuView:
-    name, device, peak = draw(st.sampled_from(MODELS))
+def _gpu(draw: st.DrawFn, node: str, index: int) -> GpuSample:
     up = draw(st.booleans().map(lambda b: b or draw(st.integers(0, 9)) > 0))  # ~1 in 20 down
-    counters = draw(_counters) if up else {}
-    return GpuView(
+    return GpuSample(
         uuid=f"{node}-{index}",
-        node=node,
         index=index,
-        name=name,
-        mig_profile=None,
+        name=draw(st.sampled_from(MODELS)),
         job_id=draw(st.one_of(st.none(), st.sampled_from(JOB_IDS))),
         up=up,
-        counters=counters,
-        sample_timestamp=1.0,
-        device=device,
-        bf16_peak_flops=peak,
-        busy=gpu_busy(counters),
-        hardware_mfu=hardware_mfu(
-            counters.get("tensor_active"), counters.get("sm_clock_hz"), counters.get("max_sm_clock_hz")
-        ),
+        **(draw(_counters) if up else {}),
     )
 
 
 @st.composite
 def _node(draw: st.DrawFn, index: int) -> NodeView:
     name = f"node-{index}"
-    gpus = tuple(draw(_gpu(name, i)) for i in range(draw(st.integers(0, 8))))
+    samples = [draw(_gpu(name, i)) for i in range(draw(st.integers(0, 8)))]
+    gpus = gpu_views(name, 1.0, samples, RESOLVER)  # as a push builds them
     return build_node_view(
         name=name,
         pool=draw(st.sampled_from(POOLS)),

@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from api.crud.nodes import NodeWrite, upsert_nodes
 from api.db.migrate import upgrade_to_head
 from api.db.models import Node
-from api.db.session import INSERT_PAGE_ROWS, make_engine, make_sessionmaker
+from api.db.session import make_engine, make_sessionmaker
 from migrations.change_triggers import CHANNEL
 from tests.utils.factories import node_sample
 
@@ -42,10 +42,30 @@ def test_a_flush_of_many_nodes_stores_all_and_tells_replicas_in_a_few_notificati
             nodes = [p.split(" ", 2)[2] for p in payloads if p.startswith("nodes ")]
             notified = [name for keys in nodes for name in json.loads(keys)]
             assert sorted(notified) == sorted(names * 2)  # every node, for each of the two flushes
-            # Rows sent a statement at a time made a notification per node (1,500 a flush); in statements of
-            # INSERT_PAGE_ROWS rows, one per statement (and more only past PostgreSQL's payload limit).
-            assert len(nodes) <= 2 * math.ceil(len(names) / INSERT_PAGE_ROWS) + 2
+            # One statement a flush, so its keys in as few notifications as the trigger's ~7,000-byte parts allow
+            # (4 here). Rows sent a statement at a time made 1,500 a flush; in multi-row INSERTs of 100 rows, 15.
+            parts = math.ceil(sum(len(json.dumps(name)) + 2 for name in names) / 7000) + 1
+            assert len(nodes) <= 2 * parts
     finally:
         if listener is not None:
             listener.close()
+        engine.dispose()
+
+
+def test_a_flush_stores_each_sample_exactly_as_received(database_url: str) -> None:
+    """Samples go to PostgreSQL as binary arrays: quotes, backslashes, escapes and non-ASCII text come back unchanged,
+    and a node without a pool keeps NULL."""
+    upgrade_to_head(database_url)
+    engine = make_engine(database_url)
+    sessions = make_sessionmaker(engine)
+    sample = json.dumps({**node_sample(1), "note": 'quote " backslash \\ nul \\u0000 tab \t ünï 🚀 {"a": [1]}'})
+    raw = sample.replace('\\"', "\\u0022")  # the same JSON spelled differently: stored as sent, not re-encoded
+    writes = [NodeWrite("node-a", None, sample, 1.0, 1.0, 1), NodeWrite("node-b", "p", raw, 1.0, 1.0, 3)]
+    try:
+        with sessions.begin() as session:
+            upsert_nodes(session=session, writes=writes, now=5.0)
+        with sessions() as session:
+            rows = {n.name: (n.pool, n.sample, n.samples_received) for n in session.scalars(select(Node))}
+        assert rows == {"node-a": (None, sample, 1), "node-b": ("p", raw, 3)}
+    finally:
         engine.dispose()
