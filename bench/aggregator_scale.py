@@ -33,6 +33,7 @@ import dataclasses
 import http.client
 import io
 import json
+import math
 import os
 import random
 import re
@@ -697,9 +698,10 @@ def print_report(
             f"{'PostgreSQL':>10}  {'visible elsewhere':>17}"
         )
         for r in replicas:
+            lag = "-" if math.isnan(r["lag_s"]) else f"{r['lag_s'] * 1e3:.0f} ms"  # one replica: no other to see it
             print(
                 f"{r['replicas']:>8}  {r['ingest']:>14,.0f}  {r['ingest'] / one:>6.2f}  {r['machine_busy']:>12.0%}  "
-                f"{r['replicas_cpu']:>9.0%}  {r['postgres_cpu']:>10.0%}  {r['lag_s'] * 1e3:>14.0f} ms"
+                f"{r['replicas_cpu']:>9.0%}  {r['postgres_cpu']:>10.0%}  {lag:>17}"
             )
     if memory:
         print()
