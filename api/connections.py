@@ -10,6 +10,8 @@ those three deadlines and a connection cap to uvicorn's own h11 protocol:
 - a response the client does not read for ``write_timeout_s`` is abandoned;
 - every request is stamped with when its bytes were read (``api.overload.ARRIVED``), so ingest that waited too
   long behind others is refused at once rather than served late;
+- ingest past the in-flight limit (:class:`api.overload.IngestGate`) is refused at the door: answered 503 in the
+  callback that parsed its head, its body then read and dropped, the connection kept alive;
 - past ``max_connections``, a new connection first evicts the connection that has waited longest for a request
   head (an idle or slow one, never one with a request in flight); if none waits, the new one gets 503.
 
@@ -23,12 +25,15 @@ import asyncio
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
+from urllib.parse import unquote
 
 import h11
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.h11_impl import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE, H11Protocol
 
-from api.overload import ARRIVED
+from api.middleware import endpoint_of
+from api.overload import ARRIVED, IngestGate
 
 CLOSE_REASONS = ("header_timeout", "write_timeout", "evicted", "refused")
 
@@ -49,7 +54,17 @@ _REFUSED = _raw_response("503 Service Unavailable", "too many connections", "ret
 class ConnectionGuard:
     """The limits, the connections waiting for a request head (oldest first), and counts of connections closed."""
 
-    def __init__(self, *, header_timeout_s: float, write_timeout_s: float, max_connections: int) -> None:
+    def __init__(
+        self,
+        *,
+        header_timeout_s: float,
+        write_timeout_s: float,
+        max_connections: int,
+        gate: IngestGate | None = None,
+    ) -> None:
+        self.gate = gate
+        if gate is not None:
+            gate.door = True  # every ingest request is counted, or refused, as its head is parsed
         self.header_timeout_s = header_timeout_s
         self.write_timeout_s = write_timeout_s
         self.max_connections = max_connections
@@ -77,14 +92,35 @@ class ConnectionGuard:
         return False
 
 
+class _DoorConnection(h11.Connection):
+    """h11's server side with a hook on each request head: ``refuse`` answers it on the spot (True) or lets it
+    through to uvicorn, which then runs the app (False)."""
+
+    def __init__(self, max_incomplete_event_size: int, refuse: Callable[[h11.Request], bool]) -> None:
+        super().__init__(h11.SERVER, max_incomplete_event_size)
+        self._refuse = refuse
+
+    def next_event(self) -> h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]:
+        while True:
+            event = super().next_event()
+            if not isinstance(event, h11.Request) or not self._refuse(event):
+                return event
+            if self.our_state is h11.CLOSED:  # the client asked to close: nothing more to read
+                return h11.PAUSED
+            # Otherwise go on: the refused request's body follows, and uvicorn drops it (our side is done).
+
+
 class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a request-head deadline, a write deadline and a connection cap."""
+    """uvicorn's h11 protocol with a request-head deadline, a write deadline, a connection cap and the ingest door."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.guard: ConnectionGuard = self.config.connection_guard  # type: ignore[attr-defined]
         self._head_timer: asyncio.TimerHandle | None = None
         self._write_timer: asyncio.TimerHandle | None = None
+        if self.guard.gate is not None:
+            size = self.config.h11_max_incomplete_event_size or DEFAULT_MAX_INCOMPLETE_EVENT_SIZE
+            self.conn = _DoorConnection(size, self._refuse_at_door)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -104,6 +140,31 @@ class GuardedH11Protocol(H11Protocol):
             self.cycle.scope[ARRIVED] = arrived  # type: ignore[literal-required]
         if self.conn.their_state is not h11.IDLE:
             self._head_arrived()
+
+    def _refuse_at_door(self, request: h11.Request) -> bool:
+        """Count an ingest request as it arrives, or answer it 503 here if the limit is reached (True)."""
+        gate = self.guard.gate
+        assert gate is not None
+        try:
+            path = self.root_path + unquote(request.target.partition(b"?")[0].decode("ascii"))
+        except UnicodeDecodeError:
+            return False  # uvicorn answers it
+        endpoint = endpoint_of(request.method.decode("ascii"), path)
+        if endpoint is None or gate.admit(len(self.tasks)):
+            return False
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(gate.body)).encode()),
+            (b"retry-after", gate.retry_after),
+        ]
+        events = (h11.Response(status_code=503, headers=headers, reason=b"Service Unavailable"), h11.Data(data=gate.body), h11.EndOfMessage())
+        self.transport.write(b"".join(self.conn.send(event) or b"" for event in events))
+        gate.refused(endpoint)
+        if self.conn.our_state is h11.MUST_CLOSE:
+            self.conn.send(h11.ConnectionClosed())
+            self.transport.close()
+        self.on_response_complete()  # keep-alive deadline, as after any response
+        return True
 
     def on_response_complete(self) -> None:
         super().on_response_complete()

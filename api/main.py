@@ -27,7 +27,7 @@ from api.metrics.render import MetricsRenderer
 from api.metrics.self_metrics import SelfMetrics
 from api.mfu import PeakTable
 from api.middleware import SCHEDULER_SYNC_PATH, BodySizeLimit, BodyTimeout, ReadLimit, WriteAudit, endpoint_of
-from api.overload import IngestLimit
+from api.overload import IngestGate, IngestLimit
 from api.routes import (
     baselines,
     cluster,
@@ -107,6 +107,12 @@ def _count_body_timeout(app: FastAPI) -> None:
         ctx.self_metrics.count_body_timeout()
 
 
+def _count_overloaded(app: FastAPI, endpoint: str) -> None:
+    ctx = getattr(app.state, "ctx", None)
+    if ctx is not None:
+        ctx.self_metrics.count_ingest(endpoint, "overloaded")
+
+
 def _count_read_rejected(app: FastAPI, group: str) -> None:
     ctx = getattr(app.state, "ctx", None)
     if ctx is not None:
@@ -184,13 +190,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         wait_s=settings.READ_WAIT_SECONDS,
         on_rejected=lambda group: _count_read_rejected(app, group),
     )
-    # Added last, so it runs first: an ingest request past the limit costs nothing more than its refusal.
-    app.add_middleware(
-        IngestLimit,
+    # Added last, so it runs first: an ingest request past the limit costs nothing more than its refusal. The gate
+    # is on app.state for mfumon serve's door, which refuses before the request reaches any of this.
+    app.state.ingest_gate = IngestGate(
         limit=settings.MAX_INGEST_IN_FLIGHT,
         max_queue_s=settings.MAX_INGEST_QUEUE_SECONDS,
         retry_after_s=settings.OVERLOAD_RETRY_AFTER_SECONDS,
+        on_refused=lambda endpoint: _count_overloaded(app, endpoint),
     )
+    app.add_middleware(IngestLimit, gate=app.state.ingest_gate)
 
     @app.exception_handler(RequestValidationError)
     async def _count_rejected(request: Request, exc: RequestValidationError) -> Response:

@@ -4,21 +4,24 @@ A server pushed past its capacity that keeps queueing makes every request late: 
 the queue only grows (at 2x capacity, p99 reached 18 s). Refusing the excess at once keeps the accepted requests
 fast, and the clients, which spool and honour ``Retry-After``, come back later with jitter. Two signs of excess:
 
-- more than ``limit`` ingest requests inside the app at once (handlers that wait: the database, a lock);
-- a request that already waited longer than ``max_queue_s`` before the app got to it. On one event loop most
-  handlers never wait, so the queue forms in front of the app instead: requests parsed and not yet run, bytes
-  not yet read. The server stamps each request when it reads its bytes (``ARRIVED``, set by
-  :class:`api.connections.GuardedH11Protocol`); past the bound the request is refused before its body is
-  validated, for a fraction of the cost of taking it, so the refusals drain the queue.
+- more than ``limit`` ingest requests taken and not yet answered. Under ``mfumon serve`` they are counted at the
+  door (:class:`api.connections.GuardedH11Protocol`): as soon as a request head is parsed, in the same callback
+  that read its bytes, so one past the limit is answered there and then, never queued behind the others on the
+  event loop, and costs no task, no ASGI call and no body parsing. Under another server this middleware counts
+  them when it runs.
+- a request taken that then waited longer than ``max_queue_s`` before the app got to it (a flush, a scrape or a
+  collector pass held the loop). The server stamps each request when it reads its bytes (``ARRIVED``); past the
+  bound the request is refused before its body is validated.
 
 Only ingest (``PUT``/``POST`` under ``/v1/``) counts and is refused; reads, ``/metrics`` and health checks always
-pass. The count is exact without a lock: every request enters and leaves this middleware on the event loop.
+pass. The count needs no lock: the door and this middleware both run on the event loop.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -27,46 +30,76 @@ from api.middleware import endpoint_of
 ARRIVED = "mfumon.arrived"  # scope key: time.monotonic() when the server read the request's bytes
 
 
-class IngestLimit:
-    """503 + ``Retry-After`` for ingest beyond ``limit`` in flight (``MAX_INGEST_IN_FLIGHT``) or queued longer than
-    ``max_queue_s`` (``MAX_INGEST_QUEUE_SECONDS``)."""
+class IngestGate:
+    """Ingest requests taken and not yet answered, the limit on them, and the refusal: shared by the door and
+    :class:`IngestLimit`."""
 
-    def __init__(self, app: ASGIApp, *, limit: int, retry_after_s: int, max_queue_s: float) -> None:
-        self.app = app
+    def __init__(
+        self, *, limit: int, retry_after_s: int, max_queue_s: float, on_refused: Callable[[str], None] | None = None
+    ) -> None:
         self.limit = limit
         self.max_queue_s = max_queue_s
-        self.in_flight = 0
-        self._retry_after = str(retry_after_s).encode()
-        self._body = json.dumps(
+        self.on_refused = on_refused  # called with the endpoint of each refusal (the ingest counter)
+        self.pending = 0
+        self.door = False  # True when the server counts requests as it parses them (mfumon serve)
+        self.retry_after = str(retry_after_s).encode()
+        self.body = json.dumps(
             {
                 "detail": f"overloaded: more than {limit} ingest requests in flight or queued over {max_queue_s:g} s; "
                 f"retry after {retry_after_s} s"
             }
         ).encode()
 
+    def admit(self, live_requests: int | None = None) -> bool:
+        """Take one more, or False past the limit. ``live_requests`` (every request the server has not finished,
+        when it knows them) bounds the count, so a request that ended without its decrement cannot wedge it."""
+        if live_requests is not None and self.pending > live_requests:
+            self.pending = live_requests
+        if self.pending >= self.limit:
+            return False
+        self.pending += 1
+        return True
+
+    def done(self) -> None:
+        self.pending = max(0, self.pending - 1)
+
+    def refused(self, endpoint: str) -> None:
+        if self.on_refused is not None:
+            self.on_refused(endpoint)
+
+
+class IngestLimit:
+    """503 + ``Retry-After`` for ingest beyond ``MAX_INGEST_IN_FLIGHT`` (unless the door already counted it) or
+    queued longer than ``MAX_INGEST_QUEUE_SECONDS``."""
+
+    def __init__(self, app: ASGIApp, *, gate: IngestGate) -> None:
+        self.app = app
+        self.gate = gate
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         endpoint = endpoint_of(scope["method"], scope["path"]) if scope["type"] == "http" else None
         if endpoint is None:
             await self.app(scope, receive, send)
             return
-        arrived = scope.get(ARRIVED)
-        if self.in_flight >= self.limit or (arrived is not None and time.monotonic() - arrived > self.max_queue_s):
-            await self._refuse(scope, send, endpoint)
+        gate = self.gate
+        if not gate.door and not gate.admit():
+            await self._refuse(send, endpoint)
             return
-        self.in_flight += 1
         try:
+            arrived = scope.get(ARRIVED)
+            if arrived is not None and time.monotonic() - arrived > gate.max_queue_s:
+                await self._refuse(send, endpoint)
+                return
             await self.app(scope, receive, send)
         finally:
-            self.in_flight -= 1
+            gate.done()
 
-    async def _refuse(self, scope: Scope, send: Send, endpoint: str) -> None:
-        ctx = getattr(scope["app"].state, "ctx", None) if "app" in scope else None
-        if ctx is not None:
-            ctx.self_metrics.count_ingest(endpoint, "overloaded")
+    async def _refuse(self, send: Send, endpoint: str) -> None:
+        self.gate.refused(endpoint)
         headers = [
             (b"content-type", b"application/json"),
-            (b"content-length", str(len(self._body)).encode()),
-            (b"retry-after", self._retry_after),
+            (b"content-length", str(len(self.gate.body)).encode()),
+            (b"retry-after", self.gate.retry_after),
         ]
         await send({"type": "http.response.start", "status": 503, "headers": headers})
-        await send({"type": "http.response.body", "body": self._body})
+        await send({"type": "http.response.body", "body": self.gate.body})

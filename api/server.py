@@ -104,6 +104,7 @@ def run_app(app: ASGIApp, settings: Settings, sock: socket.socket | None = None)
         header_timeout_s=settings.HEADER_TIMEOUT_SECONDS,
         write_timeout_s=settings.WRITE_TIMEOUT_SECONDS,
         max_connections=max_connections,
+        gate=getattr(getattr(app, "state", None), "ingest_gate", None),
     )
     if hasattr(app, "state"):
         app.state.connection_guard = guard  # for /metrics

@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from api.overload import IngestGate
 from exporter.job.reporter import JobReporter
 from exporter.node.push import RetryPolicy, Sender
 from exporter.node.spool import MemorySpool
@@ -109,8 +110,9 @@ def _length(answer: bytes) -> int:
 def test_pushes_that_waited_past_the_queue_bound_are_refused_the_rest_taken(tmp_path: Path, bound_s: float) -> None:
     """200 pushes arriving together wait behind each other on the server's one event loop (a few hundred
     microseconds each): past MAX_INGEST_QUEUE_SECONDS, counted from when the server read their bytes, they are
-    refused with Retry-After before their bodies are validated; within it, every one is taken."""
-    env = {"MFUMON_MAX_INGEST_QUEUE_SECONDS": str(bound_s)}
+    refused with Retry-After before their bodies are validated; within it, every one is taken. (The in-flight
+    limit is set out of the way here; the next test is about it.)"""
+    env = {"MFUMON_MAX_INGEST_QUEUE_SECONDS": str(bound_s), "MFUMON_MAX_INGEST_IN_FLIGHT": "1000"}
     with start_server(tmp_path, env=env) as live:
         answers = _burst(live, 200)
         statuses = [a.split(b"\r\n")[0].split(b" ")[1] for a in answers]
@@ -125,6 +127,79 @@ def test_pushes_that_waited_past_the_queue_bound_are_refused_the_rest_taken(tmp_
         nodes = httpx.get(f"{live.url}/v1/nodes", params={"limit": 1000}, timeout=10).json()["data"]
         assert len(nodes) == 200 - len(refused)  # a refused push changed nothing
         assert _push(live).status_code == 200  # the queue drained: taken again
+
+
+def test_a_burst_past_the_in_flight_limit_is_refused_at_the_door(tmp_path: Path) -> None:
+    """200 pushes at once with room for 20: the ones past the limit are answered as their heads arrive, not after
+    the ones taken, whatever the queue bound; what was taken is stored, what was refused changed nothing."""
+    env = {"MFUMON_MAX_INGEST_IN_FLIGHT": "20", "MFUMON_MAX_INGEST_QUEUE_SECONDS": "10"}
+    with start_server(tmp_path, env=env) as live:
+        answers = _burst(live, 200)
+        statuses = [a.split(b"\r\n")[0] for a in answers]
+        refused = [a for a, status in zip(answers, statuses, strict=True) if b" 503 " in status]
+        assert set(statuses) <= {b"HTTP/1.1 200 OK", b"HTTP/1.1 503 Service Unavailable"}
+        assert refused and all(b"more than 20 ingest requests" in a and b"retry-after: 1" in a for a in refused)
+        assert len(refused) <= 200 - 20  # never fewer taken than the limit
+        assert _overloaded(live, "node_samples") == len(refused)
+        nodes = httpx.get(f"{live.url}/v1/nodes", params={"limit": 1000}, timeout=10).json()["data"]
+        assert len(nodes) == 200 - len(refused)
+        assert _push(live).status_code == 200  # every one taken has been answered: room again
+
+
+def _answers(sock: socket.socket, count: int) -> list[bytes]:
+    """The next ``count`` responses on a kept-alive connection (heads with content-length)."""
+    sock.settimeout(30)
+    buffer, answers = b"", []
+    while len(answers) < count:
+        head, sep, rest = buffer.partition(b"\r\n\r\n")
+        if sep and len(rest) >= _length(head + sep):
+            answers.append(head + sep + rest[: _length(head + sep)])
+            buffer = rest[_length(head + sep) :]
+            continue
+        chunk = sock.recv(65536)
+        assert chunk, "the server closed the connection"
+        buffer += chunk
+    return answers
+
+
+def test_a_connection_refused_at_the_door_stays_usable(server: LiveServer) -> None:
+    """The refused push's body is read and dropped: the same connection then serves a read, a pipelined pair,
+    and, once there is room, a push; a client that asked to close gets its 503, then the close."""
+    body = json.dumps(node_sample(1)).encode()
+
+    def push(node: str, close: bool = False) -> bytes:
+        head = f"POST /v1/nodes/{node}/samples HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        head += "Connection: close\r\n" if close else ""
+        return f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
+
+    get = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        with _held_in_flight(server, LIMIT):
+            sock.sendall(push("door-1"))
+            assert b" 503 " in _answers(sock, 1)[0].split(b"\r\n")[0]
+            sock.sendall(get)
+            assert b" 200 " in _answers(sock, 1)[0].split(b"\r\n")[0]
+            sock.sendall(push("door-2") + get)  # pipelined: refused, then the read
+            first, second = _answers(sock, 2)
+            assert b" 503 " in first.split(b"\r\n")[0] and b" 200 " in second.split(b"\r\n")[0]
+            with socket.create_connection(("127.0.0.1", server.port)) as other:
+                other.sendall(push("door-3", close=True))
+                assert b" 503 " in _answers(other, 1)[0].split(b"\r\n")[0]
+                other.settimeout(30)
+                assert other.recv(4096) == b""  # closed, as asked
+        sock.sendall(push("door-4"))
+        assert b" 200 " in _answers(sock, 1)[0].split(b"\r\n")[0]
+    stored = {n["name"] for n in httpx.get(f"{server.url}/v1/nodes", timeout=10).json()["data"]}
+    assert "door-4" in stored and not stored & {"door-1", "door-2", "door-3"}
+
+
+def test_the_gate_count_cannot_exceed_the_live_requests() -> None:
+    """A request that ended without its decrement (a task cancelled before it ran) cannot wedge the door shut."""
+    gate = IngestGate(limit=2, retry_after_s=1, max_queue_s=1.0)
+    assert gate.admit(live_requests=0) and gate.admit(live_requests=1) and not gate.admit(live_requests=2)
+    assert gate.admit(live_requests=0)  # both ended without a word: the count follows what is alive
+    gate.done(), gate.done(), gate.done()
+    assert gate.pending == 0
 
 
 def test_the_exporter_waits_retry_after_then_delivers(server: LiveServer) -> None:
