@@ -14,7 +14,8 @@ connections, pre-encoded node pushes of 8 GPUs whose timestamp changes on every 
 - **latency**: p50/p99 at 80% of the rate ``mfumon serve`` sustained, the lower of those two (open loop: latency
   counts from when a push was due, so a server that falls behind pays for its queue).
 - **overload**: the same at 2x the sustained rate: how many pushes are refused (503/429 + Retry-After), how fast,
-  and the p99 of the accepted ones.
+  and the p99 of the accepted ones; and the bare app offered that same rate, for the latency this machine and
+  the load generator's 1,024 connections give any server there.
 - **scrape**: ``/metrics`` warm (nothing changed) and right after every node pushed, and the size.
 - **replicas** (PostgreSQL): the ingest rate of 1, 2 and 4 ``mfumon serve`` processes on one database.
 - **memory**: RSS of one aggregator holding 100,000 GPUs and 10,000 jobs, and after those jobs end.
@@ -405,13 +406,21 @@ def measure_size(
                 f"p99 {r.percentile(0.99):.1f} ms, non-2xx {r.sent - r.ok}; bare app at that rate: p99 "
                 f"{floor.percentile(0.99):.1f} ms"
             )
-        r = run_load(  # as many senders as a cluster has exporters, each waiting on its own answer
+        # As many senders as a cluster has exporters, each waiting on its own answer; the bare app first, at the
+        # same rate: what any server gets on this machine at that rate.
+        floor = run_load(
+            bare_url, targets, seconds=args.seconds, processes=args.processes, connections=512, rate=2 * sustained
+        )
+        r = run_load(
             server.url, targets, seconds=args.seconds, processes=args.processes, connections=512, rate=2 * sustained
         )
         result.overload.append(
             {
                 "offered": r.issued / r.seconds,
                 "accepted": r.ok / r.seconds,
+                "answered": (r.ok + r.refused) / r.seconds,
+                "bare_answered": floor.ok / floor.seconds,
+                "bare_p99": floor.percentile(0.99),
                 "refused_share": r.refused / max(1, r.sent),
                 "errors": r.errors,
                 "p99_ok": r.percentile(0.99),
@@ -423,7 +432,8 @@ def measure_size(
         log(
             f"2x load: offered {o['offered']:,.0f}/s, accepted {o['accepted']:,.0f}/s, "
             f"refused {o['refused_share']:.0%}, p99 accepted {o['p99_ok']:.0f} ms, "
-            f"p99 refused {o['p99_refused']:.1f} ms, errors {o['errors']:.0f}"
+            f"p99 refused {o['p99_refused']:.1f} ms, errors {o['errors']:.0f}; bare app at that rate: answered "
+            f"{o['bare_answered']:,.0f}/s, p99 {o['bare_p99']:.0f} ms"
         )
         result.rss = server.rss_bytes()
     return result
@@ -646,18 +656,21 @@ def print_report(
     print()
     print("Latency of accepted pushes (ms); open loop at 80% and 200% of mfumon's sustained rate (the lower of its two")
     print("ingest figures: the rate at which it keeps up with everything, renders included); bare p99: the bare")
-    print("app at the same 80% rate, the tail this machine and the load generator add whatever the server does")
+    print("app at the same 80% rate, the tail this machine and the load generator add whatever the server does;")
+    print("at 200%: pushes/s answered (taken + refused) and taken, and the bare app offered the same 200% rate")
     print(
-        f"{'db':<9}{'GPUs':>9}  {'p50 @80%':>9}  {'p99 @80%':>9}  {'bare p99':>9}  {'@200%: accepted/s':>18}  "
-        f"{'refused':>8}  {'p99 accepted':>12}  {'p99 refusal':>11}"
+        f"{'db':<9}{'GPUs':>9}  {'p50 @80%':>9}  {'p99 @80%':>9}  {'bare p99':>9}  {'@200%: answered/s':>18}  "
+        f"{'taken/s':>8}  {'refused':>8}  {'p99 taken':>9}  {'p99 refusal':>11}  {'bare: answered/s':>16}  "
+        f"{'bare p99':>8}"
     )
+    nan = float("nan")
     for s in sizes:
         o = s.overload[0] if s.overload else {}
         print(
             f"{s.db:<9}{s.gpus:>9,}  {s.p50_at_80.median:>9.1f}  {s.p99_at_80.median:>9.1f}  "
-            f"{s.bare_p99_at_80.median:>9.1f}  "
-            f"{o.get('accepted', float('nan')):>18,.0f}  {o.get('refused_share', float('nan')):>8.0%}  "
-            f"{o.get('p99_ok', float('nan')):>12.1f}  {o.get('p99_refused', float('nan')):>11.1f}"
+            f"{s.bare_p99_at_80.median:>9.1f}  {o.get('answered', nan):>18,.0f}  {o.get('accepted', nan):>8,.0f}  "
+            f"{o.get('refused_share', nan):>8.0%}  {o.get('p99_ok', nan):>9.1f}  {o.get('p99_refused', nan):>11.1f}  "
+            f"{o.get('bare_answered', nan):>16,.0f}  {o.get('bare_p99', nan):>8.1f}"
         )
     print()
     print("Scrape of /metrics (ms): warm (nothing changed); after every node pushed once, paced at 25% of the")
