@@ -63,8 +63,16 @@ class ConnectionGuard:
         gate: IngestGate | None = None,
     ) -> None:
         self.gate = gate
+        self.refusal: tuple[h11.Event, ...] = ()  # the door's 503, built once (h11 validates headers on creation)
         if gate is not None:
             gate.door = True  # every ingest request is counted, or refused, as its head is parsed
+            headers = [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(gate.body)).encode()),
+                (b"retry-after", gate.retry_after),
+            ]
+            response = h11.Response(status_code=503, headers=headers, reason=b"Service Unavailable")
+            self.refusal = (response, h11.Data(data=gate.body), h11.EndOfMessage())
         self.header_timeout_s = header_timeout_s
         self.write_timeout_s = write_timeout_s
         self.max_connections = max_connections
@@ -152,13 +160,7 @@ class GuardedH11Protocol(H11Protocol):
         endpoint = endpoint_of(request.method.decode("ascii"), path)
         if endpoint is None or gate.admit(len(self.tasks)):
             return False
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(gate.body)).encode()),
-            (b"retry-after", gate.retry_after),
-        ]
-        events = (h11.Response(status_code=503, headers=headers, reason=b"Service Unavailable"), h11.Data(data=gate.body), h11.EndOfMessage())
-        self.transport.write(b"".join(self.conn.send(event) or b"" for event in events))
+        self.transport.write(b"".join(self.conn.send(event) or b"" for event in self.guard.refusal))
         gate.refused(endpoint)
         if self.conn.our_state is h11.MUST_CLOSE:
             self.conn.send(h11.ConnectionClosed())

@@ -9,9 +9,11 @@ fast, and the clients, which spool and honour ``Retry-After``, come back later w
   that read its bytes, so one past the limit is answered there and then, never queued behind the others on the
   event loop, and costs no task, no ASGI call and no body parsing. Under another server this middleware counts
   them when it runs.
-- a request taken that then waited longer than ``max_queue_s`` before the app got to it (a flush, a scrape or a
-  collector pass held the loop). The server stamps each request when it reads its bytes (``ARRIVED``); past the
-  bound the request is refused before its body is validated.
+- a request taken that then waited longer than ``max_queue_s`` before the app got to it (the loop is saturated,
+  or a flush, a scrape or a collector pass held it). The server stamps each request when it reads its bytes
+  (``ARRIVED``); past the bound the request is refused before its body is validated, and the door stays shut for
+  ``max_queue_s``: what arrives meanwhile would wait as long, so it is refused where that is cheapest, and the
+  loop drains what it took.
 
 Only ingest (``PUT``/``POST`` under ``/v1/``) counts and is refused; reads, ``/metrics`` and health checks always
 pass. The count needs no lock: the door and this middleware both run on the event loop.
@@ -41,6 +43,7 @@ class IngestGate:
         self.max_queue_s = max_queue_s
         self.on_refused = on_refused  # called with the endpoint of each refusal (the ingest counter)
         self.pending = 0
+        self.shut_until = 0.0  # time.monotonic() until which nothing more is taken (the queue was that long)
         self.door = False  # True when the server counts requests as it parses them (mfumon serve)
         self.retry_after = str(retry_after_s).encode()
         self.body = json.dumps(
@@ -55,10 +58,14 @@ class IngestGate:
         when it knows them) bounds the count, so a request that ended without its decrement cannot wedge it."""
         if live_requests is not None and self.pending > live_requests:
             self.pending = live_requests
-        if self.pending >= self.limit:
+        if self.pending >= self.limit or time.monotonic() < self.shut_until:
             return False
         self.pending += 1
         return True
+
+    def waited_too_long(self) -> None:
+        """A request taken waited past ``max_queue_s``: the queue is that long now, so take nothing more for as long."""
+        self.shut_until = time.monotonic() + self.max_queue_s
 
     def done(self) -> None:
         self.pending = max(0, self.pending - 1)
@@ -88,6 +95,7 @@ class IngestLimit:
         try:
             arrived = scope.get(ARRIVED)
             if arrived is not None and time.monotonic() - arrived > gate.max_queue_s:
+                gate.waited_too_long()
                 await self._refuse(send, endpoint)
                 return
             await self.app(scope, receive, send)

@@ -202,6 +202,16 @@ def test_the_gate_count_cannot_exceed_the_live_requests() -> None:
     assert gate.pending == 0
 
 
+def test_after_a_request_waited_too_long_the_gate_takes_nothing_for_that_long() -> None:
+    """What arrives right after a request that waited past the bound would wait as long: refused at the door."""
+    gate = IngestGate(limit=100, retry_after_s=1, max_queue_s=1.0)
+    assert gate.admit()
+    gate.done()
+    gate.waited_too_long()
+    assert not gate.admit() and gate.pending == 0
+    assert eventually(gate.admit, timeout_s=30)  # open again once the queue has had that long to drain
+
+
 def test_the_exporter_waits_retry_after_then_delivers(server: LiveServer) -> None:
     sender = Sender(server.url, MemorySpool(1024**2), retry=RetryPolicy(initial_s=0.05, max_s=30.0), seed=1)
     gpu = GpuSample(uuid="GPU-x", index=0, name="NVIDIA H100 80GB HBM3", utilization=0.5)
