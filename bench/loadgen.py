@@ -47,6 +47,10 @@ class LoadResult:
     errors: int = 0
     latencies_ms: list[float] = field(default_factory=list)  # of 2xx answers
     refused_latencies_ms: list[float] = field(default_factory=list)  # of 429/503 answers
+    # The same from when the request was written rather than due: without the generator's own wait (for a free
+    # connection, for CPU), so what the server and the network took.
+    service_ms: list[float] = field(default_factory=list)
+    refused_service_ms: list[float] = field(default_factory=list)
     units_ok: int = 0
     issued: int = 0  # open loop: requests that fell due within the window
 
@@ -66,8 +70,11 @@ class LoadResult:
     def units_per_second(self) -> float:
         return self.units_ok / self.seconds
 
-    def percentile(self, q: float, refused: bool = False) -> float:
-        values = self.refused_latencies_ms if refused else self.latencies_ms
+    def percentile(self, q: float, refused: bool = False, from_sent: bool = False) -> float:
+        if from_sent:
+            values = self.refused_service_ms if refused else self.service_ms
+        else:
+            values = self.refused_latencies_ms if refused else self.latencies_ms
         if not values:
             return float("nan")
         if len(values) == 1:
@@ -79,6 +86,8 @@ class LoadResult:
         self.errors += other.errors
         self.latencies_ms += other.latencies_ms
         self.refused_latencies_ms += other.refused_latencies_ms
+        self.service_ms += other.service_ms
+        self.refused_service_ms += other.refused_service_ms
         self.units_ok += other.units_ok
         self.issued += other.issued
 
@@ -161,7 +170,8 @@ async def _run(plan: _Plan) -> LoadResult:
             try:
                 if writer is None:
                     reader, writer = await asyncio.open_connection(*plan.servers[k % len(plan.servers)])
-                writer.write(head + f"{time.time():.6f}".encode().join(pieces))
+                sent = time.time()
+                writer.write(head + f"{sent:.6f}".encode().join(pieces))
                 wait = max(0.1, stop_at + _GRACE_S - time.time())
                 status, close = await asyncio.wait_for(_read_response(reader), wait)  # type: ignore[arg-type]
             except (OSError, asyncio.IncompleteReadError, ValueError, asyncio.TimeoutError):
@@ -179,11 +189,14 @@ async def _run(plan: _Plan) -> LoadResult:
                 break  # closed loop: an answer after the window is not part of the rate over the window
             result.statuses[status] += 1
             latency_ms = (done - due) * 1e3
+            service_ms = (done - sent) * 1e3
             if 200 <= status < 300:
                 result.units_ok += units
                 result.latencies_ms.append(latency_ms)
+                result.service_ms.append(service_ms)
             elif status in (429, 503):
                 result.refused_latencies_ms.append(latency_ms)
+                result.refused_service_ms.append(service_ms)
         if writer is not None:
             writer.close()
 
