@@ -14,6 +14,10 @@ fast, and the clients, which spool and honour ``Retry-After``, come back later w
   (``ARRIVED``); past the bound the request is refused before its body is validated, and the door stays shut for
   ``max_queue_s``: what arrives meanwhile would wait as long, so it is refused where that is cheapest, and the
   loop drains what it took.
+- the event loop itself behind by more than ``max_queue_s`` twice in a row (:meth:`IngestGate.watch_loop`): a
+  saturated loop reads sockets late, so requests wait in the kernel's buffers where no stamp sees them. One late
+  turn is a stall (a scrape, a collector pass) and what waited through it is served; two in a row is saturation,
+  and the door shuts for ``max_queue_s`` so that the loop spends that time answering 503s, not taking more work.
 
 Only ingest (``PUT``/``POST`` under ``/v1/``) counts and is refused; reads, ``/metrics`` and health checks always
 pass. The count needs no lock: the door and this middleware both run on the event loop.
@@ -21,6 +25,7 @@ pass. The count needs no lock: the door and this middleware both run on the even
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable
@@ -69,6 +74,18 @@ class IngestGate:
 
     def done(self) -> None:
         self.pending = max(0, self.pending - 1)
+
+    async def watch_loop(self, interval_s: float = 0.01) -> None:
+        """Shut the door while the event loop runs late by more than ``max_queue_s`` turn after turn."""
+        loop = asyncio.get_running_loop()
+        late_before = False
+        while True:
+            start = loop.time()
+            await asyncio.sleep(interval_s)
+            late = loop.time() - start - interval_s > self.max_queue_s
+            if late and late_before:
+                self.waited_too_long()
+            late_before = late
 
     def refused(self, endpoint: str) -> None:
         if self.on_refused is not None:

@@ -74,8 +74,9 @@ class Settings(BaseSettings):
     # Timestamps sent by clients may run ahead of this server's clock by at most this much (422 beyond it).
     MAX_CLOCK_SKEW_SECONDS: float = Field(default=300.0, gt=0)
 
-    # Overload: ingest requests past this many in flight, or that waited in this server's queue (from when their
-    # bytes were read to when the app got to them) longer than the bound, are refused at once (503 + Retry-After).
+    # Overload (api/overload.py): ingest past this many taken and not yet answered is refused as its head is read;
+    # ingest that waited in this server's queue (from when its bytes were read to when the app got to it) longer
+    # than the bound is refused, and nothing more is taken for as long. Both: 503 + Retry-After.
     MAX_INGEST_IN_FLIGHT: int = Field(default=64, ge=1)
     MAX_INGEST_QUEUE_SECONDS: float = Field(default=0.05, gt=0, le=60)
     OVERLOAD_RETRY_AFTER_SECONDS: int = Field(default=1, ge=1, le=3600)
