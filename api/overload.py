@@ -11,13 +11,13 @@ fast, and the clients, which spool and honour ``Retry-After``, come back later w
   them when it runs.
 - a request taken that then waited longer than ``max_queue_s`` before the app got to it (the loop is saturated,
   or a flush, a scrape or a collector pass held it). The server stamps each request when it reads its bytes
-  (``ARRIVED``); past the bound the request is refused before its body is validated, and the door stays shut for
-  ``max_queue_s``: what arrives meanwhile would wait as long, so it is refused where that is cheapest, and the
-  loop drains what it took.
+  (``ARRIVED``); past the bound the request is refused before its body is validated.
 - the event loop itself behind by more than ``max_queue_s`` twice in a row (:meth:`IngestGate.watch_loop`): a
   saturated loop reads sockets late, so requests wait in the kernel's buffers where no stamp sees them. One late
-  turn is a stall (a scrape, a collector pass) and what waited through it is served; two in a row is saturation,
-  and the door shuts for ``max_queue_s`` so that the loop spends that time answering 503s, not taking more work.
+  turn is a stall (a scrape, a collector pass): what waited through it and was stamped late is served, and what
+  arrives after it is fresh. Two in a row is saturation, and the door shuts for ``max_queue_s`` so that the loop
+  spends that time answering 503s, not taking more work. (Shutting it after any one request that waited too long
+  refused 1-2% of pushes at 80% of capacity, after single stalls: measured, dropped.)
 
 Only ingest (``PUT``/``POST`` under ``/v1/``) counts and is refused; reads, ``/metrics`` and health checks always
 pass. The count needs no lock: the door and this middleware both run on the event loop.
@@ -68,8 +68,8 @@ class IngestGate:
         self.pending += 1
         return True
 
-    def waited_too_long(self) -> None:
-        """A request taken waited past ``max_queue_s``: the queue is that long now, so take nothing more for as long."""
+    def shut(self) -> None:
+        """Take nothing more for ``max_queue_s``: the queue is that long now."""
         self.shut_until = time.monotonic() + self.max_queue_s
 
     def done(self) -> None:
@@ -84,7 +84,7 @@ class IngestGate:
             await asyncio.sleep(interval_s)
             late = loop.time() - start - interval_s > self.max_queue_s
             if late and late_before:
-                self.waited_too_long()
+                self.shut()
             late_before = late
 
     def refused(self, endpoint: str) -> None:
@@ -112,7 +112,6 @@ class IngestLimit:
         try:
             arrived = scope.get(ARRIVED)
             if arrived is not None and time.monotonic() - arrived > gate.max_queue_s:
-                gate.waited_too_long()
                 await self._refuse(send, endpoint)
                 return
             await self.app(scope, receive, send)

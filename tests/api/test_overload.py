@@ -203,12 +203,12 @@ def test_the_gate_count_cannot_exceed_the_live_requests() -> None:
     assert gate.pending == 0
 
 
-def test_after_a_request_waited_too_long_the_gate_takes_nothing_for_that_long() -> None:
-    """What arrives right after a request that waited past the bound would wait as long: refused at the door."""
+def test_a_shut_gate_takes_nothing_for_the_queue_bound() -> None:
+    """Once shut (the loop saturated), nothing is taken for MAX_INGEST_QUEUE_SECONDS, then the door opens."""
     gate = IngestGate(limit=100, retry_after_s=1, max_queue_s=1.0)
     assert gate.admit()
     gate.done()
-    gate.waited_too_long()
+    gate.shut()
     assert not gate.admit() and gate.pending == 0
     assert eventually(gate.admit, timeout_s=30)  # open again once the queue has had that long to drain
 
