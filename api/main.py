@@ -144,7 +144,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.ctx = ctx
         ctx.self_metrics.connections = getattr(app.state, "connection_guard", None)  # set by mfumon serve
         rendering = asyncio.create_task(ctx.renderer.keep_rendering(ctx.state.node))
-        watching = asyncio.create_task(app.state.ingest_gate.watch_loop())
         ctx.sample_writer.start()
         maintenance = MaintenanceThread(
             ctx.state,
@@ -163,7 +162,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         finally:
             rendering.cancel()
-            watching.cancel()
             maintenance.stop()
             ctx.sample_writer.stop()
             if ctx.listener is not None:

@@ -12,12 +12,11 @@ fast, and the clients, which spool and honour ``Retry-After``, come back later w
 - a request taken that then waited longer than ``max_queue_s`` before the app got to it (the loop is saturated,
   or a flush, a scrape or a collector pass held it). The server stamps each request when it reads its bytes
   (``ARRIVED``); past the bound the request is refused before its body is validated.
-- the event loop itself behind by more than ``max_queue_s`` twice in a row (:meth:`IngestGate.watch_loop`): a
-  saturated loop reads sockets late, so requests wait in the kernel's buffers where no stamp sees them. One late
-  turn is a stall (a scrape, a collector pass): what waited through it and was stamped late is served, and what
-  arrives after it is fresh. Two in a row is saturation, and the door shuts for ``max_queue_s`` so that the loop
-  spends that time answering 503s, not taking more work. (Shutting it after any one request that waited too long
-  refused 1-2% of pushes at 80% of capacity, after single stalls: measured, dropped.)
+
+Shutting the door for a while after such a request, or while the event loop ran late turn after turn, was tried
+side by side (``bench/results/cpu-2026-12-01f/``): not clearly better at 2x capacity within this machine's noise,
+and some windows at 80% of capacity at 100,000 GPUs refused 1-3% of pushes with them. Not kept: the count at the
+door and the queue bound are the whole rule.
 
 Only ingest (``PUT``/``POST`` under ``/v1/``) counts and is refused; reads, ``/metrics`` and health checks always
 pass. The count needs no lock: the door and this middleware both run on the event loop.
@@ -25,7 +24,6 @@ pass. The count needs no lock: the door and this middleware both run on the even
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Callable
@@ -48,7 +46,6 @@ class IngestGate:
         self.max_queue_s = max_queue_s
         self.on_refused = on_refused  # called with the endpoint of each refusal (the ingest counter)
         self.pending = 0
-        self.shut_until = 0.0  # time.monotonic() until which nothing more is taken (the queue was that long)
         self.door = False  # True when the server counts requests as it parses them (mfumon serve)
         self.retry_after = str(retry_after_s).encode()
         self.body = json.dumps(
@@ -63,29 +60,13 @@ class IngestGate:
         when it knows them) bounds the count, so a request that ended without its decrement cannot wedge it."""
         if live_requests is not None and self.pending > live_requests:
             self.pending = live_requests
-        if self.pending >= self.limit or time.monotonic() < self.shut_until:
+        if self.pending >= self.limit:
             return False
         self.pending += 1
         return True
 
-    def shut(self) -> None:
-        """Take nothing more for ``max_queue_s``: the queue is that long now."""
-        self.shut_until = time.monotonic() + self.max_queue_s
-
     def done(self) -> None:
         self.pending = max(0, self.pending - 1)
-
-    async def watch_loop(self, interval_s: float = 0.01) -> None:
-        """Shut the door while the event loop runs late by more than ``max_queue_s`` turn after turn."""
-        loop = asyncio.get_running_loop()
-        late_before = False
-        while True:
-            start = loop.time()
-            await asyncio.sleep(interval_s)
-            late = loop.time() - start - interval_s > self.max_queue_s
-            if late and late_before:
-                self.shut()
-            late_before = late
 
     def refused(self, endpoint: str) -> None:
         if self.on_refused is not None:

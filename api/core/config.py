@@ -76,8 +76,7 @@ class Settings(BaseSettings):
 
     # Overload (api/overload.py): ingest past this many taken and not yet answered is refused as its head is read;
     # ingest that waited in this server's queue (from when its bytes were read to when the app got to it) longer
-    # than the bound is refused, and while the event loop runs later than that turn after turn, ingest is refused
-    # as its head is read. All: 503 + Retry-After.
+    # than the bound is refused before its body is validated. Both: 503 + Retry-After.
     MAX_INGEST_IN_FLIGHT: int = Field(default=64, ge=1)
     MAX_INGEST_QUEUE_SECONDS: float = Field(default=0.05, gt=0, le=60)
     OVERLOAD_RETRY_AFTER_SECONDS: int = Field(default=1, ge=1, le=3600)

@@ -3,7 +3,6 @@ Retry-After); reads still pass, and the exporter and the reporter wait as told b
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import random
@@ -201,34 +200,6 @@ def test_the_gate_count_cannot_exceed_the_live_requests() -> None:
     assert gate.admit(live_requests=0)  # both ended without a word: the count follows what is alive
     gate.done(), gate.done(), gate.done()
     assert gate.pending == 0
-
-
-def test_a_shut_gate_takes_nothing_for_the_queue_bound() -> None:
-    """Once shut (the loop saturated), nothing is taken for MAX_INGEST_QUEUE_SECONDS, then the door opens."""
-    gate = IngestGate(limit=100, retry_after_s=1, max_queue_s=1.0)
-    assert gate.admit()
-    gate.done()
-    gate.shut()
-    assert not gate.admit() and gate.pending == 0
-    assert eventually(gate.admit, timeout_s=30)  # open again once the queue has had that long to drain
-
-
-@pytest.mark.parametrize("stalls", [1, 2])
-def test_the_door_shuts_while_the_loop_runs_late_turn_after_turn(stalls: int) -> None:
-    """One late turn is a stall and shuts nothing; late turn after turn is saturation and shuts the door."""
-    gate = IngestGate(limit=100, retry_after_s=1, max_queue_s=0.4)
-
-    async def scenario() -> None:
-        watcher = asyncio.create_task(gate.watch_loop())
-        await asyncio.sleep(0.05)
-        for _ in range(stalls):
-            time.sleep(0.8)  # the loop held: a scrape, or work past its capacity
-            await asyncio.sleep(0.005)
-        await asyncio.sleep(0.05)
-        watcher.cancel()
-
-    asyncio.run(scenario())
-    assert (gate.shut_until > 0) == (stalls > 1)
 
 
 def test_the_exporter_waits_retry_after_then_delivers(server: LiveServer) -> None:
