@@ -66,12 +66,7 @@ class ConnectionGuard:
         self.refusal: tuple[h11.Event, ...] = ()  # the door's 503, built once (h11 validates headers on creation)
         if gate is not None:
             gate.door = True  # every ingest request is counted, or refused, as its head is parsed
-            headers = [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(gate.body)).encode()),
-                (b"retry-after", gate.retry_after),
-            ]
-            response = h11.Response(status_code=503, headers=headers, reason=b"Service Unavailable")
+            response = h11.Response(status_code=503, headers=gate.headers, reason=b"Service Unavailable")
             self.refusal = (response, h11.Data(data=gate.body), h11.EndOfMessage())
         self.header_timeout_s = header_timeout_s
         self.write_timeout_s = write_timeout_s

@@ -54,6 +54,11 @@ class IngestGate:
                 f"retry after {retry_after_s} s"
             }
         ).encode()
+        self.headers = [  # of the 503, whoever writes it: this middleware or the door
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(self.body)).encode()),
+            (b"retry-after", self.retry_after),
+        ]
 
     def admit(self, live_requests: int | None = None) -> bool:
         """Take one more, or False past the limit. ``live_requests`` (every request the server has not finished,
@@ -101,10 +106,5 @@ class IngestLimit:
 
     async def _refuse(self, send: Send, endpoint: str) -> None:
         self.gate.refused(endpoint)
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(self.gate.body)).encode()),
-            (b"retry-after", self.gate.retry_after),
-        ]
-        await send({"type": "http.response.start", "status": 503, "headers": headers})
+        await send({"type": "http.response.start", "status": 503, "headers": self.gate.headers})
         await send({"type": "http.response.body", "body": self.gate.body})

@@ -76,8 +76,9 @@ def _upsert(dialect: str) -> Any:
 def upsert_nodes(*, session: Session, writes: Sequence[NodeWrite], now: float) -> None:
     """Store the writes, one per node (a statement may not upsert a row twice), in one statement.
 
-    On PostgreSQL that is one ``INSERT ... SELECT FROM unnest(...)`` whatever the number of nodes: 5-10 us of this
-    process's CPU and ~30 us of PostgreSQL's per node (1,500 nodes, measured). The replicas' change trigger
+    On PostgreSQL that is one ``INSERT ... SELECT FROM unnest(...)`` whatever the number of nodes: 7-11 us of this
+    process's CPU and 40-50 us of PostgreSQL's per node, most of that compressing the sample (lz4, migration 0011;
+    ``bench/node_flush.py``). The replicas' change trigger
     (``migrations.change_triggers``) runs once per statement. Rows sent a statement at a time had cost PostgreSQL
     ~0.2 ms per node, mostly that trigger; SQLAlchemy's multi-row INSERTs ("insertmanyvalues") ~35 us of this
     process's CPU per node, mostly psycopg quoting the JSON samples for the statement's text. On SQLite, an
