@@ -423,7 +423,7 @@ def measure_size(
                 f"{floor.percentile(0.99):.1f} ms"
             )
         # 80% held longer than SAMPLE_MAX_UNFLUSHED_SECONDS (10 s), which the windows above are not: a sample writer
-        # that falls behind shows only then, as pushes refused 'unavailable' (at 100,000 GPUs on SQLite, 13-16% of
+        # that falls behind shows only then, as pushes refused 'unavailable' (at 100,000 GPUs on SQLite, 16% of
         # them in two runs of three before node rows went 500 a statement; api.crud.nodes).
         before = ingest_outcomes(server.url)
         r = load(server.url, targets, seconds=args.held_seconds, connections=32, rate=0.8 * sustained)
