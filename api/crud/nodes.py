@@ -73,7 +73,8 @@ def _upsert(dialect: str) -> Any:
     )
 
 
-# SQLite binds at most 32,766 values a statement (3.32+); 500 rows of 7 is also what costs least CPU per row.
+# SQLite (3.32+) binds at most 32,766 values a statement; 500 rows of 7 values is well under that, and cost less CPU
+# per row than 2,000 or 8,000 rows a statement when measured side by side.
 _SQLITE_ROWS_PER_STATEMENT = 500
 
 
@@ -92,8 +93,8 @@ def _sqlite_upsert_parts() -> tuple[str, str, str, tuple[str, ...]]:
 def _sqlite_upsert(session: Session, rows: Sequence[dict[str, Any]]) -> None:
     """Many rows per statement, not one statement per row (an executemany): Python's sqlite3 lets go of the GIL
     for every statement it steps, and while the event loop is busy, taking it back waits out the switch interval
-    (5 ms). Row by row, a flush of 12,500 nodes took 0.15 s alone and 89 s beside a busy thread; 500 rows a
-    statement, 0.1 and 0.4 s."""
+    (5 ms). Row by row, a flush of 12,500 nodes took 0.4 s alone and 92 s beside a busy thread; 500 rows a
+    statement, 0.4 and 0.7 s (``bench/sqlite_beside_loop.py``)."""
     head, row, tail, order = _sqlite_upsert_parts()
     connection = session.connection()
     for start in range(0, len(rows), _SQLITE_ROWS_PER_STATEMENT):
@@ -111,7 +112,8 @@ def upsert_nodes(*, session: Session, writes: Sequence[NodeWrite], now: float) -
     (``migrations.change_triggers``) runs once per statement. Rows sent a statement at a time had cost PostgreSQL
     ~0.2 ms per node, mostly that trigger; SQLAlchemy's multi-row INSERTs ("insertmanyvalues") ~35 us of this
     process's CPU per node, mostly psycopg quoting the JSON samples for the statement's text. On SQLite, 500 rows
-    a statement (~6-10 us per node; see _sqlite_upsert for why not an executemany).
+    a statement (see _sqlite_upsert for why not an executemany): 0.3-0.6 s of wall time for 12,500 nodes, most of
+    it SQLite's own work, done with the GIL released.
     """
     if not writes:
         return
