@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.crud.nodes import NodeWrite, _upsert, upsert_nodes
+from api.crud.nodes import NodeWrite, _upsert, node_rows, upsert_nodes
 from api.db.migrate import upgrade_to_head
 from api.db.session import make_engine, make_sessionmaker
 from api.server import SWITCH_INTERVAL_S
@@ -47,18 +47,7 @@ def flush_by_statements(sessions: sessionmaker[Session], writes: list[NodeWrite]
 
 
 def flush_row_by_row(sessions: sessionmaker[Session], writes: list[NodeWrite]) -> None:
-    rows = [
-        {
-            "name": w.name,
-            "pool": w.pool,
-            "sample": w.sample,
-            "last_sample_timestamp": w.last_sample_timestamp,
-            "last_seen_at": w.last_seen_at,
-            "samples_received": w.samples,
-            "updated_at": w.last_seen_at,
-        }
-        for w in writes
-    ]
+    rows = node_rows(writes, writes[0].last_seen_at)
     with sessions.begin() as session:
         session.execute(_upsert("sqlite"), rows)
 

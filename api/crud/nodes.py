@@ -103,6 +103,22 @@ def _sqlite_upsert(session: Session, rows: Sequence[dict[str, Any]]) -> None:
         connection.exec_driver_sql(sql, tuple(r[column] for r in chunk for column in order))
 
 
+def node_rows(writes: Sequence[NodeWrite], now: float) -> list[dict[str, Any]]:
+    """The writes as rows of the node table, stamped ``now`` (``updated_at``)."""
+    return [
+        {
+            "name": w.name,
+            "pool": w.pool,
+            "sample": w.sample,
+            "last_sample_timestamp": w.last_sample_timestamp,
+            "last_seen_at": w.last_seen_at,
+            "samples_received": w.samples,
+            "updated_at": now,
+        }
+        for w in writes
+    ]
+
+
 def upsert_nodes(*, session: Session, writes: Sequence[NodeWrite], now: float) -> None:
     """Store the writes, one per node (a statement may not upsert a row twice), in one statement.
 
@@ -118,18 +134,7 @@ def upsert_nodes(*, session: Session, writes: Sequence[NodeWrite], now: float) -
     if not writes:
         return
     dialect = session.get_bind().dialect.name
-    rows = [
-        {
-            "name": w.name,
-            "pool": w.pool,
-            "sample": w.sample,
-            "last_sample_timestamp": w.last_sample_timestamp,
-            "last_seen_at": w.last_seen_at,
-            "samples_received": w.samples,
-            "updated_at": now,
-        }
-        for w in writes
-    ]
+    rows = node_rows(writes, now)
     if dialect == "postgresql":  # one array per column
         session.execute(_upsert(dialect), {column: [row[column] for row in rows] for column in _COLUMNS})
     else:
