@@ -18,9 +18,10 @@ _SPELLED = {"nan": "NaN", "inf": "+Inf", "-inf": "-Inf"}
 
 
 def format_value(value: float) -> str:
-    """Whole numbers exactly (``600``, byte counters); other values with 12 significant digits, more than any GPU
+    """Whole numbers exactly (``600``, byte counters); other values with 12 significant digits, more than any
     counter or ratio carries, at less than half the cost of Python's shortest round-trip ``repr`` (this runs for
-    every sample line, about 100 per node push); Prometheus's spellings of NaN and the infinities."""
+    every job, node and summary line; a node's GPU lines are filled in by ``%`` instead, see
+    :mod:`api.metrics.gpu_lines`); Prometheus's spellings of NaN and the infinities."""
     if value.__class__ is float:
         if value.is_integer():
             return str(int(value)) if -1e17 < value < 1e17 else repr(value)

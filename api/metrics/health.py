@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from api.metrics._text import gpu_labels, labels_text, sample_line
+from api.metrics._text import labels_text, sample_line
 from api.metrics.families import HEALTH_SUMMARY_FAMILIES, IB_PORT_METRICS
 from api.state.store import Snapshot
 from api.state.views import NodeView
@@ -14,13 +14,8 @@ Add = Callable[[str, str, float], None]
 
 
 def render_node_health(node: NodeView, add: Add) -> None:
-    """Add one node's health series to its chunk (``add(metric, labels, value)``), but its GPUs' error counters,
-    which :func:`api.metrics.render.render_node` renders with their other counters (one pass over them)."""
-    gpu_checks = node.health.gpu_checks if node.health else {}
-    for gpu in node.gpus:
-        ident = gpu_labels(node.name, gpu.index, gpu.uuid)
-        for check, ok in gpu_checks.get(gpu.uuid, {}).items():  # check names are identifiers: nothing to escape
-            add("mfumon_gpu_health", f'{{{ident},check="{check}"}}', 1 if ok else 0)
+    """Add one node's own health series to its chunk (``add(metric, labels, value)``): its ports and checks. Its
+    GPUs' checks and error counters are GPU lines (:mod:`api.metrics.gpu_lines`)."""
     for port in node.ib_ports or ():
         port_ident = [("node", node.name), ("device", str(port["device"])), ("port", str(port["port"]))]
         labels = labels_text(port_ident)

@@ -22,18 +22,17 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from api.accounting import CATEGORIES, CLUSTER_CATEGORIES, Ledger
-from api.metrics._text import escape_label_value, format_value, gpu_labels, labels_text, sample_line
+from api.metrics._text import escape_label_value, format_value, labels_text, sample_line
 from api.metrics.families import (
     CAPACITY_FAMILIES,
     DURABLE_FAMILIES,
     GPU_FAMILIES,
-    GPU_LINE_METRICS,
     HEALTH_FAMILIES,
     JOB_FAMILIES,
     SUMMARY_FAMILIES,
-    THROTTLE_GROUPS,
     Family,
 )
+from api.metrics.gpu_lines import GpuLines, render_gpu_lines
 from api.metrics.health import render_health_summary, render_node_health
 from api.metrics.self_metrics import SelfMetrics
 from api.state.aggregate import GroupTotals, JobAccount, Summary
@@ -54,46 +53,25 @@ except PackageNotFoundError:  # running from a source tree without installing
     _VERSION = "unknown"
 
 
-def render_node(node: NodeView) -> Chunk:
-    """A node's and its GPUs' series. Rendered once per push (see MetricsRenderer), so kept lean: about 100 lines."""
+def render_node(node: NodeView, previous: GpuLines | None = None) -> tuple[dict[str, bytes], GpuLines]:
+    """A node's and its GPUs' series (about 100 lines), and its GPUs' lines to render its next push from."""
+    gpu_lines = render_gpu_lines(node, previous)
     lines: defaultdict[str, list[str]] = defaultdict(list)
-    esc, value_text, metric_of = escape_label_value, format_value, GPU_LINE_METRICS.get
-
-    node_label = esc(node.name)
-    lines["mfumon_node_info"].append(f'mfumon_node_info{{node="{node_label}",pool="{esc(node.pool or "")}"}} 1\n')
-    seen = f'mfumon_node_last_seen_timestamp_seconds{{node="{node_label}"}} {value_text(node.last_seen_at)}\n'
+    node_label = escape_label_value(node.name)
+    lines["mfumon_node_info"].append(
+        f'mfumon_node_info{{node="{node_label}",pool="{escape_label_value(node.pool or "")}"}} 1\n'
+    )
+    seen = f'mfumon_node_last_seen_timestamp_seconds{{node="{node_label}"}} {format_value(node.last_seen_at)}\n'
     lines["mfumon_node_last_seen_timestamp_seconds"].append(seen)
-    for gpu in node.gpus:
-        ident = gpu_labels(node.name, gpu.index, gpu.uuid)
-        labels = f"{{{ident}}} "  # every per-GPU line: name, these labels, value
-        info = f'model="{esc(gpu.name)}",job_id="{esc(gpu.job_id or "")}",mig_profile="{esc(gpu.mig_profile or "")}"'
-        lines["mfumon_gpu_info"].append(f"mfumon_gpu_info{{{ident},{info}}} 1\n")
-        lines["mfumon_gpu_up"].append(f"mfumon_gpu_up{labels}{1 if gpu.up else 0}\n")
-        # GPU and health counters alike: each line goes to its family's list, whatever the family's place in the
-        # exposition (lines are joined family by family).
-        for field, value in gpu.counters.items():
-            metric = metric_of(field)
-            if metric is not None:
-                lines[metric].append(f"{metric}{labels}{value_text(value)}\n")
-        if gpu.up:
-            lines["mfumon_gpu_busy"].append(f"mfumon_gpu_busy{labels}{1 if gpu.busy else 0}\n")
-            estimate = gpu.hardware_mfu
-            if estimate is not None:
-                lines["mfumon_gpu_hardware_mfu_ratio"].append(
-                    f"mfumon_gpu_hardware_mfu_ratio{labels}{value_text(estimate)}\n"
-                )
-        reasons = gpu.counters.get("throttle_reasons")
-        if reasons is not None:
-            active = set(reasons)
-            for group, members in THROTTLE_GROUPS.items():
-                flag = 1 if active & members else 0
-                lines["mfumon_gpu_throttled"].append(f'mfumon_gpu_throttled{{{ident},reason="{group}"}} {flag}\n')
 
     def add(name: str, labels: str, value: float) -> None:
-        lines[name].append(f"{name}{labels} {value_text(value)}\n")
+        lines[name].append(f"{name}{labels} {format_value(value)}\n")
 
     render_node_health(node, add)
-    return {name: "".join(chunk) for name, chunk in lines.items()}
+    chunk = gpu_lines.chunk.copy()  # GPU and node families are apart: no family in both
+    for name, chunk_lines in lines.items():
+        chunk[name] = "".join(chunk_lines).encode()
+    return chunk, gpu_lines
 
 
 def render_job(job: JobView, baseline_mfu: float | None) -> Chunk:
@@ -198,6 +176,7 @@ class _Cached:
     key: Any  # what the chunk was rendered from: a node's revision, a job's (updated_at, baseline)
     chunk: dict[str, bytes]
     crc: int = 0  # nodes: zlib.crc32 of the name, for shard_of
+    gpu_lines: GpuLines | None = None  # nodes: their GPUs' lines, to render the next push from
 
 
 def _encoded(chunk: Chunk) -> dict[str, bytes]:
@@ -300,7 +279,7 @@ class MetricsRenderer:
 
     def prepare_node(self, node: NodeView) -> None:
         """Render a node's series now, so that scrapes only join them."""
-        cached = _Cached(node.revision, _encoded(render_node(node)), zlib.crc32(node.name.encode()))
+        cached = self._render_node(node, self._nodes.get(node.name))
         with self._lock:
             held = self._nodes.get(node.name)
             if held is None or held.key <= node.revision:  # a slower thread never puts back an older render
@@ -354,10 +333,15 @@ class MetricsRenderer:
         cached = self._nodes.get(node.name)
         if cached is not None and cached.key == node.revision:
             return cached
-        cached = _Cached(node.revision, _encoded(render_node(node)), zlib.crc32(node.name.encode()))
+        cached = self._render_node(node, cached)
         self._nodes[node.name] = cached
         self.renders["node"] += 1
         return cached
+
+    @staticmethod
+    def _render_node(node: NodeView, held: _Cached | None) -> _Cached:
+        chunk, gpu_lines = render_node(node, held.gpu_lines if held is not None else None)
+        return _Cached(node.revision, chunk, zlib.crc32(node.name.encode()), gpu_lines)
 
     def _job_chunk(self, job: JobView, snapshot: Snapshot) -> _Cached:
         signature = (job.latest or {}).get("signature")
