@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from api.metrics.gpu_lines import GpuLines, _templates
+from api.metrics.gpu_lines import GpuLines
 from api.metrics.render import render_node
 from api.mfu._mfu import default_peak_table
 from api.schemas.nodes import NodeSampleCreate
@@ -126,7 +126,8 @@ def main() -> None:
     for name, us in (("first push", cold), ("next push", warm), ("all changed", full)):
         print(f"{name:<14}{us:>9.1f}{us / cold:>14.2f}")
     print(f"kept per node: lines {chunk_bytes} bytes, arguments list {arguments_bytes} bytes")
-    print(f"templates: {len(_templates)}, {template_bytes} bytes each, shared by the nodes of their shape")
+    templates = len({id(lines.template) for lines in held})
+    print(f"templates: {templates}, {template_bytes} bytes each, shared by the nodes of their shape")
 
 
 if __name__ == "__main__":

@@ -110,7 +110,7 @@ def _gpu_lines(gpu: GpuView, checks: dict[str, bool]) -> list[tuple[str | None, 
     lines.append(("mfumon_gpu_up", "mfumon_gpu_up{%s} %.15g\n"))
     for field in gpu.counters:
         metric = GPU_LINE_METRICS.get(field)
-        lines.append((metric, f"{metric}{{%s}} %.15g\n"))
+        lines.append((metric, f"{metric}{{%s}} %.15g\n" if metric is not None else ""))
     if gpu.up:
         lines.append(("mfumon_gpu_busy", "mfumon_gpu_busy{%s} %.15g\n"))
         if gpu.hardware_mfu is not None:
