@@ -10,9 +10,13 @@ connections, pre-encoded node pushes of 8 GPUs whose timestamp changes on every 
   route on the same FastAPI and ASGI server, doing nothing but parse the body), at 1,000, 10,000 and 100,000
   simulated GPUs, on SQLite and PostgreSQL. Bare and real runs alternate and repeat; medians, with min-max. Also
   per CPU-second of the server, counting the work it deferred under saturation and did after the load stopped
-  (renders that fell behind), which the closed-loop rate alone leaves out.
+  (renders that fell behind), which the closed-loop rate alone leaves out. Saturated, the server also *sheds*
+  renders (a node pushed several times before its turn is rendered once; a scrape renders what is left), which
+  neither figure can count; so also its CPU per push at the 80% rate below, where every push is rendered, against
+  the bare app's at the same rate.
 - **latency**: p50/p99 at 80% of the rate ``mfumon serve`` sustained, the lower of those two (open loop: latency
-  counts from when a push was due, so a server that falls behind pays for its queue); and 80% held for
+  counts from when a push was due, so a server that falls behind pays for its queue), with how busy that keeps it;
+  at 80% of its open-loop capacity with every push rendered (estimated from that busy share); and 80% held for
   ``--held-seconds`` (30), past the 10 s durability bound, where a sample writer that cannot keep up would show as
   pushes refused 'unavailable'.
 - **overload**: the same at 2x the sustained rate: how many pushes are refused (503/429 + Retry-After), how fast,
@@ -344,6 +348,12 @@ class SizeResult:
     p99_at_80: Series = field(default_factory=Series)
     p50_at_80: Series = field(default_factory=Series)
     bare_p99_at_80: Series = field(default_factory=Series)  # the bare app at the same rate: this machine's floor
+    busy_at_80: Series = field(default_factory=Series)  # server CPU-seconds per second of the 80% window
+    bare_busy_at_80: Series = field(default_factory=Series)
+    cpu_ratio_at_80: Series = field(default_factory=Series)  # bare CPU per push / mfumon CPU per push, same rate
+    open_rate: float = 0.0  # pushes/s: 80% of the open-loop capacity, estimated from busy_at_80
+    p99_at_open_80: Series = field(default_factory=Series)
+    p50_at_open_80: Series = field(default_factory=Series)
     held: dict[str, float] = field(default_factory=dict)  # 80% held past the durability bound (see measure_size)
     overload: list[dict[str, float]] = field(default_factory=list)
     scrape_warm: Series = field(default_factory=Series)
@@ -390,8 +400,8 @@ def measure_size(
                 f"per CPU-second with deferred work: bare {b_per_cpu:,.0f}, mfumon {r_per_cpu:,.0f} "
                 f"(ratio {r_per_cpu / b_per_cpu:.2f})"
             )
-        # What it sustains with every push's work done, renders included: the closed-loop rate lets renders fall
-        # behind, and 80% of it was the whole CPU once they were counted (p99 over 100 ms at 10,000 GPUs).
+        # What it sustains with every push's work done, deferred renders included; the renders it shed under this
+        # closed loop (coalesced: a node pushed again before its turn is rendered once) are not, see the 80% windows.
         sustained = min(result.real.median, result.real_per_cpu.median) / GPUS_PER_NODE  # pushes/s
         once = push_targets(nodes, variants=1)
         # Past 10,000 GPUs one paced pass takes most of a minute: measured once.
@@ -411,18 +421,35 @@ def measure_size(
                 f"scrape warm {result.scrape_warm.values[-1] * 1e3:.0f} ms, after every node pushed "
                 f"{changed * 1e3:.0f} ms (paced), {burst * 1e3:.0f} ms (at full speed)"
             )
+        at_80 = 0.8 * sustained
         for _ in range(args.repeats):
             # The bare app at the same rate, alternating: the tail that the load generator and this machine's
             # scheduling add whatever the server does.
-            floor = load(bare_url, targets, connections=32, rate=0.8 * sustained)
-            r = load(server.url, targets, connections=32, rate=0.8 * sustained)
+            # Both CPU figures include what the server did after the window until it was idle again.
+            floor, floor_cpu = with_cpu(bare_server, lambda: load(bare_url, targets, connections=32, rate=at_80))
+            r, r_cpu = with_cpu(server, lambda: load(server.url, targets, connections=32, rate=at_80))
             result.p50_at_80.add(r.percentile(0.5))
             result.p99_at_80.add(r.percentile(0.99))
             result.bare_p99_at_80.add(floor.percentile(0.99))
+            result.busy_at_80.add(r_cpu / r.seconds)
+            result.bare_busy_at_80.add(floor_cpu / floor.seconds)
+            result.cpu_ratio_at_80.add((floor_cpu / max(1, floor.ok)) / (r_cpu / max(1, r.ok)))
             log(
                 f"80% load ({0.8 * sustained:,.0f} pushes/s): p50 {r.percentile(0.5):.1f} ms, "
-                f"p99 {r.percentile(0.99):.1f} ms, non-2xx {r.sent - r.ok}; bare app at that rate: p99 "
-                f"{floor.percentile(0.99):.1f} ms"
+                f"p99 {r.percentile(0.99):.1f} ms, non-2xx {r.sent - r.ok}, server busy {r_cpu / r.seconds:.0%}; "
+                f"bare app at that rate: p99 {floor.percentile(0.99):.1f} ms, busy {floor_cpu / floor.seconds:.0%}; "
+                f"CPU per push bare/mfumon {result.cpu_ratio_at_80.values[-1]:.2f}"
+            )
+        # The open-loop capacity with every push rendered, estimated from how busy the 80% windows kept the server
+        # (one core's worth: the event loop's), and 80% of it.
+        result.open_rate = 0.8 * 0.8 * sustained / max(result.busy_at_80.median, 0.01)
+        for _ in range(args.repeats):
+            r = load(server.url, targets, connections=32, rate=result.open_rate)
+            result.p50_at_open_80.add(r.percentile(0.5))
+            result.p99_at_open_80.add(r.percentile(0.99))
+            log(
+                f"80% of the open-loop capacity ({result.open_rate:,.0f} pushes/s): p50 {r.percentile(0.5):.1f} ms, "
+                f"p99 {r.percentile(0.99):.1f} ms, non-2xx {r.sent - r.ok}"
             )
         # 80% held longer than SAMPLE_MAX_UNFLUSHED_SECONDS (10 s), which the windows above are not: a sample writer
         # that falls behind shows only then, as pushes refused 'unavailable' (at 100,000 GPUs on SQLite, 16% of
@@ -713,6 +740,23 @@ def print_report(
             f"{o.get('refused_share', nan):>8.0%}  {o.get('p99_ok', nan):>9.1f}  {o.get('p99_refused', nan):>11.1f}  "
             f"{o.get('p99_refused_sent', nan):>7.1f}  {o.get('bare_answered', nan):>16,.0f}  "
             f"{o.get('bare_p99', nan):>8.1f}"
+        )
+    print()
+    print("At that 80% rate every push is rendered (the closed loop above sheds renders under saturation): how busy")
+    print("it kept the server, CPU-seconds per second, beside the bare app at the same rate; CPU per push, bare over")
+    print("mfumon; and open loop at 80% of the capacity that busy share gives (80% rate / busy x 80%)")
+    print(
+        f"{'db':<9}{'GPUs':>9}  {'80% rate/s':>10}  {'busy':>5}  {'bare busy':>9}  {'CPU ratio':>17}  "
+        f"{'open 80%/s':>10}  {'p50':>6}  {'p99':>18}"
+    )
+    for s in sizes:
+        if not s.busy_at_80.values:
+            continue
+        rate = 0.8 * min(s.real.median, s.real_per_cpu.median) / GPUS_PER_NODE
+        print(
+            f"{s.db:<9}{s.gpus:>9,}  {rate:>10,.0f}  {s.busy_at_80.median:>5.0%}  {s.bare_busy_at_80.median:>9.0%}  "
+            f"{s.cpu_ratio_at_80.spread(fmt='{:.2f}'):>17}  {s.open_rate:>10,.0f}  {s.p50_at_open_80.median:>6.1f}  "
+            f"{s.p99_at_open_80.spread(fmt='{:.1f}'):>18}"
         )
     print()
     print("80% of the sustained rate held past the durability bound (SAMPLE_MAX_UNFLUSHED_SECONDS, 10 s): a sample")
