@@ -12,11 +12,11 @@ connections, pre-encoded node pushes of 8 GPUs whose timestamp changes on every 
   per CPU-second of the server, counting the work it deferred under saturation and did after the load stopped
   (renders that fell behind), which the closed-loop rate alone leaves out. Saturated, the server also *sheds*
   renders (a node pushed several times before its turn is rendered once; a scrape renders what is left), which
-  neither figure can count; so also its CPU per push at the 80% rate below, where every push is rendered, against
-  the bare app's at the same rate.
+  neither figure counts; so also, open loop below saturation, its CPU per push against the bare app's at the same
+  rate, with its renders per push (``mfumon_metrics_renders_total``) to show that every push was rendered.
 - **latency**: p50/p99 at 80% of the rate ``mfumon serve`` sustained, the lower of those two (open loop: latency
-  counts from when a push was due, so a server that falls behind pays for its queue), with how busy that keeps it;
-  at 80% of its open-loop capacity with every push rendered (estimated from that busy share); and 80% held for
+  counts from when a push was due, so a server that falls behind pays for its queue), with how busy that keeps it
+  and how many renders it sheds; open loop at 80% of the capacity that busy share gives; and 80% held for
   ``--held-seconds`` (30), past the 10 s durability bound, where a sample writer that cannot keep up would show as
   pushes refused 'unavailable'.
 - **overload**: the same at 2x the sustained rate: how many pushes are refused (503/429 + Retry-After), how fast,
@@ -311,6 +311,29 @@ def ingest_outcomes(url: str) -> dict[str, float]:
     }
 
 
+def render_counts(url: str) -> tuple[float, float]:
+    """(node renders, node pushes accepted) so far, from a scrape of one shard in 1,024: the self series and few
+    nodes, so that the scrape itself renders next to nothing."""
+    text = httpx.get(f"{url}/metrics", params={"shard": 0, "shards": 1024}, timeout=60).text
+    wanted = ("mfumon_metrics_renders", "mfumon_ingest_requests")
+    text = "".join(line + "\n" for line in text.splitlines() if any(name in line for name in wanted))
+    renders = pushes = 0.0
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "mfumon_metrics_renders_total" and sample.labels.get("kind") == "node":
+                renders = sample.value
+            elif sample.name == "mfumon_ingest_requests_total" and sample.labels == {
+                "endpoint": "node_samples",
+                "outcome": "accepted",
+            }:
+                pushes = sample.value
+    return renders, pushes
+
+
+def renders_per_push(before: tuple[float, float], after: tuple[float, float]) -> float:
+    return (after[0] - before[0]) / max(1.0, after[1] - before[1])
+
+
 def scrape_median(url: str, repeats: int, encoding: str = "identity", query: str = "") -> tuple[float, int]:
     runs = [scrape_once(url, encoding, query) for _ in range(repeats)]
     return statistics.median(r[0] for r in runs), runs[-1][1]
@@ -349,11 +372,16 @@ class SizeResult:
     p50_at_80: Series = field(default_factory=Series)
     bare_p99_at_80: Series = field(default_factory=Series)  # the bare app at the same rate: this machine's floor
     busy_at_80: Series = field(default_factory=Series)  # server CPU-seconds per second of the 80% window
-    bare_busy_at_80: Series = field(default_factory=Series)
-    cpu_ratio_at_80: Series = field(default_factory=Series)  # bare CPU per push / mfumon CPU per push, same rate
-    open_rate: float = 0.0  # pushes/s: 80% of the open-loop capacity, estimated from busy_at_80
-    p99_at_open_80: Series = field(default_factory=Series)
-    p50_at_open_80: Series = field(default_factory=Series)
+    rendered_at_80: Series = field(default_factory=Series)  # node renders per push accepted (1: none shed)
+    # Open loop below saturation, at 80% of the capacity the 80% windows' busy share gives (see measure_size)
+    open_rate: float = 0.0  # pushes/s
+    busy_at_open: Series = field(default_factory=Series)
+    bare_busy_at_open: Series = field(default_factory=Series)
+    rendered_at_open: Series = field(default_factory=Series)
+    cpu_ratio_at_open: Series = field(default_factory=Series)  # bare CPU per push / mfumon CPU per push
+    p99_at_open: Series = field(default_factory=Series)
+    p50_at_open: Series = field(default_factory=Series)
+    bare_p99_at_open: Series = field(default_factory=Series)
     held: dict[str, float] = field(default_factory=dict)  # 80% held past the durability bound (see measure_size)
     overload: list[dict[str, float]] = field(default_factory=list)
     scrape_warm: Series = field(default_factory=Series)
@@ -424,32 +452,46 @@ def measure_size(
         at_80 = 0.8 * sustained
         for _ in range(args.repeats):
             # The bare app at the same rate, alternating: the tail that the load generator and this machine's
-            # scheduling add whatever the server does.
-            # Both CPU figures include what the server did after the window until it was idle again.
-            floor, floor_cpu = with_cpu(bare_server, lambda: load(bare_url, targets, connections=32, rate=at_80))
+            # scheduling add whatever the server does. The server's CPU includes what it did after the window
+            # until it was idle again; renders per push after that count the renders it shed, not those deferred.
+            floor = load(bare_url, targets, connections=32, rate=at_80)
+            counted = render_counts(server.url)
             r, r_cpu = with_cpu(server, lambda: load(server.url, targets, connections=32, rate=at_80))
+            rendered = renders_per_push(counted, render_counts(server.url))
             result.p50_at_80.add(r.percentile(0.5))
             result.p99_at_80.add(r.percentile(0.99))
             result.bare_p99_at_80.add(floor.percentile(0.99))
             result.busy_at_80.add(r_cpu / r.seconds)
-            result.bare_busy_at_80.add(floor_cpu / floor.seconds)
-            result.cpu_ratio_at_80.add((floor_cpu / max(1, floor.ok)) / (r_cpu / max(1, r.ok)))
+            result.rendered_at_80.add(rendered)
             log(
-                f"80% load ({0.8 * sustained:,.0f} pushes/s): p50 {r.percentile(0.5):.1f} ms, "
-                f"p99 {r.percentile(0.99):.1f} ms, non-2xx {r.sent - r.ok}, server busy {r_cpu / r.seconds:.0%}; "
-                f"bare app at that rate: p99 {floor.percentile(0.99):.1f} ms, busy {floor_cpu / floor.seconds:.0%}; "
-                f"CPU per push bare/mfumon {result.cpu_ratio_at_80.values[-1]:.2f}"
+                f"80% load ({at_80:,.0f} pushes/s): p50 {r.percentile(0.5):.1f} ms, p99 {r.percentile(0.99):.1f} ms, "
+                f"non-2xx {r.sent - r.ok}, server busy {r_cpu / r.seconds:.0%}, renders per push {rendered:.2f}; "
+                f"bare app at that rate: p99 {floor.percentile(0.99):.1f} ms"
             )
-        # The open-loop capacity with every push rendered, estimated from how busy the 80% windows kept the server
-        # (one core's worth: the event loop's), and 80% of it.
-        result.open_rate = 0.8 * 0.8 * sustained / max(result.busy_at_80.median, 0.01)
+        # That 80% keeps the server about fully busy open loop (the closed loop's rate gains from batching, in
+        # uvicorn and in renders shed), so also: open loop at 80% of the capacity its busy share there gives, where
+        # renders per push and the busy share say whether every push was rendered and how near capacity it ran;
+        # and the bare app at that same rate, for the CPU per push of each.
+        result.open_rate = 0.8 * at_80 / max(result.busy_at_80.median, 0.01)
         for _ in range(args.repeats):
-            r = load(server.url, targets, connections=32, rate=result.open_rate)
-            result.p50_at_open_80.add(r.percentile(0.5))
-            result.p99_at_open_80.add(r.percentile(0.99))
+            floor, floor_cpu = with_cpu(
+                bare_server, lambda: load(bare_url, targets, connections=32, rate=result.open_rate)
+            )
+            counted = render_counts(server.url)
+            r, r_cpu = with_cpu(server, lambda: load(server.url, targets, connections=32, rate=result.open_rate))
+            rendered = renders_per_push(counted, render_counts(server.url))
+            result.p50_at_open.add(r.percentile(0.5))
+            result.p99_at_open.add(r.percentile(0.99))
+            result.bare_p99_at_open.add(floor.percentile(0.99))
+            result.busy_at_open.add(r_cpu / r.seconds)
+            result.bare_busy_at_open.add(floor_cpu / floor.seconds)
+            result.rendered_at_open.add(rendered)
+            result.cpu_ratio_at_open.add((floor_cpu / max(1, floor.ok)) / (r_cpu / max(1, r.ok)))
             log(
-                f"80% of the open-loop capacity ({result.open_rate:,.0f} pushes/s): p50 {r.percentile(0.5):.1f} ms, "
-                f"p99 {r.percentile(0.99):.1f} ms, non-2xx {r.sent - r.ok}"
+                f"open loop at {result.open_rate:,.0f} pushes/s: p50 {r.percentile(0.5):.1f} ms, "
+                f"p99 {r.percentile(0.99):.1f} ms, non-2xx {r.sent - r.ok}, server busy {r_cpu / r.seconds:.0%}, "
+                f"renders per push {rendered:.2f}; bare app: p99 {floor.percentile(0.99):.1f} ms, busy "
+                f"{floor_cpu / floor.seconds:.0%}; CPU per push bare/mfumon {result.cpu_ratio_at_open.values[-1]:.2f}"
             )
         # 80% held longer than SAMPLE_MAX_UNFLUSHED_SECONDS (10 s), which the windows above are not: a sample writer
         # that falls behind shows only then, as pushes refused 'unavailable' (at 100,000 GPUs on SQLite, 16% of
@@ -711,8 +753,9 @@ def print_report(
         )
     print()
     print("Per CPU-second of the server (GPU-samples), counting what it deferred under that load and did once the load")
-    print("stopped (renders that fell behind): the cost of a push with /metrics kept current. PostgreSQL's own CPU")
-    print("for the group commit is not included.")
+    print("stopped (renders that fell behind), not the renders it shed (a node pushed again before its turn came is")
+    print("rendered once: many pushes at 1,000 and 10,000 GPUs, few at 100,000); see the open-loop table for the cost")
+    print("with every push rendered. PostgreSQL's own CPU for the group commit is not included.")
     print(f"{'db':<9}{'GPUs':>9}  {'bare FastAPI':>26}  {'mfumon serve':>26}  {'ratio':>17}")
     for s in sizes:
         print(
@@ -721,8 +764,8 @@ def print_report(
         )
     print()
     print("Latency of accepted pushes (ms); open loop at 80% and 200% of mfumon's sustained rate (the lower of its two")
-    print("ingest figures: the rate at which it keeps up with everything, renders included); bare p99: the bare")
-    print("app at the same 80% rate, the tail this machine and the load generator add whatever the server does;")
+    print("ingest figures, both counted with renders shed under saturation; see the table after this one); bare p99:")
+    print("the bare app at the same 80% rate, the tail this machine and the load generator add to any server;")
     print("at 200%: pushes/s answered (taken + refused) and taken, and the bare app offered the same 200% rate;")
     print("'written': the refusals' p99 from when the generator wrote them rather than when they were due (its own")
     print("wait for a free connection or for CPU left out)")
@@ -742,21 +785,24 @@ def print_report(
             f"{o.get('bare_p99', nan):>8.1f}"
         )
     print()
-    print("At that 80% rate every push is rendered (the closed loop above sheds renders under saturation): how busy")
-    print("it kept the server, CPU-seconds per second, beside the bare app at the same rate; CPU per push, bare over")
-    print("mfumon; and open loop at 80% of the capacity that busy share gives (80% rate / busy x 80%)")
+    print("How busy that 80% kept the server (CPU-seconds per second, its work after the window included) and node")
+    print("renders per push accepted (under 1: renders shed, a node pushed again before its turn rendered once).")
+    print("Then open loop at 80% of the capacity that busy share gives (80% rate / busy x 80%), the bare app at the")
+    print("same rate beside it: its busy share and renders per push say how near capacity it ran and whether every")
+    print("push was rendered; capacity there = rate / busy; CPU ratio = the bare app's CPU per push over mfumon's")
     print(
-        f"{'db':<9}{'GPUs':>9}  {'80% rate/s':>10}  {'busy':>5}  {'bare busy':>9}  {'CPU ratio':>17}  "
-        f"{'open 80%/s':>10}  {'p50':>6}  {'p99':>18}"
+        f"{'db':<9}{'GPUs':>9}  {'@80%: busy':>10}  {'renders':>7}  {'open: rate/s':>12}  {'busy':>5}  {'renders':>7}  "
+        f"{'capacity GPU-samples/s':>22}  {'CPU ratio':>17}  {'p50':>5}  {'p99':>18}  {'bare p99':>8}"
     )
     for s in sizes:
-        if not s.busy_at_80.values:
+        if not s.busy_at_open.values:
             continue
-        rate = 0.8 * min(s.real.median, s.real_per_cpu.median) / GPUS_PER_NODE
+        capacity = s.open_rate / s.busy_at_open.median * GPUS_PER_NODE
         print(
-            f"{s.db:<9}{s.gpus:>9,}  {rate:>10,.0f}  {s.busy_at_80.median:>5.0%}  {s.bare_busy_at_80.median:>9.0%}  "
-            f"{s.cpu_ratio_at_80.spread(fmt='{:.2f}'):>17}  {s.open_rate:>10,.0f}  {s.p50_at_open_80.median:>6.1f}  "
-            f"{s.p99_at_open_80.spread(fmt='{:.1f}'):>18}"
+            f"{s.db:<9}{s.gpus:>9,}  {s.busy_at_80.median:>10.0%}  {s.rendered_at_80.median:>7.2f}  "
+            f"{s.open_rate:>12,.0f}  {s.busy_at_open.median:>5.0%}  {s.rendered_at_open.median:>7.2f}  "
+            f"{capacity:>22,.0f}  {s.cpu_ratio_at_open.spread(fmt='{:.2f}'):>17}  {s.p50_at_open.median:>5.1f}  "
+            f"{s.p99_at_open.spread(fmt='{:.1f}'):>18}  {s.bare_p99_at_open.median:>8.1f}"
         )
     print()
     print("80% of the sustained rate held past the durability bound (SAMPLE_MAX_UNFLUSHED_SECONDS, 10 s): a sample")

@@ -300,6 +300,13 @@ SUMMARY_FAMILIES: dict[str, Family] = {
             "Connections the server closed on a client: header/body/write timeout, evicted or refused at the cap.",
         ),
         _g("scrape_duration_seconds", "Time the previous /metrics render took."),
+        _c(
+            "metrics_renders_total",
+            "Series rendered ahead of scrapes, by kind (node, job, job_gpus), or by a scrape that found them stale. "
+            "Node renders fewer than node pushes: renders shed under load (a node pushed again before its turn is "
+            "rendered once).",
+        ),
+        _g("metrics_renders_pending", "Nodes pushed and not rendered yet (a scrape renders them itself)."),
         _g(
             "state_refresh_duration_seconds",
             "Time the last read of rows other replicas changed took.",

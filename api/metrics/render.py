@@ -256,6 +256,8 @@ class MetricsRenderer:
         otherwise idle, one per turn while it is not (see the class docstring)."""
         self._loop, self._loop_thread = asyncio.get_running_loop(), threading.get_ident()
         self._wake = asyncio.Event()
+        if self.waiting():  # changed before this task started: the state loaded at start
+            self._wake.set()
         clock = time.perf_counter
         while True:
             await self._wake.wait()
@@ -437,6 +439,10 @@ class MetricsRenderer:
             emit("mfumon_http_connections", [([], open_connections)])
         emit("mfumon_http_connections_closed_total", [([("reason", r)], n) for r, n in sorted(closed.items())])
         emit("mfumon_scrape_duration_seconds", [([], self._self_metrics.last_scrape_duration_s)])
+        with self._lock:
+            renders, pending = sorted(self.renders.items()), len(self._changed)
+        emit("mfumon_metrics_renders_total", [([("kind", kind)], n) for kind, n in renders])
+        emit("mfumon_metrics_renders_pending", [([], pending)])
         refresh_s, refresh_errors = self._refresh_stats()
         emit("mfumon_state_refresh_duration_seconds", [([], refresh_s)])
         emit("mfumon_state_refresh_errors_total", [([], refresh_errors)])
