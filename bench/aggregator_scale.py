@@ -58,6 +58,7 @@ from pathlib import Path
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -297,36 +298,35 @@ def scrape_once(url: str, encoding: str = "identity", query: str = "") -> tuple[
     return elapsed, size
 
 
+def self_samples(url: str, *families: str) -> list[Sample]:
+    """The samples of the server's own ``families``, from a scrape of one shard in 1,024 (the self series and few
+    nodes: the exposition is 138 MB at 100,000 GPUs, and the scrape itself renders next to nothing); only their
+    lines, HELP and TYPE included, go to the parser."""
+    text = httpx.get(f"{url}/metrics", params={"shard": 0, "shards": 1024}, timeout=60).text
+    text = "".join(line + "\n" for line in text.splitlines() if any(name in line for name in families))
+    return [sample for family in text_string_to_metric_families(text) for sample in family.samples]
+
+
 def ingest_outcomes(url: str) -> dict[str, float]:
     """The server's count of node pushes by outcome (``mfumon_ingest_requests_total``)."""
-    text = httpx.get(f"{url}/metrics", timeout=300).text
-    # Only that family's lines (its HELP and TYPE too) to the parser: the whole exposition is 138 MB at 100,000 GPUs.
-    text = "".join(line + "\n" for line in text.splitlines() if "mfumon_ingest_requests" in line)
     return {
         sample.labels["outcome"]: sample.value
-        for family in text_string_to_metric_families(text)
-        if family.name == "mfumon_ingest_requests"
-        for sample in family.samples
-        if sample.labels.get("endpoint") == "node_samples" and sample.name.endswith("_total")
+        for sample in self_samples(url, "mfumon_ingest_requests")
+        if sample.name == "mfumon_ingest_requests_total" and sample.labels.get("endpoint") == "node_samples"
     }
 
 
 def render_counts(url: str) -> tuple[float, float]:
-    """(node renders, node pushes accepted) so far, from a scrape of one shard in 1,024: the self series and few
-    nodes, so that the scrape itself renders next to nothing."""
-    text = httpx.get(f"{url}/metrics", params={"shard": 0, "shards": 1024}, timeout=60).text
-    wanted = ("mfumon_metrics_renders", "mfumon_ingest_requests")
-    text = "".join(line + "\n" for line in text.splitlines() if any(name in line for name in wanted))
+    """(node renders, node pushes accepted) so far."""
     renders = pushes = 0.0
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == "mfumon_metrics_renders_total" and sample.labels.get("kind") == "node":
-                renders = sample.value
-            elif sample.name == "mfumon_ingest_requests_total" and sample.labels == {
-                "endpoint": "node_samples",
-                "outcome": "accepted",
-            }:
-                pushes = sample.value
+    for sample in self_samples(url, "mfumon_metrics_renders", "mfumon_ingest_requests"):
+        if sample.name == "mfumon_metrics_renders_total" and sample.labels.get("kind") == "node":
+            renders = sample.value
+        elif sample.name == "mfumon_ingest_requests_total" and sample.labels == {
+            "endpoint": "node_samples",
+            "outcome": "accepted",
+        }:
+            pushes = sample.value
     return renders, pushes
 
 

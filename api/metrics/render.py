@@ -440,9 +440,9 @@ class MetricsRenderer:
         emit("mfumon_http_connections_closed_total", [([("reason", r)], n) for r, n in sorted(closed.items())])
         emit("mfumon_scrape_duration_seconds", [([], self._self_metrics.last_scrape_duration_s)])
         with self._lock:
-            renders, pending = sorted(self.renders.items()), len(self._changed)
+            renders = sorted(self.renders.items())
         emit("mfumon_metrics_renders_total", [([("kind", kind)], n) for kind, n in renders])
-        emit("mfumon_metrics_renders_pending", [([], pending)])
+        emit("mfumon_metrics_renders_pending", [([], self.waiting())])
         refresh_s, refresh_errors = self._refresh_stats()
         emit("mfumon_state_refresh_duration_seconds", [([], refresh_s)])
         emit("mfumon_state_refresh_errors_total", [([], refresh_errors)])

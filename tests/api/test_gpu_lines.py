@@ -10,12 +10,9 @@ from fastapi.testclient import TestClient
 
 from api.metrics import gpu_lines
 from api.metrics.gpu_lines import render_gpu_lines
-from api.mfu._mfu import default_peak_table
-from api.schemas.nodes import NodeSampleCreate
-from api.state.devices import DeviceResolver
 from api.state.health import advance
-from api.state.views import NodeView, build_node_view, gpu_views
-from tests.utils.factories import gpu, metric_samples, node_sample, scrape
+from api.state.views import NodeView
+from tests.utils.factories import gpu, metric_samples, node_sample, node_view, scrape
 from tests.utils.waiting import eventually
 
 
@@ -91,18 +88,7 @@ def test_a_percent_sign_in_a_label_is_text_not_a_placeholder(client: TestClient)
 
 
 def _view(body: dict[str, Any], held: NodeView | None, name: str = "n1") -> NodeView:
-    sample = NodeSampleCreate.model_validate(body)
-    gpus = gpu_views(name, sample.timestamp, sample.gpus, DeviceResolver(default_peak_table()))
-    view = build_node_view(
-        name=name,
-        pool=sample.pool,
-        last_seen_at=sample.timestamp,
-        last_sample_timestamp=sample.timestamp,
-        samples_received=1,
-        updated_at=sample.timestamp,
-        gpus=gpus,
-    )
-    return advance(held, view, 600.0)
+    return advance(held, node_view(body, name), 600.0)
 
 
 def test_a_family_whose_values_did_not_change_is_reused_not_formatted_again() -> None:

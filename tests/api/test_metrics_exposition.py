@@ -13,11 +13,7 @@ from fastapi.testclient import TestClient
 
 from api.metrics.render import MetricsRenderer, shard_of
 from api.metrics.self_metrics import SelfMetrics
-from api.mfu._mfu import default_peak_table
-from api.schemas.nodes import NodeSampleCreate
-from api.state.devices import DeviceResolver
-from api.state.views import NodeView, build_node_view, gpu_views
-from tests.utils.factories import metric_samples, metric_value, node_sample, report, scrape
+from tests.utils.factories import metric_samples, metric_value, node_sample, node_view, report, scrape
 from tests.utils.waiting import eventually
 
 
@@ -73,24 +69,11 @@ def test_unchanged_nodes_and_jobs_are_not_rerendered(client: TestClient) -> None
     assert metric_value(text, "mfumon_metrics_renders_pending") == 0
 
 
-def _node_view(name: str, power_watts: float) -> NodeView:
-    sample = NodeSampleCreate.model_validate(node_sample(8, power_watts=power_watts))
-    return build_node_view(
-        name=name,
-        pool=sample.pool,
-        last_seen_at=sample.timestamp,
-        last_sample_timestamp=sample.timestamp,
-        samples_received=1,
-        updated_at=sample.timestamp,
-        gpus=gpu_views(name, sample.timestamp, sample.gpus, DeviceResolver(default_peak_table())),
-    )
-
-
 def test_a_node_changed_again_before_its_turn_is_rendered_once() -> None:
     """How the renderer sheds work under load; and a node changed before it started (the state loaded at start) is
     rendered without waiting for another change."""
     renderer = MetricsRenderer(SelfMetrics(), refresh_stats=lambda: (0.0, 0))
-    views = {"early": _node_view("early", 100.0)}
+    views = {"early": node_view(node_sample(8, power_watts=100.0), "early")}
     renderer.node_changed("early")
 
     async def run() -> None:
@@ -98,7 +81,7 @@ def test_a_node_changed_again_before_its_turn_is_rendered_once() -> None:
         assert await _rendered(renderer), "a node changed before the renderer started was left waiting"
         assert renderer.renders["node"] == 1
         for watts in (101.0, 102.0, 103.0):  # three pushes within one turn of the event loop
-            views["n1"] = _node_view("n1", watts)
+            views["n1"] = node_view(node_sample(8, power_watts=watts), "n1")
             renderer.node_changed("n1")
         assert renderer.waiting() == 1
         assert await _rendered(renderer)

@@ -1,4 +1,4 @@
-"""Request bodies for tests: realistic defaults, overridable per test."""
+"""Request bodies for tests: realistic defaults, overridable per test; and a node's view built from one."""
 
 from __future__ import annotations
 
@@ -7,6 +7,11 @@ from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+
+from api.mfu._mfu import default_peak_table
+from api.schemas.nodes import NodeSampleCreate
+from api.state.devices import DeviceResolver
+from api.state.views import NodeView, build_node_view, gpu_views
 
 LLAMA_7B: dict[str, Any] = {"params": 6.74e9, "layers": 32, "heads": 32, "head_dim": 128, "seq_len": 4096}
 
@@ -90,3 +95,17 @@ def ib_port(device: str = "mlx5_0", port: int = 1, **overrides: Any) -> dict[str
     }
     body.update(overrides)
     return body
+
+
+def node_view(body: dict[str, Any], name: str = "n1") -> NodeView:
+    """The view the aggregator builds from a node push of ``body``, without the API (health not advanced)."""
+    sample = NodeSampleCreate.model_validate(body)
+    return build_node_view(
+        name=name,
+        pool=sample.pool,
+        last_seen_at=sample.timestamp,
+        last_sample_timestamp=sample.timestamp,
+        samples_received=1,
+        updated_at=sample.timestamp,
+        gpus=gpu_views(name, sample.timestamp, sample.gpus, DeviceResolver(default_peak_table())),
+    )
