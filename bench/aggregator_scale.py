@@ -14,14 +14,16 @@ connections, pre-encoded node pushes of 8 GPUs whose timestamp changes on every 
   renders (a node pushed several times before its turn is rendered once; a scrape renders what is left), which
   neither figure counts; so also, open loop below saturation, its CPU per push against the bare app's at the same
   rate, with its renders per push (``mfumon_metrics_renders_total``) to show that every push was rendered.
-- **latency**: p50/p99 at 80% of the rate ``mfumon serve`` sustained, the lower of those two (open loop: latency
-  counts from when a push was due, so a server that falls behind pays for its queue), with how busy that keeps it
-  and how many renders it sheds; open loop at 80% of the capacity that busy share gives; and 80% held for
-  ``--held-seconds`` (30), past the 10 s durability bound, where a sample writer that cannot keep up would show as
-  pushes refused 'unavailable'.
-- **overload**: the same at 2x the sustained rate: how many pushes are refused (503/429 + Retry-After), how fast,
-  and the p99 of the accepted ones; and the bare app offered that same rate, for the latency this machine and
-  the load generator's 1,024 connections give any server there.
+- **latency**: open loop (latency counts from when a push was due, so a server that falls behind pays for its
+  queue). At 80% of the closed-loop rate, mfumon's (the lower of its two figures) and the bare app's own, with how
+  busy each is: the closed-loop rate gains from uvicorn batching requests that arrive together, so 80% of it keeps
+  even the bare app saturated. Then the **capacity with every push rendered** (rate / busy share below
+  saturation), and p50/p99 at 80% of that capacity, the rate a cluster sized by it runs at; that rate held for
+  ``--held-seconds`` (30), past the 10 s durability bound, where a sample writer that cannot keep up would show
+  as pushes refused 'unavailable'.
+- **overload**: 2x that capacity: how many pushes are refused (503/429 + Retry-After), how fast, and the p99 of
+  the accepted ones; and the bare app offered that same rate, for the latency this machine and the load
+  generator's 1,024 connections give any server there.
 - **scrape**: ``/metrics`` warm (nothing changed) and right after every node pushed, and the size.
 - **replicas** (PostgreSQL): the ingest rate of 1, 2 and 4 ``mfumon serve`` processes on one database.
 - **memory**: RSS of one aggregator holding 100,000 GPUs and 10,000 jobs, and after those jobs end.
@@ -382,6 +384,16 @@ class SizeResult:
     p99_at_open: Series = field(default_factory=Series)
     p50_at_open: Series = field(default_factory=Series)
     bare_p99_at_open: Series = field(default_factory=Series)
+    # The bare app open loop at 80% of its own closed-loop rate: whether any server here holds such a rate
+    bare_own_80_rate: float = 0.0  # pushes/s
+    bare_busy_at_own_80: Series = field(default_factory=Series)
+    bare_p99_at_own_80: Series = field(default_factory=Series)
+    # mfumon open loop at 80% of its capacity with every push rendered (the open windows' rate / busy)
+    capacity: float = 0.0  # pushes/s
+    busy_at_cap_80: Series = field(default_factory=Series)
+    rendered_at_cap_80: Series = field(default_factory=Series)
+    p50_at_cap_80: Series = field(default_factory=Series)
+    p99_at_cap_80: Series = field(default_factory=Series)
     held: dict[str, float] = field(default_factory=dict)  # 80% held past the durability bound (see measure_size)
     overload: list[dict[str, float]] = field(default_factory=list)
     scrape_warm: Series = field(default_factory=Series)
@@ -450,7 +462,19 @@ def measure_size(
                 f"{changed * 1e3:.0f} ms (paced), {burst * 1e3:.0f} ms (at full speed)"
             )
         at_80 = 0.8 * sustained
+        result.bare_own_80_rate = 0.8 * result.bare.median / GPUS_PER_NODE
         for _ in range(args.repeats):
+            # The bare app open loop at 80% of its own closed-loop rate: that rate counts uvicorn's batching of
+            # requests that arrive together, which requests due one by one do not get.
+            own, own_cpu = with_cpu(
+                bare_server, lambda: load(bare_url, targets, connections=32, rate=result.bare_own_80_rate)
+            )
+            result.bare_busy_at_own_80.add(own_cpu / own.seconds)
+            result.bare_p99_at_own_80.add(own.percentile(0.99))
+            log(
+                f"bare app open loop at 80% of its closed-loop rate ({result.bare_own_80_rate:,.0f} pushes/s): "
+                f"p99 {own.percentile(0.99):.1f} ms, busy {own_cpu / own.seconds:.0%}"
+            )
             # The bare app at the same rate, alternating: the tail that the load generator and this machine's
             # scheduling add whatever the server does. The server's CPU includes what it did after the window
             # until it was idle again; renders per push after that count the renders it shed, not those deferred.
@@ -493,11 +517,28 @@ def measure_size(
                 f"renders per push {rendered:.2f}; bare app: p99 {floor.percentile(0.99):.1f} ms, busy "
                 f"{floor_cpu / floor.seconds:.0%}; CPU per push bare/mfumon {result.cpu_ratio_at_open.values[-1]:.2f}"
             )
+        # The rate it holds with every push rendered: its capacity from those windows (rate / busy). At 80% of it,
+        # the latency a cluster sized by that capacity sees; held past the durability bound; and 2x it, overload.
+        result.capacity = result.open_rate / max(result.busy_at_open.median, 0.01)
+        at_cap_80 = 0.8 * result.capacity
+        for _ in range(args.repeats):
+            counted = render_counts(server.url)
+            r, r_cpu = with_cpu(server, lambda: load(server.url, targets, connections=32, rate=at_cap_80))
+            rendered = renders_per_push(counted, render_counts(server.url))
+            result.p50_at_cap_80.add(r.percentile(0.5))
+            result.p99_at_cap_80.add(r.percentile(0.99))
+            result.busy_at_cap_80.add(r_cpu / r.seconds)
+            result.rendered_at_cap_80.add(rendered)
+            log(
+                f"80% of capacity ({at_cap_80:,.0f} of {result.capacity:,.0f} pushes/s): p50 {r.percentile(0.5):.1f} "
+                f"ms, p99 {r.percentile(0.99):.1f} ms, non-2xx {r.sent - r.ok}, server busy {r_cpu / r.seconds:.0%}, "
+                f"renders per push {rendered:.2f}"
+            )
         # 80% held longer than SAMPLE_MAX_UNFLUSHED_SECONDS (10 s), which the windows above are not: a sample writer
         # that falls behind shows only then, as pushes refused 'unavailable' (at 100,000 GPUs on SQLite, 16% of
         # them in two runs of three before node rows went 500 a statement; api.crud.nodes).
         before = ingest_outcomes(server.url)
-        r = load(server.url, targets, seconds=args.held_seconds, connections=32, rate=0.8 * sustained)
+        r = load(server.url, targets, seconds=args.held_seconds, connections=32, rate=at_cap_80)
         after = ingest_outcomes(server.url)
         result.held = {
             "seconds": args.held_seconds,
@@ -511,12 +552,9 @@ def measure_size(
         )
         # As many senders as a cluster has exporters, each waiting on its own answer; the bare app first, at the
         # same rate: what any server gets on this machine at that rate.
-        floor = run_load(
-            bare_url, targets, seconds=args.seconds, processes=args.processes, connections=512, rate=2 * sustained
-        )
-        r = run_load(
-            server.url, targets, seconds=args.seconds, processes=args.processes, connections=512, rate=2 * sustained
-        )
+        twice = 2 * result.capacity
+        floor = run_load(bare_url, targets, seconds=args.seconds, processes=args.processes, connections=512, rate=twice)
+        r = run_load(server.url, targets, seconds=args.seconds, processes=args.processes, connections=512, rate=twice)
         result.overload.append(
             {
                 "offered": r.issued / r.seconds,
@@ -763,58 +801,76 @@ def print_report(
             f"{s.cpu_ratios.spread(fmt='{:.2f}'):>17}"
         )
     print()
-    print("Latency of accepted pushes (ms); open loop at 80% and 200% of mfumon's sustained rate (the lower of its two")
-    print("ingest figures, both counted with renders shed under saturation; see the table after this one); bare p99:")
-    print("the bare app at the same 80% rate, the tail this machine and the load generator add to any server;")
-    print("at 200%: pushes/s answered (taken + refused) and taken, and the bare app offered the same 200% rate;")
-    print("'written': the refusals' p99 from when the generator wrote them rather than when they were due (its own")
-    print("wait for a free connection or for CPU left out)")
-    print(
-        f"{'db':<9}{'GPUs':>9}  {'p50 @80%':>9}  {'p99 @80%':>9}  {'bare p99':>9}  {'@200%: answered/s':>18}  "
-        f"{'taken/s':>8}  {'refused':>8}  {'p99 taken':>9}  {'p99 refusal':>11}  {'written':>7}  "
-        f"{'bare: answered/s':>16}  {'bare p99':>8}"
-    )
     nan = float("nan")
+    print("Open loop (latency counts from when a push was due) at 80% of the closed-loop rate: mfumon at 80% of its")
+    print("sustained rate above (the lower of its two figures), with the bare app at that same rate (the tail this")
+    print("machine and the load generator add to any server); busy: the server's CPU-seconds per second, its work")
+    print("after the window included; renders: node renders per push accepted (under 1: renders shed). And the bare")
+    print("app at 80% of its own closed-loop rate: that rate counts uvicorn's batching of requests that arrive")
+    print("together, which pushes due one by one do not get, so it is no rate a server holds open loop here")
+    print(
+        f"{'db':<9}{'GPUs':>9}  {'mfumon: rate/s':>14}  {'busy':>5}  {'renders':>7}  {'p50':>6}  {'p99':>7}  "
+        f"{'bare p99':>8}  {'bare @80% own: rate/s':>21}  {'busy':>5}  {'p99':>7}"
+    )
     for s in sizes:
-        o = s.overload[0] if s.overload else {}
         print(
-            f"{s.db:<9}{s.gpus:>9,}  {s.p50_at_80.median:>9.1f}  {s.p99_at_80.median:>9.1f}  "
-            f"{s.bare_p99_at_80.median:>9.1f}  {o.get('answered', nan):>18,.0f}  {o.get('accepted', nan):>8,.0f}  "
-            f"{o.get('refused_share', nan):>8.0%}  {o.get('p99_ok', nan):>9.1f}  {o.get('p99_refused', nan):>11.1f}  "
-            f"{o.get('p99_refused_sent', nan):>7.1f}  {o.get('bare_answered', nan):>16,.0f}  "
-            f"{o.get('bare_p99', nan):>8.1f}"
+            f"{s.db:<9}{s.gpus:>9,}  {0.8 * s.real.median / GPUS_PER_NODE:>14,.0f}  {s.busy_at_80.median:>5.0%}  "
+            f"{s.rendered_at_80.median:>7.2f}  {s.p50_at_80.median:>6.1f}  {s.p99_at_80.median:>7.1f}  "
+            f"{s.bare_p99_at_80.median:>8.1f}  {s.bare_own_80_rate:>21,.0f}  {s.bare_busy_at_own_80.median:>5.0%}  "
+            f"{s.bare_p99_at_own_80.median:>7.1f}"
         )
     print()
-    print("How busy that 80% kept the server (CPU-seconds per second, its work after the window included) and node")
-    print("renders per push accepted (under 1: renders shed, a node pushed again before its turn rendered once).")
-    print("Then open loop at 80% of the capacity that busy share gives (80% rate / busy x 80%), the bare app at the")
-    print("same rate beside it: its busy share and renders per push say how near capacity it ran and whether every")
-    print("push was rendered; capacity there = rate / busy; CPU ratio = the bare app's CPU per push over mfumon's")
+    print("Capacity with every push rendered, open loop below saturation (at 80% of the capacity the busy share above")
+    print("gives), the bare app at the same rate beside mfumon: capacity = rate / busy; CPU ratio = the bare app's CPU")
+    print("per push over mfumon's, which is also mfumon's capacity over the bare app's")
     print(
-        f"{'db':<9}{'GPUs':>9}  {'@80%: busy':>10}  {'renders':>7}  {'open: rate/s':>12}  {'busy':>5}  {'renders':>7}  "
+        f"{'db':<9}{'GPUs':>9}  {'rate/s':>7}  {'busy':>5}  {'renders':>7}  {'bare busy':>9}  "
         f"{'capacity GPU-samples/s':>22}  {'CPU ratio':>17}  {'p50':>5}  {'p99':>18}  {'bare p99':>8}"
     )
     for s in sizes:
         if not s.busy_at_open.values:
             continue
-        capacity = s.open_rate / s.busy_at_open.median * GPUS_PER_NODE
         print(
-            f"{s.db:<9}{s.gpus:>9,}  {s.busy_at_80.median:>10.0%}  {s.rendered_at_80.median:>7.2f}  "
-            f"{s.open_rate:>12,.0f}  {s.busy_at_open.median:>5.0%}  {s.rendered_at_open.median:>7.2f}  "
-            f"{capacity:>22,.0f}  {s.cpu_ratio_at_open.spread(fmt='{:.2f}'):>17}  {s.p50_at_open.median:>5.1f}  "
-            f"{s.p99_at_open.spread(fmt='{:.1f}'):>18}  {s.bare_p99_at_open.median:>8.1f}"
+            f"{s.db:<9}{s.gpus:>9,}  {s.open_rate:>7,.0f}  {s.busy_at_open.median:>5.0%}  "
+            f"{s.rendered_at_open.median:>7.2f}  {s.bare_busy_at_open.median:>9.0%}  "
+            f"{s.capacity * GPUS_PER_NODE:>22,.0f}  {s.cpu_ratio_at_open.spread(fmt='{:.2f}'):>17}  "
+            f"{s.p50_at_open.median:>5.1f}  {s.p99_at_open.spread(fmt='{:.1f}'):>18}  {s.bare_p99_at_open.median:>8.1f}"
         )
     print()
-    print("80% of the sustained rate held past the durability bound (SAMPLE_MAX_UNFLUSHED_SECONDS, 10 s): a sample")
-    print("writer that cannot keep up shows as pushes refused 'unavailable'")
-    print(f"{'db':<9}{'GPUs':>9}  {'seconds':>8}  {'p99 (ms)':>9}  {'refused':>8}  {'unavailable':>11}")
+    print("At 80% of that capacity (the rate a cluster sized by it pushes at): latency (ms) of accepted pushes; then")
+    print("the same rate held past the durability bound (SAMPLE_MAX_UNFLUSHED_SECONDS, 10 s), where a sample writer")
+    print("that cannot keep up shows as pushes refused 'unavailable'")
+    print(
+        f"{'db':<9}{'GPUs':>9}  {'rate/s':>7}  {'busy':>5}  {'renders':>7}  {'p50':>6}  {'p99':>20}  "
+        f"{'held: seconds':>13}  {'p99':>7}  {'refused':>7}  {'unavailable':>11}"
+    )
     for s in sizes:
+        if not s.busy_at_cap_80.values:
+            continue
         h = s.held
-        if h:
-            print(
-                f"{s.db:<9}{s.gpus:>9,}  {h['seconds']:>8.0f}  {h['p99']:>9.1f}  {h['refused_share']:>8.1%}  "
-                f"{h['unavailable']:>11,.0f}"
-            )
+        print(
+            f"{s.db:<9}{s.gpus:>9,}  {0.8 * s.capacity:>7,.0f}  {s.busy_at_cap_80.median:>5.0%}  "
+            f"{s.rendered_at_cap_80.median:>7.2f}  {s.p50_at_cap_80.median:>6.1f}  "
+            f"{s.p99_at_cap_80.spread(fmt='{:.1f}'):>20}  {h.get('seconds', nan):>13.0f}  {h.get('p99', nan):>7.1f}  "
+            f"{h.get('refused_share', nan):>7.1%}  {h.get('unavailable', nan):>11,.0f}"
+        )
+    print()
+    print("At 2x that capacity, 512 connections per generator process: pushes/s answered (taken + refused) and taken,")
+    print("the share refused (503 + Retry-After), p99 (ms) of those taken and of the refusals; 'written': the")
+    print("refusals' p99 from when the generator wrote them rather than when they were due (its own wait for a free")
+    print("connection or for CPU left out); and the bare app offered the same rate")
+    print(
+        f"{'db':<9}{'GPUs':>9}  {'offered/s':>9}  {'answered/s':>10}  {'taken/s':>8}  {'refused':>7}  "
+        f"{'p99 taken':>9}  {'p99 refusal':>11}  {'written':>7}  {'bare: answered/s':>16}  {'bare p99':>8}"
+    )
+    for s in sizes:
+        o = s.overload[0] if s.overload else {}
+        print(
+            f"{s.db:<9}{s.gpus:>9,}  {o.get('offered', nan):>9,.0f}  {o.get('answered', nan):>10,.0f}  "
+            f"{o.get('accepted', nan):>8,.0f}  {o.get('refused_share', nan):>7.0%}  {o.get('p99_ok', nan):>9.1f}  "
+            f"{o.get('p99_refused', nan):>11.1f}  {o.get('p99_refused_sent', nan):>7.1f}  "
+            f"{o.get('bare_answered', nan):>16,.0f}  {o.get('bare_p99', nan):>8.1f}"
+        )
     print()
     print("Scrape of /metrics (ms): warm (nothing changed); after every node pushed once, paced at 25% of the")
     print("sustained rate (a cluster pushing on its interval) and at full speed (worst case); scrape right after")
