@@ -175,6 +175,7 @@ def shard_of(node: str, shards: int) -> int:
 class _Cached:
     key: Any  # what the chunk was rendered from: a node's revision, a job's (updated_at, baseline)
     chunk: dict[str, bytes]
+    crc: int = 0  # nodes: zlib.crc32 of the name, for shard_of
     gpu_lines: GpuLines | None = None  # nodes: their GPUs' lines, to render the next push from
 
 
@@ -301,59 +302,22 @@ class MetricsRenderer:
 
     def render(self, snapshot: Snapshot, summary: Summary, shard: tuple[int, int] | None = None) -> bytes:
         """The exposition; with ``shard=(i, n)`` only the nodes and GPUs of shard ``i`` of ``n``, and the job,
-        pool, team, cluster and self series on shard 0 only.
-
-        The lock is held to read and store chunks, never while rendering: every push marks its node under it
-        (:meth:`node_changed`, on the event loop), so a scrape that rendered under it would stall ingest for as
-        long as it rendered."""
+        pool, team, cluster and self series on shard 0 only."""
         started = time.perf_counter()
         everything = shard is None or shard[0] == 0
-        jobs = {j.job_id: j for j in snapshot.jobs} if everything else {}
         with self._lock:
-            held_nodes = [(node, self._nodes.get(node.name)) for node in snapshot.nodes]
+            node_chunks = [self._node_chunk(node) for node in snapshot.nodes]
             self._forget(self._nodes, {n.name for n in snapshot.nodes})
-            held_jobs = [(job, self._jobs.get(job.job_id)) for job in jobs.values()]
-            held_job_gpus = [(i, self._job_gpus.get(i)) for i in summary.jobs] if everything else []
+            if shard is not None:
+                index, count = shard
+                node_chunks = [c for c in node_chunks if c.crc % count == index]
+            job_chunks: list[_Cached] = []
             if everything:
+                job_chunks = [self._job_chunk(job, snapshot) for job in snapshot.jobs]
+                jobs = {j.job_id: j for j in snapshot.jobs}
+                job_chunks += [self._job_gpus_chunk(i, jobs.get(i), account) for i, account in summary.jobs.items()]
                 self._forget(self._jobs, set(jobs))
                 self._forget(self._job_gpus, set(summary.jobs))
-        if shard is not None:
-            index, count = shard
-            held_nodes = [(n, c) for n, c in held_nodes if shard_of(n.name, count) == index]
-        node_chunks, fresh_nodes = [], []
-        for node, cached in held_nodes:
-            if cached is None or cached.key != node.revision:
-                cached = self._render_node(node, cached)
-                fresh_nodes.append((node.name, cached))
-            node_chunks.append(cached)
-        job_chunks, fresh_jobs = [], []
-        for job, cached in held_jobs:
-            key = self._job_key(job, snapshot)
-            if cached is None or cached.key != key:
-                cached = _Cached(key, _encoded(render_job(job, key[1])))
-                fresh_jobs.append((job.job_id, cached))
-            job_chunks.append(cached)
-        fresh_job_gpus = []
-        for job_id, cached in held_job_gpus:
-            of_job, account = jobs.get(job_id), summary.jobs[job_id]
-            gpus_key = (of_job.updated_at if of_job is not None else None, account)
-            if cached is None or cached.key != gpus_key:
-                cached = _Cached(gpus_key, _encoded(render_job_gpus(job_id, of_job, account)))
-                fresh_job_gpus.append((job_id, cached))
-            job_chunks.append(cached)
-        with self._lock:  # a newer render (the renderer's, another scrape's) is never replaced by an older one
-            for name, cached in fresh_nodes:
-                held = self._nodes.get(name)
-                if held is None or held.key <= cached.key:
-                    self._nodes[name] = cached
-            for job_id, cached in fresh_jobs:
-                held = self._jobs.get(job_id)
-                if held is None or held.key[0] <= cached.key[0]:
-                    self._jobs[job_id] = cached
-            self._job_gpus.update(fresh_job_gpus)
-            self.renders["node"] += len(fresh_nodes)
-            self.renders["job"] += len(fresh_jobs)
-            self.renders["job_gpus"] += len(fresh_job_gpus)
         parts: list[bytes] = []
         _join_families(parts, JOB_FAMILIES, [c.chunk for c in job_chunks])
         _join_families(parts, GPU_FAMILIES, [c.chunk for c in node_chunks])
@@ -367,17 +331,42 @@ class MetricsRenderer:
         self._self_metrics.last_scrape_duration_s = time.perf_counter() - started
         return body
 
+    def _node_chunk(self, node: NodeView) -> _Cached:
+        cached = self._nodes.get(node.name)
+        if cached is not None and cached.key == node.revision:
+            return cached
+        cached = self._render_node(node, cached)
+        self._nodes[node.name] = cached
+        self.renders["node"] += 1
+        return cached
+
     @staticmethod
     def _render_node(node: NodeView, held: _Cached | None) -> _Cached:
         chunk, gpu_lines = render_node(node, held.gpu_lines if held is not None else None)
-        return _Cached(node.revision, chunk, gpu_lines)
+        return _Cached(node.revision, chunk, zlib.crc32(node.name.encode()), gpu_lines)
 
-    @staticmethod
-    def _job_key(job: JobView, snapshot: Snapshot) -> tuple[float, float | None]:
-        """What a job's chunk is rendered from: its last update and the baseline MFU its workload has now."""
+    def _job_chunk(self, job: JobView, snapshot: Snapshot) -> _Cached:
         signature = (job.latest or {}).get("signature")
         baseline = snapshot.baselines.get(signature) if signature else None
-        return job.updated_at, baseline.mfu if baseline else None
+        baseline_mfu = baseline.mfu if baseline else None
+        key = (job.updated_at, baseline_mfu)
+        cached = self._jobs.get(job.job_id)
+        if cached is not None and cached.key == key:
+            return cached
+        cached = _Cached(key, _encoded(render_job(job, baseline_mfu)))
+        self._jobs[job.job_id] = cached
+        self.renders["job"] += 1
+        return cached
+
+    def _job_gpus_chunk(self, job_id: str, job: JobView | None, account: JobAccount) -> _Cached:
+        key = (job.updated_at if job is not None else None, account)
+        cached = self._job_gpus.get(job_id)
+        if cached is not None and cached.key == key:
+            return cached
+        cached = _Cached(key, _encoded(render_job_gpus(job_id, job, account)))
+        self._job_gpus[job_id] = cached
+        self.renders["job_gpus"] += 1
+        return cached
 
     def _forget(self, cache: dict[str, _Cached], alive: set[str]) -> None:
         if len(cache) > len(alive):

@@ -7,7 +7,6 @@ import asyncio
 import os
 import shutil
 import subprocess
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -91,35 +90,6 @@ def test_a_node_changed_again_before_its_turn_is_rendered_once() -> None:
     asyncio.run(run())
     assert renderer.renders["node"] == 2  # the early node, then n1 once for its three pushes
     assert b"} 103\n" in renderer._nodes["n1"].chunk["mfumon_gpu_power_watts"]  # from the newest view
-
-
-def test_a_scrape_renders_outside_the_lock_pushes_take(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every push marks its node under the renderer's lock, on the event loop: a scrape that rendered what it found
-    stale while holding it stalled ingest for as long as it rendered (seconds at 100,000 GPUs after a burst)."""
-    import api.metrics.render as render_module
-
-    _cluster(client, 6)
-    renderer = client.app.state.ctx.renderer  # type: ignore[attr-defined]
-    assert eventually(lambda: renderer.waiting() == 0)
-    renderer._nodes.clear()  # every node stale, and every job: the scrape renders them all
-    renderer._jobs.clear()
-    locked: list[bool] = []
-    render_node, render_job = MetricsRenderer._render_node, render_module.render_job
-
-    def node_spy(node: Any, held: Any) -> Any:
-        locked.append(renderer._lock.locked())
-        return render_node(node, held)
-
-    def job_spy(*args: Any) -> Any:
-        locked.append(renderer._lock.locked())
-        return render_job(*args)
-
-    monkeypatch.setattr(MetricsRenderer, "_render_node", staticmethod(node_spy))
-    monkeypatch.setattr(render_module, "render_job", job_spy)
-    text = scrape(client)
-    assert len(locked) == 6 + 8 and not any(locked)  # 6 nodes; 7 jobs reporting and one waiting
-    assert len([line for line in text.splitlines() if line.startswith("mfumon_node_info{")]) == 6
-    assert renderer.waiting() == 0 and len(renderer._nodes) == 6  # kept for the next scrape
 
 
 async def _rendered(renderer: MetricsRenderer) -> bool:
