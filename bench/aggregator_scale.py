@@ -20,7 +20,8 @@ connections, pre-encoded node pushes of 8 GPUs whose timestamp changes on every 
   even the bare app saturated. Then the **capacity with every push rendered** (rate / busy share below
   saturation), and p50/p99 at 80% of that capacity, the rate a cluster sized by it runs at; that rate held for
   ``--held-seconds`` (30), past the 10 s durability bound, where a sample writer that cannot keep up would show
-  as pushes refused 'unavailable'.
+  as pushes refused 'unavailable', and scraped meanwhile every ``--scrape-every`` (10) seconds, as Prometheus
+  would (the other windows run with no scrape).
 - **overload**: 2x that capacity: how many pushes are refused (503/429 + Retry-After), how fast, and the p99 of
   the accepted ones; and the bare app offered that same rate, for the latency this machine and the load
   generator's 1,024 connections give any server there.
@@ -51,6 +52,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -300,6 +302,26 @@ def scrape_once(url: str, encoding: str = "identity", query: str = "") -> tuple[
     return elapsed, size
 
 
+@contextlib.contextmanager
+def scraping(url: str, every_s: float) -> Iterator[list[float]]:
+    """Scrape ``/metrics`` (gzip) every ``every_s`` seconds from a thread while the block runs; yields the
+    durations, filled as they come."""
+    durations: list[float] = []
+    stop = threading.Event()
+
+    def scrape_on() -> None:
+        while not stop.wait(every_s):
+            durations.append(scrape_once(url, encoding="gzip")[0])
+
+    thread = threading.Thread(target=scrape_on, daemon=True)
+    thread.start()
+    try:
+        yield durations
+    finally:
+        stop.set()
+        thread.join()
+
+
 def self_samples(url: str, *families: str) -> list[Sample]:
     """The samples of the server's own ``families``, from a scrape of one shard in 1,024 (the self series and few
     nodes: the exposition is 138 MB at 100,000 GPUs, and the scrape itself renders next to nothing); only their
@@ -547,18 +569,24 @@ def measure_size(
         # 80% held longer than SAMPLE_MAX_UNFLUSHED_SECONDS (10 s), which the windows above are not: a sample writer
         # that falls behind shows only then, as pushes refused 'unavailable' (at 100,000 GPUs on SQLite, 16% of
         # them in two runs of three before node rows went 500 a statement; api.crud.nodes).
+        # Scraped meanwhile, gzipped, every --scrape-every seconds, as Prometheus would: the windows above run with
+        # no scrape, and a scrape's CPU on top of 80% busy builds a queue.
         before = ingest_outcomes(server.url)
-        r = load(server.url, targets, seconds=args.held_seconds, connections=32, rate=at_cap_80)
+        with scraping(server.url, args.scrape_every) as scrapes:
+            r = load(server.url, targets, seconds=args.held_seconds, connections=32, rate=at_cap_80)
         after = ingest_outcomes(server.url)
         result.held = {
             "seconds": args.held_seconds,
             "p99": r.percentile(0.99),
             "refused_share": r.refused / max(1, r.sent),
             "unavailable": after.get("unavailable", 0) - before.get("unavailable", 0),
+            "scrapes": len(scrapes),
+            "scrape_max_s": max(scrapes, default=float("nan")),
         }
         log(
             f"80% held {args.held_seconds:g} s: p99 {r.percentile(0.99):.1f} ms, refused {r.refused} of {r.sent} "
-            f"({result.held['unavailable']:.0f} as 'unavailable': the sample writer behind its bound)"
+            f"({result.held['unavailable']:.0f} as 'unavailable': the sample writer behind its bound); "
+            f"{len(scrapes)} scrapes meanwhile, the longest {result.held['scrape_max_s'] * 1e3:.0f} ms"
         )
         # As many senders as a cluster has exporters, each waiting on its own answer; the bare app first, at the
         # same rate: what any server gets on this machine at that rate.
@@ -850,10 +878,11 @@ def print_report(
     print()
     print("At 80% of that capacity (the rate a cluster sized by it pushes at): latency (ms) of accepted pushes; then")
     print("the same rate held past the durability bound (SAMPLE_MAX_UNFLUSHED_SECONDS, 10 s), where a sample writer")
-    print("that cannot keep up shows as pushes refused 'unavailable'")
+    print("that cannot keep up shows as pushes refused 'unavailable', and scraped meanwhile (gzip) every")
+    print(f"{args.scrape_every:g} s, as Prometheus would: scrapes, the longest (ms)")
     print(
         f"{'db':<9}{'GPUs':>9}  {'rate/s':>7}  {'busy':>5}  {'renders':>7}  {'p50':>6}  {'p99':>20}  "
-        f"{'held: seconds':>13}  {'p99':>7}  {'refused':>7}  {'unavailable':>11}"
+        f"{'held: seconds':>13}  {'p99':>7}  {'refused':>7}  {'unavailable':>11}  {'scrapes':>7}  {'longest':>7}"
     )
     for s in sizes:
         if not s.busy_at_cap_80.values:
@@ -863,7 +892,8 @@ def print_report(
             f"{s.db:<9}{s.gpus:>9,}  {0.8 * s.capacity:>7,.0f}  {s.busy_at_cap_80.median:>5.0%}  "
             f"{s.rendered_at_cap_80.median:>7.2f}  {s.p50_at_cap_80.median:>6.1f}  "
             f"{s.p99_at_cap_80.spread(fmt='{:.1f}'):>20}  {h.get('seconds', nan):>13.0f}  {h.get('p99', nan):>7.1f}  "
-            f"{h.get('refused_share', nan):>7.1%}  {h.get('unavailable', nan):>11,.0f}"
+            f"{h.get('refused_share', nan):>7.1%}  {h.get('unavailable', nan):>11,.0f}  {h.get('scrapes', nan):>7.0f}  "
+            f"{h.get('scrape_max_s', nan) * 1e3:>7.0f}"
         )
     print()
     print("At 2x that capacity, 512 connections per generator process: pushes/s answered (taken + refused) and taken,")
@@ -945,6 +975,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
         "--held-seconds", type=float, default=30.0, help="one window at 80%% held past the 10 s durability bound"
+    )
+    parser.add_argument(
+        "--scrape-every", type=float, default=10.0, help="seconds between scrapes during the held window"
     )
     parser.add_argument("--processes", type=int, default=2, help="load-generator processes")
     parser.add_argument("--connections", type=int, default=4, help="keep-alive connections per process")
