@@ -395,6 +395,7 @@ class SizeResult:
     p99_at_80: Series = field(default_factory=Series)
     p50_at_80: Series = field(default_factory=Series)
     bare_p99_at_80: Series = field(default_factory=Series)  # the bare app at the same rate: this machine's floor
+    at_80_rate: float = 0.0  # pushes/s: 80% of the sustained closed-loop rate
     busy_at_80: Series = field(default_factory=Series)  # server CPU-seconds per second of the 80% window
     rendered_at_80: Series = field(default_factory=Series)  # node renders per push accepted (1: none shed)
     # Open loop below saturation, at 80% of the capacity the 80% windows' busy share gives (see measure_size)
@@ -444,6 +445,15 @@ def measure_size(
 
     bare_url = bare_server.url
     with mfumon(dbs.new(db), workdir) as server:
+
+        def rendered_window(rate: float) -> tuple[LoadResult, float, float]:
+            """mfumon open loop at ``rate``: the result, the server's CPU seconds (its work after the window
+            included) and node renders per push accepted (counted once it is idle, so renders shed count, deferred
+            ones do not)."""
+            counted = render_counts(server.url)
+            r, r_cpu = with_cpu(server, lambda: load(server.url, targets, connections=32, rate=rate))
+            return r, r_cpu, renders_per_push(counted, render_counts(server.url))
+
         log(f"{db} {gpus:,} GPUs: filling {nodes:,} nodes and {jobs:,} jobs")
         fill(server.url, nodes, jobs)
         scrape_once(server.url)
@@ -484,7 +494,7 @@ def measure_size(
                 f"scrape warm {result.scrape_warm.values[-1] * 1e3:.0f} ms, after every node pushed "
                 f"{changed * 1e3:.0f} ms (paced), {burst * 1e3:.0f} ms (at full speed)"
             )
-        at_80 = 0.8 * sustained
+        at_80 = result.at_80_rate = 0.8 * sustained
         result.bare_own_80_rate = 0.8 * result.bare.median / GPUS_PER_NODE
         for _ in range(args.repeats):
             # The bare app open loop at 80% of its own closed-loop rate: that rate counts uvicorn's batching of
@@ -502,9 +512,7 @@ def measure_size(
             # scheduling add whatever the server does. The server's CPU includes what it did after the window
             # until it was idle again; renders per push after that count the renders it shed, not those deferred.
             floor = load(bare_url, targets, connections=32, rate=at_80)
-            counted = render_counts(server.url)
-            r, r_cpu = with_cpu(server, lambda: load(server.url, targets, connections=32, rate=at_80))
-            rendered = renders_per_push(counted, render_counts(server.url))
+            r, r_cpu, rendered = rendered_window(at_80)
             result.p50_at_80.add(r.percentile(0.5))
             result.p99_at_80.add(r.percentile(0.99))
             result.bare_p99_at_80.add(floor.percentile(0.99))
@@ -526,9 +534,7 @@ def measure_size(
             floor, floor_cpu = with_cpu(
                 bare_server, lambda: load(bare_url, targets, connections=32, rate=result.open_rate)
             )
-            counted = render_counts(server.url)
-            r, r_cpu = with_cpu(server, lambda: load(server.url, targets, connections=32, rate=result.open_rate))
-            rendered = renders_per_push(counted, render_counts(server.url))
+            r, r_cpu, rendered = rendered_window(result.open_rate)
             busy = r_cpu / r.seconds
             log(
                 f"open loop at {result.open_rate:,.0f} pushes/s: p50 {r.percentile(0.5):.1f} ms, "
@@ -554,9 +560,7 @@ def measure_size(
         result.capacity = result.open_rate / max(result.busy_at_open.median, 0.01)
         at_cap_80 = 0.8 * result.capacity
         for _ in range(args.repeats):
-            counted = render_counts(server.url)
-            r, r_cpu = with_cpu(server, lambda: load(server.url, targets, connections=32, rate=at_cap_80))
-            rendered = renders_per_push(counted, render_counts(server.url))
+            r, r_cpu, rendered = rendered_window(at_cap_80)
             result.p50_at_cap_80.add(r.percentile(0.5))
             result.p99_at_cap_80.add(r.percentile(0.99))
             result.busy_at_cap_80.add(r_cpu / r.seconds)
@@ -852,7 +856,7 @@ def print_report(
     )
     for s in sizes:
         print(
-            f"{s.db:<9}{s.gpus:>9,}  {0.8 * s.real.median / GPUS_PER_NODE:>14,.0f}  {s.busy_at_80.median:>5.0%}  "
+            f"{s.db:<9}{s.gpus:>9,}  {s.at_80_rate:>14,.0f}  {s.busy_at_80.median:>5.0%}  "
             f"{s.rendered_at_80.median:>7.2f}  {s.p50_at_80.median:>6.1f}  {s.p99_at_80.median:>7.1f}  "
             f"{s.bare_p99_at_80.median:>8.1f}  {s.bare_own_80_rate:>21,.0f}  {s.bare_busy_at_own_80.median:>5.0%}  "
             f"{s.bare_p99_at_own_80.median:>7.1f}"
