@@ -49,6 +49,7 @@ CHECKS: dict[str, Check] = {
         Check("row_remap_failure", "gpu", True, "an HBM row could not be remapped: no spare rows left (RMA)"),
         Check("row_remap_pending", "gpu", True, "a row remap waits for a GPU reset to take effect"),
         Check("xid", "gpu", True, "the last XID is one that needs a GPU reset"),
+        Check("row_remap_uncorrectable", "gpu", True, "HBM rows remapped for uncorrectable errors grew: reset the GPU"),
         Check("nvlink_recovery", "gpu", True, "NVLink recovery errors grew: a link is flapping"),
         Check("nvlink_errors", "gpu", False, "NVLink CRC or replay errors grew: retransmissions slow collectives"),
         Check("pcie_replays", "gpu", False, "PCIe replays grew: host-device transfers are retransmitted"),
@@ -67,13 +68,24 @@ DRAIN_CHECKS: frozenset[str] = frozenset(name for name, check in CHECKS.items() 
 #: 140 unrecovered ECC, 154 recovery action changed. Application XIDs (13, 31, 43, 45) follow the job, not the GPU.
 RESET_XIDS: frozenset[int] = frozenset({48, 63, 64, 74, 79, 94, 95, 119, 120, 140, 154})
 
+#: Rows remapped for uncorrectable errors: NVML's ``nvmlDeviceGetRemappedRows`` ``uncRows`` (field
+#: ``NVML_FI_DEV_REMAPPED_UNC``), DCGM's ``DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS`` (shared/reference/exporters.md).
+#: An uncorrectable HBM error records a remap, which "requires a GPU reset to take effect" (NVIDIA GPU Memory Error
+#: Management, docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/row-remapping.html). NVIDIA lets unaffected work go on
+#: meanwhile (ibid., error-recovery-and-response-flags.html); draining is this project's policy, as for
+#: ``row_remap_pending`` (the same event as a flag, which dcgm-exporter's default counters lack) and XID 63. The
+#: count is kept in the InfoROM and outlives resets, so, as for the other error counters, only an increase within
+#: the window fails: an old remap does not keep the GPU out, and the drain lasts the window (``row_remap_pending``,
+#: where reported, holds it until the reset).
+_REMAP_UNCORRECTABLE = ("remapped_rows_uncorrectable_total",)
 _NVLINK_RECOVERY = ("nvlink_recovery_errors_total",)
 _NVLINK_ERRORS = ("nvlink_crc_flit_errors_total", "nvlink_crc_data_errors_total", "nvlink_replay_errors_total")
 _PCIE = ("pcie_replays_total",)
 _IB_DOWNED = ("link_downed_total",)
 _IB_ERRORS = ("symbol_errors_total", "receive_errors_total", "link_error_recovery_total")
-_GPU_TRACKED = (*_NVLINK_RECOVERY, *_NVLINK_ERRORS, *_PCIE)
+_GPU_TRACKED = (*_REMAP_UNCORRECTABLE, *_NVLINK_RECOVERY, *_NVLINK_ERRORS, *_PCIE)
 _GPU_COUNTER_CHECKS = (  # a check on error counters, and the counters any growth of which fails it
+    ("row_remap_uncorrectable", _REMAP_UNCORRECTABLE),
     ("nvlink_recovery", _NVLINK_RECOVERY),
     ("nvlink_errors", _NVLINK_ERRORS),
     ("pcie_replays", _PCIE),
