@@ -6,6 +6,7 @@ fails when a parser reads the wrong field, applies the wrong per-device/whole-jo
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 
 from exporter.job.wrap.cmdline import micro_batch_from_command, seq_len_from_command
 from exporter.job.wrap.patterns import LogParser, Observation, ParseContext, compile_user_pattern, to_number
+from exporter.job.wrap.relay import Relay
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 
@@ -79,6 +81,22 @@ def test_deepspeed_throughput_timer_is_global_samples() -> None:
     assert rates(observed) == pytest.approx([61.35304005128382 * 2048, 58.75503515561452 * 2048])
     assert [o.step for o in observed] == [199, 200]
     assert {o.missing for o in read("deepspeed.log")[0]} == {("seq_len",)}
+
+
+def test_deepspeed_before_0_8_epoch_and_step_without_global_step() -> None:
+    # before 0.6: "E/S, SamplesPerSec=" (the running average since start_step), 2020 logger format
+    observed, _ = read("deepspeed_2020.log", seq_len=1024)
+    assert rates(observed) == [13.19749106827976 * 1024, 13.198177991591365 * 1024]
+    assert [o.step for o in observed] == [2650, 2700]
+    # 0.6: MemAllocated added; its log_dist "step=40" lines are not timer lines
+    observed, _ = read("deepspeed_0.6.log", seq_len=128)
+    assert rates(observed) == [83.48609168106144 * 128, 83.73838805358588 * 128]
+    assert [o.step for o in observed] == [40, 50]
+    # 0.7: RunningAvg and Curr, still "E/S, " before 0.8's epoch=/micro_step=/global_step=
+    observed, _ = read("deepspeed_0.7.log", seq_len=384)
+    assert rates(observed) == [227.48090316379353 * 384, 227.45044884073528 * 384, 227.7217889790298 * 384]
+    assert [o.step for o in observed] == [20, 30, 40]
+    assert {o.missing for o in read("deepspeed_0.7.log")[0]} == {("seq_len",)}
 
 
 def test_gpt_neox_samples_per_second() -> None:
@@ -151,6 +169,40 @@ def test_litgpt_2023_format() -> None:
     assert rates(observed) == [400 * 65536 / 200.0]
 
 
+def test_litgpt_pretrain_summary_uses_total_tokens_over_training_time_when_tok_sec_disagrees() -> None:
+    # LitGPT >= 0.5.3 pretrain prints Tok/sec = total tokens / the perf_counter() reading at the start: 60.93 here
+    (observed,) = read("litgpt_pretrain_summary.log")[0]
+    assert observed.tokens_per_second == 999_424 / 48.30
+    assert observed.pattern == "litgpt" and observed.step is None
+    assert "60.93" in observed.note and "Total tokens" in observed.note
+
+
+def test_litgpt_finetune_summary_tok_sec_agrees_and_is_used() -> None:
+    (observed,) = read("litgpt_finetune_summary.log")[0]
+    assert pytest.approx(60.85, rel=0.01) == 2674 / 43.95  # the label agrees with total ÷ time
+    assert (observed.tokens_per_second, observed.note) == (60.85, "")
+
+
+def test_a_note_is_said_once_on_stderr(caplog: pytest.LogCaptureFixture) -> None:
+    class Reporter:
+        kind = "training"
+
+        def __init__(self) -> None:
+            self.recorded: list[float] = []
+
+        def record_throughput(self, rate: float, **_: Any) -> None:
+            self.recorded.append(rate)
+
+    reporter = Reporter()
+    relay = Relay(reporter, None, ParseContext(), kind_given=False)  # type: ignore[arg-type]
+    observed, _ = read("litgpt_pretrain_summary.log")
+    with caplog.at_level(logging.WARNING, logger="exporter.job.wrap"):
+        for obs in observed * 2:
+            relay.observe(obs)
+    assert reporter.recorded == [999_424 / 48.30] * 2
+    assert [r.getMessage() for r in caplog.records] == [f"mfumon wrap: {observed[0].note}"]
+
+
 # -- NeMo, Composer, MaxText, nanotron --------------------------------------------------------------------------------
 
 
@@ -180,6 +232,20 @@ def test_composer_console_block() -> None:
     observed, _ = read("composer.log")
     assert rates(observed) == [40448.0, 40960.0]
     assert [o.step for o in observed] == [10, 20]
+
+
+def test_composer_epoch_header_with_metric_lines_indented_by_spaces() -> None:
+    # Composer 0.21.3 on 16 GPUs, copied from a blog: "[epoch=1][batch=5/5]:", the tab of each line become spaces
+    (observed,) = read("composer_0.21_spaces.log")[0]
+    assert (observed.tokens_per_second, observed.step) == (20082.8418, 5)
+
+
+def test_nemo_automodel_tps_is_the_whole_job() -> None:
+    for context in ({}, {"num_gpus": 8}):  # "(821.81/gpu)" is tps / (dp x cp): never scaled by the GPUs
+        observed, _ = read("nemo_automodel.log", **context)
+        assert rates(observed) == [6574.51, 10144.41, 10021.50]
+        assert [o.step for o in observed] == [13, 14, 15]
+        assert {o.pattern for o in observed} == {"nemo_automodel"}
 
 
 def test_maxtext_tokens_per_device_skipping_the_compile_step() -> None:

@@ -1,8 +1,9 @@
 """From log observations to reporter calls, and the messages that keep ``mfumon wrap`` from ever being silent.
 
 A line that is recognised but cannot become a report (samples/s without a sequence length, a per-GPU figure without
-the GPU count, FLOP/s without a model) is said once, on stderr, with the flag that supplies what is missing. At the
-end of the command, a run that produced no report says why.
+the GPU count, FLOP/s without a model) is said once, on stderr, with the flag that supplies what is missing; so is
+an observation's note (which of two figures the trainer printed was reported). At the end of the command, a run that
+produced no report says why.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class Relay:
         self._kind_given = kind_given
         self._said: set[tuple[str, str]] = set()
         self._pending: set[tuple[str, str]] = set()  # missing once: said at the second time, or at the end
+        self._notes: set[str] = set()  # what a format chose between two printed figures, said once each
         self._primary = False  # a format other than a fallback has given a rate
         self.recognised = 0  # observations from lines some format understood
         self.recorded = 0  # throughputs handed to the reporter
@@ -58,6 +60,9 @@ class Relay:
         self._learn_seq_len()
         for key in obs.missing:
             self._say_missing(obs.pattern, key)
+        if obs.note and obs.note not in self._notes:
+            self._notes.add(obs.note)
+            logger.warning("mfumon wrap: %s", obs.note)
         rate = self._rate(obs)
         fallback = obs.pattern in FALLBACK_PATTERNS
         if rate is not None and fallback and self._primary:

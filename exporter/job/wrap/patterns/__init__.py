@@ -20,6 +20,7 @@ from exporter.job.wrap.patterns import (
     nanogpt,
     nanotron,
     nemo,
+    nemo_automodel,
     torchtitan,
     vllm,
 )
@@ -43,6 +44,7 @@ __all__ = [
 BUILTIN_FORMATS: tuple[Format, ...] = (
     *megatron.FORMATS,  # first: its lines also contain "iteration ... |", "samples per second", "TFLOPs"
     *nemo.FORMATS,
+    *nemo_automodel.FORMATS,
     *nanotron.FORMATS,
     *hf.FORMATS,
     *deepspeed.FORMATS,

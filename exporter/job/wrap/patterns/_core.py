@@ -40,6 +40,8 @@ class Observation:
     one GPU where the trainer prints it (Megatron-LM, NeMo, MaxText, nanotron). ``step_seconds``, ``comm_seconds``
     and ``data_wait_seconds`` are per step (the last two exposed, not overlapped). ``missing`` lists what the line
     needs to become a throughput (``seq_len``, ``num_gpus``, ``tokens_per_step``): nothing is reported from it.
+    ``note`` is a sentence ``mfumon wrap`` says once on stderr, where the format had to choose between two figures
+    the trainer printed (LitGPT's summary whose ``Tok/sec`` disagrees with its total tokens ÷ training time).
     """
 
     pattern: str
@@ -52,6 +54,7 @@ class Observation:
     source: str = ""
     kind: str | None = None
     missing: tuple[str, ...] = ()
+    note: str = ""
 
     @property
     def has_timing(self) -> bool:

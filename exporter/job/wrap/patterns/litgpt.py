@@ -10,16 +10,40 @@ optimizer (``log_interval`` x gradient-accumulation iterations apart), so it is 
 iteration counter's progress between two lines over the time between them, times the whole job's tokens per iteration:
 ``--tokens-per-step``, else micro batch (the command's ``--train.micro_batch_size``) x sequence length x GPUs.
 An interval in which LitGPT validated or saved a checkpoint (``Validating ...``, ``Saving checkpoint``) is skipped.
+
+At the end of a run (LitGPT 0.5.3 and later) a summary table: ``litgpt pretrain`` (``pretrain.py`` ``main``) and the
+finetuning scripts (``utils.py`` ``create_finetuning_performance_report``)::
+
+    | - Total tokens  : 999,424                                  (pretrain)
+    | - Training Time : 48.30 s
+    | - Tok/sec       : 60.93 tok/s
+
+    | - Total Tokens (w/ Padding) :   2674                       (finetune)
+    | - Training Time             :  43.95 s
+    | - Tok/sec                   :  60.85 tok/s
+
+Both totals are the whole job's (pretrain: iterations x micro batch x sequence length x world size; finetune: the
+tokens of every rank, summed by an all-reduce) and the training time is the run's wall time (for pretraining it
+includes the final checkpoint's save), so total ÷ time is the whole job's tokens/s, never multiplied by the GPUs.
+``Tok/sec`` should be that ratio, and in the finetuning report it is: there the printed figure is used (LitGPT divided
+by the unrounded time). The pretrain script divides by the ``time.perf_counter()``
+reading taken at the start instead of by the elapsed time (``total_tokens / train_time``; 999,424 tokens in 48.30 s
+printed as 60.93 tok/s), so when ``Tok/sec`` is more than 1% off total ÷ time, total ÷ time is used and the
+observation's ``note`` says so (``mfumon wrap`` prints it once on stderr).
 """
 
 from __future__ import annotations
 
 import re
 
-from exporter.job.wrap.patterns._core import Format, Observation, ParseContext, Result
+from exporter.job.wrap.patterns._core import NUMBER, Format, Observation, ParseContext, Result, to_number
 
 _ITER = re.compile(r"\biter (?P<iter>\d+)(?: step (?P<step>\d+))?\]?(?::| \|) .*?\biter time: (?P<ms>[\d.]+) ?ms")
 _PAUSE = re.compile(r"^(?:Validating \.\.\.|Saving checkpoint to |iter \d+: val loss )")
+_SUMMARY_KEYS = r"Total tokens|Total Tokens \(w/ Padding\)|Training Time|Tok/sec"
+_SUMMARY = re.compile(r"\| - (?P<key>" + _SUMMARY_KEYS + r") *: *(?P<v>" + NUMBER + r") ?(?:s|tok/s)?\s*$")
+_TOTALS = ("Total tokens", "Total Tokens (w/ Padding)")
+_AGREE = 0.01  # Tok/sec within 1% of total ÷ time: the two agree (both are printed rounded)
 
 
 def _tokens_per_iteration(ctx: ParseContext) -> int | None:
@@ -48,7 +72,32 @@ def _pause(match: re.Match[str], line: str, ctx: ParseContext) -> Result:
     return None
 
 
+def _summary(match: re.Match[str], line: str, ctx: ParseContext) -> Result:
+    key, value = match["key"], to_number(match["v"])
+    if key in _TOTALS:
+        ctx.memory["litgpt_summary"] = {"tokens": value}  # a table starts
+        return None
+    summary = ctx.memory.setdefault("litgpt_summary", {})
+    if key == "Training Time":
+        summary["seconds"] = value
+        return None
+    del ctx.memory["litgpt_summary"]
+    tokens, seconds = summary.get("tokens"), summary.get("seconds")
+    if not tokens or not seconds or seconds <= 0:
+        return ctx.whole_job("litgpt", value)
+    computed = tokens / seconds
+    if abs(value - computed) <= _AGREE * computed:
+        return ctx.whole_job("litgpt", value)
+    note = (
+        f"LitGPT's summary prints Tok/sec {value:,.2f}, but its Total tokens {tokens:,.0f} ÷ Training Time "
+        f"{seconds:,.2f} s is {computed:,.2f} tokens/s; reporting the latter (LitGPT's pretrain script divides by "
+        "a clock reading, not by the time elapsed)"
+    )
+    return ctx.whole_job("litgpt", computed, note=note)
+
+
 FORMATS = (
     Format("litgpt", "LitGPT", "iter time:", _ITER, _iteration),
     Format("litgpt_pause", "LitGPT", "", _PAUSE, _pause),
+    Format("litgpt_summary", "LitGPT", "| - ", _SUMMARY, _summary),
 )
