@@ -10,10 +10,18 @@ those three deadlines and a connection cap to uvicorn's own h11 protocol:
 - a response the client does not read for ``write_timeout_s`` is abandoned;
 - every request is stamped with when its bytes were read (``api.overload.ARRIVED``), so ingest that waited too
   long behind others is refused at once rather than served late;
+- admission (:mod:`api.admission`: the token and the declared body size) is decided at the door, in the callback
+  that parsed the head: a refused request is answered 401, 403 or 413 there, its body is never read, it takes no
+  in-flight slot, and its connection is closed;
 - ingest past the in-flight limit (:class:`api.overload.IngestGate`) is refused at the door: answered 503 in the
   callback that parsed its head, its body then read and dropped, the connection kept alive;
+- a connection is *untrusted* until a request on it presented a valid token (with tokens off: until a request was
+  admitted). At most ``max_untrusted`` are open at once: past that, a new connection evicts the untrusted one that
+  has waited longest for a request head, so a storm of unauthenticated connections churns among its own and never
+  closes an exporter's kept-alive connection;
 - past ``max_connections``, a new connection first evicts the connection that has waited longest for a request
-  head (an idle or slow one, never one with a request in flight); if none waits, the new one gets 503.
+  head (an untrusted one first; an idle or slow one, never one with a request in flight); if none waits, the new
+  one gets 503.
 
 The request *body* deadline (408) is an ASGI middleware (:class:`api.middleware.BodyTimeout`), so it works under any
 server. Counters of what was closed, and why, are on ``/metrics``.
@@ -32,10 +40,11 @@ from urllib.parse import unquote
 import h11
 from uvicorn.protocols.http.h11_impl import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE, H11Protocol
 
+from api.admission import Admission, Refusal
 from api.middleware import endpoint_of
 from api.overload import ARRIVED, IngestGate
 
-CLOSE_REASONS = ("header_timeout", "write_timeout", "evicted", "refused")
+CLOSE_REASONS = ("header_timeout", "write_timeout", "evicted", "refused", "not_admitted")
 
 
 def _raw_response(status: str, detail: str, extra: str = "") -> bytes:
@@ -60,9 +69,14 @@ class ConnectionGuard:
         header_timeout_s: float,
         write_timeout_s: float,
         max_connections: int,
+        max_untrusted: int | None = None,
         gate: IngestGate | None = None,
+        admission: Callable[[], Admission | None] | None = None,
+        on_refused: Callable[[str, str, str], None] | None = None,
     ) -> None:
         self.gate = gate
+        self.admission = admission  # the app's admission, once it has started (None before)
+        self.on_refused = on_refused  # (method, path, reason) of each request refused on admission
         self.refusal: tuple[h11.Event, ...] = ()  # the door's 503, built once (h11 validates headers on creation)
         if gate is not None:
             gate.door = True  # every ingest request is counted, or refused, as its head is parsed
@@ -71,7 +85,9 @@ class ConnectionGuard:
         self.header_timeout_s = header_timeout_s
         self.write_timeout_s = write_timeout_s
         self.max_connections = max_connections
+        self.max_untrusted = max_connections if max_untrusted is None else max_untrusted
         self.waiting: dict[GuardedH11Protocol, None] = {}  # insertion order: the longest waiting first
+        self.untrusted: dict[GuardedH11Protocol, None] = {}  # no valid token seen on them yet; oldest first
         self.open = 0
         self._closed: Counter[str] = Counter()
         self._lock = threading.Lock()  # the counters are read by /metrics from another thread
@@ -84,15 +100,28 @@ class ConnectionGuard:
         with self._lock:
             return {reason: self._closed[reason] for reason in CLOSE_REASONS}
 
-    def evict_one(self, newcomer: GuardedH11Protocol) -> bool:
-        """Close the connection that has waited longest for a request head; False when none waits."""
-        for victim in self.waiting:
-            if victim is not newcomer:
-                del self.waiting[victim]
-                victim.transport.close()
-                self.count("evicted")
-                return True
-        return False
+    def evict_one(self, newcomer: GuardedH11Protocol, *, untrusted_only: bool = False) -> bool:
+        """Close the connection that has waited longest for a request head, an untrusted one first; False when
+        none waits (none untrusted, with ``untrusted_only``)."""
+        candidates = [c for c in self.waiting if c is not newcomer]
+        victims = [c for c in candidates if c in self.untrusted]
+        if not untrusted_only:
+            victims += [c for c in candidates if c not in self.untrusted]
+        if not victims:
+            return False
+        victim = victims[0]
+        del self.waiting[victim]
+        self.untrusted.pop(victim, None)
+        victim.transport.close()
+        self.count("evicted")
+        return True
+
+    def admit(self, newcomer: GuardedH11Protocol) -> bool:
+        """Make room for a new (untrusted) connection by evicting one that waits; False if it must be refused."""
+        self.untrusted[newcomer] = None
+        if len(self.untrusted) > self.max_untrusted and not self.evict_one(newcomer, untrusted_only=True):
+            return False
+        return self.open <= self.max_connections or self.evict_one(newcomer)
 
 
 class _DoorConnection(h11.Connection):
@@ -121,7 +150,7 @@ class GuardedH11Protocol(H11Protocol):
         self.guard: ConnectionGuard = self.config.connection_guard  # type: ignore[attr-defined]
         self._head_timer: asyncio.TimerHandle | None = None
         self._write_timer: asyncio.TimerHandle | None = None
-        if self.guard.gate is not None:
+        if self.guard.gate is not None or self.guard.admission is not None:
             size = self.config.h11_max_incomplete_event_size or DEFAULT_MAX_INCOMPLETE_EVENT_SIZE
             self.conn = _DoorConnection(size, self._refuse_at_door)
 
@@ -129,7 +158,8 @@ class GuardedH11Protocol(H11Protocol):
         super().connection_made(transport)
         guard = self.guard
         guard.open = len(self.connections)
-        if guard.open > guard.max_connections and not guard.evict_one(self):
+        if not guard.admit(self):
+            guard.untrusted.pop(self, None)
             guard.count("refused")
             transport.write(_REFUSED)
             transport.close()
@@ -145,15 +175,32 @@ class GuardedH11Protocol(H11Protocol):
             self._head_arrived()
 
     def _refuse_at_door(self, request: h11.Request) -> bool:
-        """Count an ingest request as it arrives, or answer it 503 here if the limit is reached (True)."""
-        gate = self.guard.gate
-        assert gate is not None
+        """Admit a request as its head arrives (token, declared body size), then count an ingest request or answer
+        it 503 if the in-flight limit is reached; True when it was answered here."""
         try:
             path = self.root_path + unquote(request.target.partition(b"?")[0].decode("ascii"))
+            method = request.method.decode("ascii")
         except UnicodeDecodeError:
             return False  # uvicorn answers it
-        endpoint = endpoint_of(request.method.decode("ascii"), path)
-        if endpoint is None or gate.admit(len(self.tasks)):
+        admission = self.guard.admission() if self.guard.admission is not None else None
+        if admission is not None:
+            authorization = content_length = None
+            for name, value in request.headers:
+                if name == b"authorization":
+                    authorization = value.decode("latin-1")
+                elif name == b"content-length":
+                    content_length = value.decode("latin-1")
+            verdict = admission.check(method, path, authorization, content_length)
+            if isinstance(verdict, Refusal):
+                self._answer_and_close(verdict)
+                if self.guard.on_refused is not None:
+                    self.guard.on_refused(method, path, verdict.reason)
+                return True
+            if verdict is not None or not admission.verifier.required:
+                self.guard.untrusted.pop(self, None)  # a valid token (or none configured): trusted from now on
+        gate = self.guard.gate
+        endpoint = endpoint_of(method, path)
+        if gate is None or endpoint is None or gate.admit(len(self.tasks)):
             return False
         self.transport.write(b"".join(self.conn.send(event) or b"" for event in self.guard.refusal))
         gate.refused(endpoint)
@@ -162,6 +209,17 @@ class GuardedH11Protocol(H11Protocol):
             self.transport.close()
         self.on_response_complete()  # keep-alive deadline, as after any response
         return True
+
+    def _answer_and_close(self, refusal: Refusal) -> None:
+        """Answer a request refused on admission and close: its body, if any follows, is never read."""
+        response = h11.Response(status_code=refusal.status, headers=refusal.response_headers())
+        data = self.conn.send(response) or b""
+        data += self.conn.send(h11.Data(data=refusal.body())) or b""
+        data += self.conn.send(h11.EndOfMessage()) or b""
+        self.transport.write(data)
+        self.conn.send(h11.ConnectionClosed())
+        self.transport.close()
+        self.guard.count("not_admitted")
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -174,6 +232,7 @@ class GuardedH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._head_arrived()
+        self.guard.untrusted.pop(self, None)
         self._cancel_write_timer()
         super().connection_lost(exc)
         self.guard.open = len(self.connections)

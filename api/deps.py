@@ -36,7 +36,9 @@ NODE_NAME = re.compile(ID_PATTERN)
 def authorized(request: Request, ctx: AppContext, scope: str) -> Principal | None:
     """The request's principal if its token has ``scope`` (kept for the write audit), else None, with nothing
     counted or raised: for a fast path that leaves every other request to :func:`authenticate`."""
-    principal = ctx.verifier.principal(request.headers.get("authorization"))
+    principal = request.scope.get("state", {}).get("principal")  # admitted on its head (api.admission)
+    if principal is None:
+        principal = ctx.verifier.principal(request.headers.get("authorization"))
     if principal is None or not principal.allows(scope):
         return None
     request.state.principal = principal
@@ -87,19 +89,6 @@ BaselineWriter = Annotated[Principal, Depends(_require("baselines"))]
 """Pins and resets workload baselines: a token with the ``baselines`` scope (never team-limited)."""
 IngestAuth = Depends(_require("jobs"))
 """For ``dependencies=[...]`` on a job write that needs no principal; prefer :data:`JobWriter`."""
-
-OPEN_PATHS = frozenset({"/healthz", "/readyz"})
-
-
-async def require_reader(request: Request) -> None:
-    """App-wide: with ``MFUMON_READ_REQUIRES_TOKEN``, every GET but the probes needs a token with the ``read`` scope."""
-    ctx: AppContext = request.app.state.ctx
-    if ctx.settings.READ_REQUIRES_TOKEN and request.method in ("GET", "HEAD") and request.url.path not in OPEN_PATHS:
-        authenticate(request, ctx, "read")
-
-
-ReadAuth = Depends(require_reader)
-
 
 LIMITED_RETRY_AFTER_S = 60
 

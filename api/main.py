@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import DataError, OperationalError, StatementError
 
 from api import openapi
+from api.admission import SCHEDULER_SYNC_PATH, Admission, Admit
 from api.context import AppContext
 from api.core.config import Settings
 from api.core.memory import Trimmer
@@ -21,12 +22,11 @@ from api.core.security import ForbiddenError, Token, TokenVerifier
 from api.crud.counters import HOUR
 from api.db.migrate import upgrade_to_head
 from api.db.session import make_engine, make_sessionmaker
-from api.deps import ReadAuth
 from api.errors import InputError
 from api.metrics.render import MetricsRenderer
 from api.metrics.self_metrics import SelfMetrics
 from api.mfu import PeakTable
-from api.middleware import SCHEDULER_SYNC_PATH, BodySizeLimit, BodyTimeout, ReadLimit, WriteAudit, endpoint_of
+from api.middleware import BodySizeLimit, BodyTimeout, ReadLimit, WriteAudit, endpoint_of
 from api.overload import IngestGate, IngestLimit
 from api.routes import (
     baselines,
@@ -54,7 +54,7 @@ logger = logging.getLogger(__name__)
 TRIM_EVERY_S = 10.0  # how soon free memory goes back to the system after nodes or jobs went away
 
 
-def build_context(settings: Settings) -> AppContext:
+def build_context(settings: Settings, verifier: TokenVerifier | None = None) -> AppContext:
     """Migrate the database, load the peak table and the current cluster state (not yet following changes)."""
     upgrade_to_head(settings.DATABASE_URL)
     engine = make_engine(settings.DATABASE_URL)
@@ -82,8 +82,7 @@ def build_context(settings: Settings) -> AppContext:
         baseline_of=lambda signature: held.mfu if (held := state.baseline(signature)) else None,
     )
     state.on_node, state.on_job = (lambda view: renderer.node_changed(view.name)), renderer.prepare_job
-    tokens = settings.ingest_tokens()
-    logger.info("authentication: %s", _describe(tokens) if tokens else "off (loopback only)")
+    verifier = verifier or TokenVerifier(settings.ingest_tokens())
     return AppContext(
         settings=settings,
         engine=engine,
@@ -91,7 +90,7 @@ def build_context(settings: Settings) -> AppContext:
         state=state,
         peak_table=table,
         resolver=resolver,
-        verifier=TokenVerifier(tokens),
+        verifier=verifier,
         refresher=refresher,
         self_metrics=self_metrics,
         renderer=renderer,
@@ -119,6 +118,13 @@ def _count_read_rejected(app: FastAPI, group: str) -> None:
         ctx.self_metrics.count_read_rejected(group)
 
 
+def _count_admission_refused(app: FastAPI, method: str, path: str, reason: str) -> None:
+    ctx = getattr(app.state, "ctx", None)
+    endpoint = endpoint_of(method, path)
+    if ctx is not None and endpoint is not None:
+        ctx.self_metrics.count_ingest(endpoint, reason)
+
+
 def _describe(tokens: list[Token]) -> str:
     """Token names and what they may do (never the tokens themselves)."""
     parts = []
@@ -132,10 +138,21 @@ def _describe(tokens: list[Token]) -> str:
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The aggregator app; the context (database, state) is built when the app starts."""
     settings = settings or Settings()
+    admission: Admission | None = None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        ctx = build_context(settings)
+        nonlocal admission
+        tokens = settings.ingest_tokens()
+        logger.info("authentication: %s", _describe(tokens) if tokens else "off (loopback only)")
+        verifier = TokenVerifier(tokens)
+        ctx = build_context(settings, verifier)
+        app.state.admission = admission = Admission(
+            verifier,
+            reads_need_token=settings.READ_REQUIRES_TOKEN,
+            max_body_bytes=settings.MAX_BODY_BYTES,
+            body_limits=((SCHEDULER_SYNC_PATH, settings.MAX_SCHEDULER_BODY_BYTES),),
+        )
         # The port opens only after this: a replica never serves (or reports ready with) a partial state.
         if ctx.listener is not None:
             ctx.listener.start()  # LISTEN, then load: nothing committed in between is missed
@@ -173,13 +190,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Cluster-wide MFU: job throughput and GPU counters in, MFU and Prometheus metrics out.",
         version="0.1.0",
         lifespan=lifespan,
-        dependencies=[ReadAuth],
     )
     app.add_middleware(WriteAudit)
     app.add_middleware(
         BodySizeLimit,
-        max_bytes=settings.MAX_BODY_BYTES,
-        overrides=((SCHEDULER_SYNC_PATH, settings.MAX_SCHEDULER_BODY_BYTES),),
+        limit_of=lambda path: admission.body_limit(path) if admission is not None else settings.MAX_BODY_BYTES,
     )
     app.add_middleware(
         BodyTimeout, timeout_s=settings.BODY_TIMEOUT_SECONDS, on_timeout=lambda: _count_body_timeout(app)
@@ -199,6 +214,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         on_refused=lambda endpoint: _count_overloaded(app, endpoint),
     )
     app.add_middleware(IngestLimit, gate=app.state.ingest_gate)
+    # Outermost: the token and the declared body size are checked on the head, before any work (api.admission).
+    app.state.on_admission_refused = lambda method, path, reason: _count_admission_refused(app, method, path, reason)
+    app.add_middleware(Admit, admission=lambda: admission, on_refused=app.state.on_admission_refused)
 
     @app.exception_handler(RequestValidationError)
     async def _count_rejected(request: Request, exc: RequestValidationError) -> Response:

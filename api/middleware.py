@@ -23,9 +23,6 @@ _ENDPOINTS = (
     ("PUT", re.compile(r"^/v1/scheduler/[^/]+$"), "scheduler_sync"),
 )
 
-#: A scheduler sync carries a whole queue (tens of thousands of jobs): it gets its own, larger body limit.
-SCHEDULER_SYNC_PATH = re.compile(r"^/v1/scheduler/[^/]+$")
-
 
 def endpoint_of(method: str, path: str) -> str | None:
     """The ingest endpoint a request targets, for the ``endpoint`` label of the ingest counter."""
@@ -219,29 +216,20 @@ class _TooLarge(Exception):
 
 
 class BodySizeLimit:
-    """413 for bodies over ``max_bytes``, by Content-Length or by counting a chunked stream."""
+    """413 for a body that grows past its route's limit as it streams in (chunked: no ``Content-Length``).
 
-    def __init__(self, app: ASGIApp, max_bytes: int, overrides: tuple[tuple[re.Pattern[str], int], ...] = ()) -> None:
+    A ``Content-Length`` over the limit never gets here: admission (:mod:`api.admission`) refuses it on the head.
+    """
+
+    def __init__(self, app: ASGIApp, limit_of: Callable[[str], int]) -> None:
         self.app = app
-        self.max_bytes = max_bytes
-        self.overrides = overrides  # (path pattern, limit) for routes whose bodies are larger by design
-
-    def _limit(self, path: str) -> int:
-        for pattern, limit in self.overrides:
-            if pattern.match(path):
-                return limit
-        return self.max_bytes
+        self.limit_of = limit_of  # path -> most bytes its body may have
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        max_bytes = self._limit(scope.get("path", ""))
-        headers = dict(scope.get("headers") or [])
-        length = headers.get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > max_bytes:
-            await self._reject(send, max_bytes)
-            return
+        max_bytes = self.limit_of(scope.get("path", ""))
         received = 0
 
         async def counting_receive() -> Message:
@@ -256,7 +244,4 @@ class BodySizeLimit:
         try:
             await self.app(scope, counting_receive, send)
         except _TooLarge:
-            await self._reject(send, max_bytes)
-
-    async def _reject(self, send: Send, max_bytes: int) -> None:
-        await _send_json(send, 413, {"detail": f"request body exceeds {max_bytes} bytes"})
+            await _send_json(send, 413, {"detail": f"request body exceeds {max_bytes} bytes"}, close=True)

@@ -116,11 +116,15 @@ def run_app(app: ASGIApp, settings: Settings, sock: socket.socket | None = None)
     short_gil_turns()
     limit_malloc_arenas(MALLOC_ARENAS)
     max_connections = min(settings.MAX_CONNECTIONS, raise_fd_limit())
+    state = getattr(app, "state", None)
     guard = ConnectionGuard(
         header_timeout_s=settings.HEADER_TIMEOUT_SECONDS,
         write_timeout_s=settings.WRITE_TIMEOUT_SECONDS,
         max_connections=max_connections,
-        gate=getattr(getattr(app, "state", None), "ingest_gate", None),
+        max_untrusted=max(1, int(max_connections * settings.UNAUTHENTICATED_CONNECTIONS_RATIO)),
+        gate=getattr(state, "ingest_gate", None),
+        admission=(lambda: getattr(state, "admission", None)) if state is not None else None,
+        on_refused=getattr(state, "on_admission_refused", None),
     )
     if hasattr(app, "state"):
         app.state.connection_guard = guard  # for /metrics

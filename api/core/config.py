@@ -52,6 +52,8 @@ class Settings(BaseSettings):
 
     # Scheduler adapters (mfumon scheduler): their jobs stay visible while the adapter synced within this time.
     SCHEDULER_TTL_SECONDS: float = Field(default=600.0, gt=0)
+    # A sync carries the whole queue (about 300 bytes a job): its own body limit, checked on the head like every
+    # other (MAX_BODY_BYTES), and only for a token with the "scheduler" scope.
     MAX_SCHEDULER_BODY_BYTES: int = Field(default=64 * 1_048_576, ge=1024)
 
     # Node samples are answered from memory and stored by one writer every SAMPLE_FLUSH_SECONDS; pushes are refused
@@ -103,6 +105,9 @@ class Settings(BaseSettings):
     BODY_TIMEOUT_SECONDS: float = Field(default=30.0, gt=0)  # request head -> whole body, else 408
     WRITE_TIMEOUT_SECONDS: float = Field(default=30.0, gt=0)  # a client that stops reading its response
     MAX_CONNECTIONS: int = Field(default=4096, ge=16)  # also kept below the process's file-descriptor limit
+    # The share of MAX_CONNECTIONS that connections on which no valid token was seen yet may hold (the oldest
+    # waiting one is evicted past it), so an unauthenticated storm never closes an exporter's connection.
+    UNAUTHENTICATED_CONNECTIONS_RATIO: float = Field(default=0.25, gt=0, le=1)
     LOG_REPEATS_PER_MINUTE: int = Field(default=10, ge=1)  # the same log line more often than this is counted
     PEAKS_FILE: Path | None = None
     LOG_LEVEL: str = "INFO"

@@ -1,0 +1,184 @@
+"""Admission: what a request must show before any of its body is read, and the refusal when it does not.
+
+FastAPI reads and parses a request's body before it solves the route's dependencies, so a token checked in a
+dependency is checked too late: an unauthenticated client could make the server read, hold and parse a 60 MB body
+(and take one of the in-flight ingest slots while it trickled in) only to be told 401 afterwards. Here the head
+alone decides, from the method, the path, ``Authorization`` and ``Content-Length``:
+
+- **a token with the route's scope** (:data:`ROUTE_SCOPES`): 401 for a missing or wrong token, 403 for one without
+  the scope. Every write needs a token once tokens are configured, a route with no entry here included (it then
+  gets its 404 or 405 only after the token passed); reads need the ``read`` scope when ``READ_REQUIRES_TOKEN`` is on;
+  the probes never need one.
+- **a body within the route's limit** (:data:`BODY_LIMITS`): 413 for a ``Content-Length`` over it (a chunked body
+  is counted as it arrives, :class:`api.middleware.BodySizeLimit`).
+
+``mfumon serve`` applies it at the door (:class:`api.connections.GuardedH11Protocol`), in the callback that parsed the
+head: a refused request costs no task, no in-flight slot and no body, and its connection is closed. Under another
+server (or the test client) :class:`Admit`, the outermost middleware, applies the same rule before anything else.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from api.core.security import Principal, TokenVerifier
+
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+"""Probes: never need a token, whatever the settings."""
+
+_ID = r"[^/]+"
+ROUTE_SCOPES: tuple[tuple[str, re.Pattern[str], str], ...] = (
+    ("POST", re.compile(rf"^/v1/nodes/{_ID}/samples$"), "nodes"),
+    ("POST", re.compile(rf"^/v1/jobs/{_ID}/(?:reports|end|events)$"), "jobs"),
+    ("PUT", re.compile(rf"^/v1/jobs/{_ID}$"), "jobs"),
+    ("PUT", re.compile(rf"^/v1/scheduler/{_ID}$"), "scheduler"),
+    ("PUT", re.compile(r"^/v1/baselines/.+$"), "baselines"),
+    ("DELETE", re.compile(r"^/v1/baselines/.+$"), "baselines"),
+)
+"""The scope each write route needs; ``tests/api/test_admission.py`` checks it against every route's dependency."""
+
+SCHEDULER_SYNC_PATH = re.compile(rf"^/v1/scheduler/{_ID}$")
+"""A scheduler sync carries a whole queue (tens of thousands of jobs): it gets its own, larger body limit."""
+
+ANY_TOKEN = ""
+"""The scope of a write to no known route: any valid token (then the router answers 404 or 405)."""
+
+
+def required_scope(method: str, path: str, *, reads_need_token: bool) -> str | None:
+    """The scope a request needs (:data:`ANY_TOKEN` for any valid token), or None when it needs no token."""
+    if path in OPEN_PATHS:
+        return None
+    if method in READ_METHODS:
+        return "read" if reads_need_token else None
+    for m, pattern, scope in ROUTE_SCOPES:
+        if method == m and pattern.match(path):
+            return scope
+    return ANY_TOKEN
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """The answer to a request refused on its head: status, JSON detail and extra headers."""
+
+    status: int
+    detail: str
+    reason: str  # "unauthorized", "forbidden" or "too_large": the ingest counter's outcome
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+
+    def body(self) -> bytes:
+        return json.dumps({"detail": self.detail}).encode()
+
+    def response_headers(self) -> list[tuple[bytes, bytes]]:
+        """Headers of the refusal, ``Connection: close`` included: the body that may follow is never read."""
+        return [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(self.body())).encode()),
+            (b"connection", b"close"),
+            *self.headers,
+        ]
+
+
+_UNAUTHORIZED = Refusal(
+    401,
+    "missing or invalid token (Authorization: Bearer <token>; see MFUMON_INGEST_TOKENS)",
+    "unauthorized",
+    ((b"www-authenticate", b"Bearer"),),
+)
+
+
+_NOT_STARTED = Refusal(503, "the aggregator is starting; retry", "unavailable", ((b"retry-after", b"1"),))
+
+
+class Admission:
+    """The head-only checks: a token with the route's scope and a declared body within the route's limit."""
+
+    def __init__(
+        self,
+        verifier: TokenVerifier,
+        *,
+        reads_need_token: bool,
+        max_body_bytes: int,
+        body_limits: tuple[tuple[re.Pattern[str], int], ...] = (),
+    ) -> None:
+        self.verifier = verifier
+        self.reads_need_token = reads_need_token
+        self.max_body_bytes = max_body_bytes
+        self.body_limits = body_limits  # (path pattern, limit) for routes whose bodies are larger by design
+
+    def body_limit(self, path: str) -> int:
+        """The most bytes a request body to ``path`` may have."""
+        for pattern, limit in self.body_limits:
+            if pattern.match(path):
+                return limit
+        return self.max_body_bytes
+
+    def check(
+        self, method: str, path: str, authorization: str | None, content_length: str | None
+    ) -> Principal | Refusal | None:
+        """The principal of a request that presented a token it needs, None for one that needs none, or why not."""
+        principal: Principal | None = None
+        scope = required_scope(method, path, reads_need_token=self.reads_need_token)
+        if scope is not None and self.verifier.required:
+            principal = self.verifier.principal(authorization)
+            if principal is None:
+                return _UNAUTHORIZED
+            if scope != ANY_TOKEN and not principal.allows(scope):
+                has = ", ".join(sorted(principal.scopes)) or "none"
+                return Refusal(403, f"token {principal.name!r} lacks the {scope!r} scope (it has: {has})", "forbidden")
+        if content_length is not None:
+            limit = self.body_limit(path)
+            if not content_length.isdigit() or int(content_length) > limit:
+                return Refusal(413, f"request body exceeds {limit} bytes (this route's limit)", "too_large")
+        return principal
+
+
+class Admit:
+    """The admission check as the outermost middleware: a refused request gets its answer before any other
+    middleware or the app sees it, and its body is never read. An admitted one carries its principal in
+    ``scope["state"]``, which the route's scope dependency and the write audit then use."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        admission: Callable[[], Admission | None],
+        on_refused: Callable[[str, str, str], None] | None = None,
+    ) -> None:
+        self.app = app
+        self.admission = admission  # built with the app's tokens; None until then (nothing is admitted)
+        self.on_refused = on_refused  # (method, path, reason) of each refusal, for the ingest counter
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        admission = self.admission()
+        if admission is None:  # the app has not started (its tokens are read at startup): admit nothing
+            await self._send(send, _NOT_STARTED)
+            return
+        authorization = content_length = None
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                authorization = value.decode("latin-1")
+            elif name == b"content-length":
+                content_length = value.decode("latin-1")
+        verdict = admission.check(scope["method"], scope["path"], authorization, content_length)
+        if isinstance(verdict, Refusal):
+            if self.on_refused is not None:
+                self.on_refused(scope["method"], scope["path"], verdict.reason)
+            await self._send(send, verdict)
+            return
+        if verdict is not None:
+            scope.setdefault("state", {})["principal"] = verdict
+        await self.app(scope, receive, send)
+
+    @staticmethod
+    async def _send(send: Send, refusal: Refusal) -> None:
+        await send({"type": "http.response.start", "status": refusal.status, "headers": refusal.response_headers()})
+        await send({"type": "http.response.body", "body": refusal.body()})
