@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -115,12 +115,17 @@ def check_node_capacity(ctx: AppContext, node: str, gpus: int) -> None:
         raise _limited(ctx, "node_samples", "gpus", f"the aggregator holds {gpus_held} GPUs (MFUMON_MAX_GPUS)")
 
 
-async def _require_job_capacity(request: Request, job_id: JobIdPath, ctx: ContextDep, _: JobWriter) -> None:
-    jobs = ctx.state.sizes()[2]
-    if jobs < ctx.settings.MAX_ACTIVE_JOBS or ctx.state.job_revision(job_id) is not None:
-        return
-    endpoint = endpoint_of(request.method, request.url.path) or "jobs"
-    raise _limited(ctx, endpoint, "active_jobs", f"the aggregator holds {jobs} jobs (MFUMON_MAX_ACTIVE_JOBS)")
+async def _require_job_capacity(
+    request: Request, job_id: JobIdPath, ctx: ContextDep, _: JobWriter
+) -> AsyncIterator[None]:
+    if not ctx.state.reserve_job(job_id, ctx.settings.MAX_ACTIVE_JOBS):
+        jobs = ctx.state.sizes()[2]
+        endpoint = endpoint_of(request.method, request.url.path) or "jobs"
+        raise _limited(ctx, endpoint, "active_jobs", f"the aggregator holds {jobs} jobs (MFUMON_MAX_ACTIVE_JOBS)")
+    try:
+        yield  # the route writes and applies the job meanwhile
+    finally:
+        ctx.state.release_job(job_id)
 
 
 JobCapacity = Depends(_require_job_capacity)

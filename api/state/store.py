@@ -7,6 +7,7 @@ through :mod:`api.state.refresh`. Readers take a consistent snapshot under the l
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -63,6 +64,7 @@ class ClusterState:
         self.scheduler_ttl_s = scheduler_ttl_s
         self._gpu_count = 0  # GPUs of the nodes held, for the cardinality limits
         self._open_jobs = 0  # jobs held that have not ended
+        self._reserved: Counter[str] = Counter()  # job ids being created: writes past the limit check, not applied
         self.node_ttl_s = node_ttl_s
         self.job_ttl_s = job_ttl_s
         self.pending_job_ttl_s = pending_job_ttl_s
@@ -215,6 +217,24 @@ class ClusterState:
             sources=sources,
             queue_waits=queue_waits,
         )
+
+    def reserve_job(self, job_id: str, limit: int) -> bool:
+        """Hold a place for a write that may start tracking ``job_id``; False when ``limit`` jobs not ended are
+        held or being created. Check and reservation are one step, so concurrent creators cannot all pass a check
+        made before any of them applied its job; :meth:`release_job` once the write applied it (or failed)."""
+        with self._lock:
+            if job_id not in self._jobs and job_id not in self._reserved:
+                creating = sum(1 for j in self._reserved if j not in self._jobs)
+                if self._open_jobs + creating >= limit:
+                    return False
+            self._reserved[job_id] += 1
+            return True
+
+    def release_job(self, job_id: str) -> None:
+        with self._lock:
+            self._reserved[job_id] -= 1
+            if self._reserved[job_id] <= 0:
+                del self._reserved[job_id]
 
     def sizes(self) -> tuple[int, int, int]:
         """Nodes, GPUs and jobs not ended that are held (visible or not yet pruned): what the cardinality limits

@@ -8,9 +8,13 @@ counts it; what is already tracked keeps working.
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
+import httpx
 from fastapi.testclient import TestClient
 
+from tests.conftest import start_server
 from tests.utils.factories import metric_samples, metric_value, node_sample, report, scrape
 
 
@@ -82,3 +86,20 @@ def test_active_jobs_are_bounded(make_client: Callable[..., TestClient]) -> None
     assert client.post("/v1/jobs/j0/end").status_code == 200  # an ended job frees its place
     assert client.put("/v1/jobs/j3", json={}).status_code == 200
     assert _refused(client, "active_jobs") == 2
+
+
+def test_the_active_jobs_limit_holds_under_concurrent_creators(database_url: str, tmp_path: Path) -> None:
+    """16 creators at once against the real server: exactly the limit is accepted (it was overshot: 20,014 jobs
+    against 20,000 with 16 creators, since each passed a check made before any of them applied its job)."""
+    limit, creators, each = 40, 16, 10
+
+    def create(worker: int) -> list[int]:
+        with httpx.Client(base_url=server.url, timeout=60) as http:
+            return [http.post(f"/v1/jobs/w{worker}-{i}/reports", json=report()).status_code for i in range(each)]
+
+    with start_server(tmp_path, env={"MFUMON_MAX_ACTIVE_JOBS": str(limit)}, database_url=database_url) as server:
+        with ThreadPoolExecutor(creators) as pool:
+            codes = [code for codes in pool.map(create, range(creators)) for code in codes]
+        held = httpx.get(f"{server.url}/v1/jobs", params={"limit": 1000}, timeout=30).json()
+    assert codes.count(200) == limit and codes.count(429) == creators * each - limit, sorted(set(codes))
+    assert len(held["data"]) == limit
