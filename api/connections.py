@@ -89,6 +89,7 @@ class ConnectionGuard:
         self.waiting: dict[GuardedH11Protocol, None] = {}  # insertion order: the longest waiting first
         self.untrusted: dict[GuardedH11Protocol, None] = {}  # no valid token seen on them yet; oldest first
         self.open = 0
+        self.ended = 0  # connections ended, for whatever reason: memory to hand back after a storm (api.main)
         self._closed: Counter[str] = Counter()
         self._lock = threading.Lock()  # the counters are read by /metrics from another thread
 
@@ -236,6 +237,7 @@ class GuardedH11Protocol(H11Protocol):
         self._cancel_write_timer()
         super().connection_lost(exc)
         self.guard.open = len(self.connections)
+        self.guard.ended += 1
 
     def pause_writing(self) -> None:
         super().pause_writing()

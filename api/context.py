@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.core.config import Settings
 from api.core.security import TokenVerifier
 from api.metrics.render import MetricsRenderer
+from api.metrics.scrapes import ScrapeCache
 from api.metrics.self_metrics import SelfMetrics
 from api.mfu import PeakTable
 from api.state.devices import DeviceResolver
@@ -39,6 +40,7 @@ class AppContext:
     sample_writer: SampleWriter
     origin: str  # this process's id in notifications to other replicas
     listener: ChangeListener | None = None  # PostgreSQL only
+    scrapes: ScrapeCache = field(default_factory=lambda: ScrapeCache(0.0))
     clock: Callable[[], float] = time.time
 
     def ready(self) -> bool:

@@ -57,6 +57,10 @@ def wait_for_listening(
         time.sleep(0.05)
 
 
+TEST_DEFAULTS = {"MFUMON_MAX_INGEST_QUEUE_SECONDS": "10", "MFUMON_METRICS_MAX_AGE_SECONDS": "0"}
+"""Settings every test server starts with unless the test says otherwise (see :func:`launch_server`)."""
+
+
 @dataclass
 class LiveServer:
     """A running ``mfumon serve`` subprocess."""
@@ -112,7 +116,8 @@ def launch_server(
     database_url = database_url or f"sqlite:///{workdir / 'mfumon.db'}"
     # A push that waited past MFUMON_MAX_INGEST_QUEUE_SECONDS is refused as overload; on a busy CI machine a
     # descheduled server would refuse test pushes that way, so only the overload tests set the production bound.
-    defaults = {"MFUMON_DATABASE_URL": database_url, "MFUMON_MAX_INGEST_QUEUE_SECONDS": "10"}
+    # Tests push and scrape at once: every scrape renders, but where a test sets MFUMON_METRICS_MAX_AGE_SECONDS.
+    defaults = {"MFUMON_DATABASE_URL": database_url, **TEST_DEFAULTS}
     full_env = _clean_env({**defaults, **(env or {})})
     log_path = workdir / f"serve-{uuid.uuid4().hex[:8]}.log"
     cmd = [sys.executable, "-m", "exporter", "serve", "--host", "127.0.0.1", "--port", str(port), *args]
@@ -170,7 +175,9 @@ def live_server(tmp_path: Path) -> Iterator[LiveServer]:
 
 @pytest.fixture(autouse=True)
 def _no_mfumon_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keep the developer's own MFUMON_* settings out of tests (the Postgres URL for tests stays)."""
+    """Keep the developer's own MFUMON_* settings out of tests (the Postgres URL for tests stays); in-process apps
+    render every scrape (:data:`TEST_DEFAULTS`)."""
     for key in list(os.environ):
         if key.startswith("MFUMON_") and key != POSTGRES_URL_ENV:
             monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("MFUMON_METRICS_MAX_AGE_SECONDS", TEST_DEFAULTS["MFUMON_METRICS_MAX_AGE_SECONDS"])

@@ -98,6 +98,9 @@ class Settings(BaseSettings):
     # ingest; a read that finds no free slot within READ_WAIT_SECONDS gets 503 with Retry-After.
     MAX_CONCURRENT_READS: int = Field(default=4, ge=1)
     READ_WAIT_SECONDS: float = Field(default=10.0, gt=0)
+    # /metrics renders one at a time; a scrape of the same shard within this time of the last render gets that body
+    # (api/metrics/scrapes.py), so back-to-back scrapers cannot take the CPU from ingest. 0: render every scrape.
+    METRICS_MAX_AGE_SECONDS: float = Field(default=1.0, ge=0, le=60)
 
     # Connections (mfumon serve): no idle, slow or silent client holds one for long (api/connections.py).
     KEEPALIVE_TIMEOUT_SECONDS: float = Field(default=5.0, gt=0)  # idle between requests on a kept-alive connection

@@ -137,14 +137,37 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+MIN_TOKEN_CHARS = 16
+"""The shortest token accepted beyond loopback; ``secrets.token_urlsafe(24)`` makes 32 characters (192 bits)."""
+MIN_TOKEN_DISTINCT_CHARS = 8
+"""Fewer distinct characters than this (``aaaa...``, ``1111...``) is a placeholder, not a secret."""
+
+
+def weak_tokens(tokens: list[Token]) -> list[str]:
+    """Names of the tokens too short or too repetitive to guard a network port."""
+    return [
+        t.principal.name
+        for t in tokens
+        if len(t.secret) < MIN_TOKEN_CHARS or len(set(t.secret)) < MIN_TOKEN_DISTINCT_CHARS
+    ]
+
+
 def check_startup_security(host: str, tokens: list[Token], allow_insecure: bool) -> None:
-    """Refuse to listen beyond loopback without ingest tokens, unless explicitly allowed."""
-    if tokens or allow_insecure or is_loopback(host):
+    """Refuse to listen beyond loopback without ingest tokens, or with a weak one, unless explicitly allowed."""
+    if allow_insecure or is_loopback(host):
         return
-    raise InsecureConfigError(
-        f"refusing to listen on {host!r} without ingest tokens: set MFUMON_INGEST_TOKENS or "
-        "MFUMON_INGEST_TOKENS_FILE, or pass --insecure (MFUMON_ALLOW_INSECURE=true) to accept unauthenticated pushes"
-    )
+    if not tokens:
+        raise InsecureConfigError(
+            f"refusing to listen on {host!r} without ingest tokens: set MFUMON_INGEST_TOKENS or "
+            "MFUMON_INGEST_TOKENS_FILE, or pass --insecure (MFUMON_ALLOW_INSECURE=true) to accept unauthenticated "
+            "pushes"
+        )
+    if weak := weak_tokens(tokens):
+        raise InsecureConfigError(
+            f"refusing to listen on {host!r}: token(s) {', '.join(weak)} have fewer than {MIN_TOKEN_CHARS} characters "
+            f"or fewer than {MIN_TOKEN_DISTINCT_CHARS} distinct ones; make one with "
+            "python3 -c 'import secrets; print(secrets.token_urlsafe(24))'"
+        )
 
 
 class TokenVerifier:

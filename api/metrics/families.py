@@ -307,6 +307,11 @@ SUMMARY_FAMILIES: dict[str, Family] = {
             "rendered once).",
         ),
         _g("metrics_renders_pending", "Nodes pushed and not rendered yet (a scrape renders them itself)."),
+        _c(
+            "metrics_scrapes_total",
+            "Scrapes of /metrics by outcome: rendered, or reused (the same shard rendered within "
+            "MFUMON_METRICS_MAX_AGE_SECONDS).",
+        ),
         _g(
             "state_refresh_duration_seconds",
             "Time the last read of rows other replicas changed took.",

@@ -443,6 +443,8 @@ class MetricsRenderer:
             renders = sorted(self.renders.items())
         emit("mfumon_metrics_renders_total", [([("kind", kind)], n) for kind, n in renders])
         emit("mfumon_metrics_renders_pending", [([], self.waiting())])
+        if (scrapes := self._self_metrics.scrapes) is not None:
+            emit("mfumon_metrics_scrapes_total", [([("outcome", o)], n) for o, n in scrapes.counts().items()])
         refresh_s, refresh_errors = self._refresh_stats()
         emit("mfumon_state_refresh_duration_seconds", [([], refresh_s)])
         emit("mfumon_state_refresh_errors_total", [([], refresh_errors)])

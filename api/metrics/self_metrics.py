@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from api.connections import ConnectionGuard
+    from api.metrics.scrapes import ScrapeCache
 
 
 class SelfMetrics:
@@ -27,6 +28,7 @@ class SelfMetrics:
         self.max_unknown_devices = 64
         self.reads_rejected: Counter[str] = Counter()  # "api" or "metrics" -> reads answered 503 (slots busy)
         self.connections: ConnectionGuard | None = None  # mfumon serve's connection guard, absent in tests
+        self.scrapes: ScrapeCache | None = None  # /metrics bodies rendered and reused
 
     def count_ingest(self, endpoint: str, outcome: str) -> None:
         with self._lock:

@@ -26,6 +26,7 @@ def read_metrics(
     shards: Annotated[int | None, Query(ge=1, le=1024, description="how many shards the nodes are split into")] = None,
 ) -> Response:
     """Prometheus text format; series of ended jobs and silent nodes are gone. Gzipped when the scraper accepts it.
+    A scrape within ``MFUMON_METRICS_MAX_AGE_SECONDS`` of the last render of the same shard gets that body.
 
     With ``?shard=I&shards=N``: only the node and GPU series of the nodes that hash to shard I (a stable hash of
     the node name), plus, on shard 0 only, every job, pool, team, cluster and self series. N scrape jobs (or N
@@ -39,9 +40,13 @@ def read_metrics(
         raise RequestValidationError(
             [{"type": "value_error", "loc": ("query", "shard"), "msg": message, "input": shard}]
         )
-    snapshot = ctx.state.snapshot(ctx.clock())
-    body = ctx.renderer.render(snapshot, summarize(snapshot), split)
-    if "gzip" in request.headers.get("accept-encoding", ""):
-        compressed = gzip.compress(body, compresslevel=_GZIP_LEVEL, mtime=0)
-        return Response(content=compressed, media_type=CONTENT_TYPE, headers={"Content-Encoding": "gzip"})
-    return Response(content=body, media_type=CONTENT_TYPE)
+    gzipped = "gzip" in request.headers.get("accept-encoding", "")
+
+    def render() -> bytes:
+        snapshot = ctx.state.snapshot(ctx.clock())
+        body = ctx.renderer.render(snapshot, summarize(snapshot), split)
+        return gzip.compress(body, compresslevel=_GZIP_LEVEL, mtime=0) if gzipped else body
+
+    body = ctx.scrapes.body((split, gzipped), render)  # back-to-back scrapes share a render (api.metrics.scrapes)
+    headers = {"Content-Encoding": "gzip"} if gzipped else None
+    return Response(content=body, media_type=CONTENT_TYPE, headers=headers)

@@ -70,6 +70,27 @@ def test_startup_rule() -> None:
     check_startup_security("127.0.0.1", [], allow_insecure=False)
 
 
+def test_a_weak_token_cannot_guard_a_network_port() -> None:
+    """A one-character token was enough to listen beyond loopback (issue 28 #7)."""
+    for weak in ("x", "short-token", "a" * 40, "1212121212121212"):
+        with pytest.raises(InsecureConfigError, match="secrets.token_urlsafe"):
+            check_startup_security("0.0.0.0", parse_tokens([SECRET, weak], []), allow_insecure=False)
+    check_startup_security("127.0.0.1", parse_tokens(["x"], []), allow_insecure=False)  # loopback: the host's own
+    check_startup_security("0.0.0.0", parse_tokens(["x"], []), allow_insecure=True)  # said so explicitly
+
+
+def test_serve_names_the_weak_token(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "exporter", "serve", "--host", "0.0.0.0", "--port", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "MFUMON_INGEST_TOKENS": f"{SECRET},x"},
+    )
+    assert result.returncode == 1 and "env-2" in result.stderr and "16 characters" in result.stderr
+
+
 def test_verifier_compares_every_token() -> None:
     verifier = TokenVerifier(parse_tokens(["a", SECRET], []))
     assert verifier.verify(f"Bearer {SECRET}") and verifier.verify(f"bearer  {SECRET} ")
