@@ -125,9 +125,8 @@ CONNECTIONS_PER_TRIM = 256  # a storm of connections that came and went, not the
 
 
 def _storms(app: FastAPI) -> int:
-    """How many times :data:`CONNECTIONS_PER_TRIM` connections ended (mfumon serve): each connection's buffers and
-    protocol objects (about 35 KB) stay in RSS after it ends until malloc is trimmed; 3 rounds of 6,000 idle
-    connections left 215 MB behind."""
+    """How many times :data:`CONNECTIONS_PER_TRIM` connections ended (mfumon serve): after a storm, what its
+    connections freed goes back to the system at the next trim, not when malloc happens to reuse it."""
     guard = getattr(app.state, "connection_guard", None)
     return guard.ended // CONNECTIONS_PER_TRIM if guard is not None else 0
 

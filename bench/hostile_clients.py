@@ -4,14 +4,30 @@
   none, and how long until the server has closed them all on its own.
 - ``reads``: node-push latency while 4 clients loop on the largest ``GET /v1/jobs`` page vs with no reads, A/B
   interleaved; and the server's RSS before and after.
+- ``trickle`` (issue 28 #1): authorised pushes, open loop, while 64 unauthenticated clients keep sending
+  ``POST /v1/jobs/x/reports`` heads with ``Content-Length: 1000`` and one byte of body (reconnecting as they are
+  closed), vs undisturbed, A/B interleaved: success share and p99 of each.
+- ``bodies`` (issue 28 #2): 4 and 16 concurrent unauthenticated ``PUT /v1/scheduler/x`` with a 60 MB job list each:
+  the server's RSS idle, at its peak (sampled every 20 ms) and after.
+- ``storm`` (issue 28 #7): rounds of 6,000 idle connections opened, held and closed: RSS before, at the peak, and
+  after the trim that follows.
+- ``scrapes`` (issue 28 #7): pushes of a 10,000-GPU cluster, open loop, undisturbed vs while 8 clients scrape
+  ``/metrics`` back to back, with ``MFUMON_METRICS_MAX_AGE_SECONDS`` at its default and at 0 (every scrape renders).
 
     python -m bench.hostile_clients slow
     python -m bench.hostile_clients reads --seconds 15
+    python -m bench.hostile_clients trickle --seconds 10
+    python -m bench.hostile_clients bodies
+    python -m bench.hostile_clients storm
+    python -m bench.hostile_clients scrapes --seconds 10
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import multiprocessing
 import resource
 import socket
 import statistics
@@ -20,10 +36,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from multiprocessing.pool import ThreadPool
 from pathlib import Path
+from typing import Any
 
 import httpx
 
+from bench.loadgen import LoadResult, Target, run_load
 from tests.conftest import LiveServer, launch_server, stop_process, wait_healthy
 from tests.utils.factories import node_sample
 
@@ -155,6 +174,188 @@ def reads(seconds: float, jobs: int, rounds: int) -> None:
             stop_process(server.process)
 
 
+TOKEN = "bench-hostile-token-0123456789abcdef"
+AUTH = (("Authorization", f"Bearer {TOKEN}"),)
+
+
+def _push_targets(nodes: int, gpus: int) -> list[Target]:
+    template = json.dumps({**node_sample(gpus), "timestamp": 0}).replace('"timestamp": 0', '"timestamp": {ts}')
+    return [Target("POST", f"/v1/nodes/n{i:05d}/samples", template, units=gpus) for i in range(nodes)]
+
+
+def _line(name: str, result: LoadResult) -> str:
+    share = result.ok / max(1, result.sent)
+    return (
+        f"{name:<34} {result.ok:6d}/{result.sent:<6d} ok ({share:7.2%})  refused {result.refused:5d}  "
+        f"errors {result.errors:4d}  p50 {result.percentile(0.5):7.1f} ms  p99 {result.percentile(0.99):7.1f} ms"
+    )
+
+
+def _trickle_attack(port: int, clients: int, reopen_s: float, stop: Any) -> None:
+    """Keep ``clients`` unauthenticated requests that send a head and one byte of a 1,000-byte body; a slot whose
+    connection the server closed is opened again ``reopen_s`` after it was last opened (0: at once, a flood)."""
+    head = b"POST /v1/jobs/x/reports HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    head += b"Content-Length: 1000\r\n\r\n{"
+    socks: list[socket.socket | None] = [None] * clients
+    opened = [0.0] * clients
+    while not stop.is_set():
+        now = time.monotonic()
+        for i, sock in enumerate(socks):
+            if sock is not None and _still_open(sock):
+                continue
+            if now - opened[i] < reopen_s:
+                continue
+            if sock is not None:
+                sock.close()
+            opened[i] = now
+            with contextlib.suppress(OSError):
+                fresh = socket.create_connection(("127.0.0.1", port), timeout=5)
+                fresh.sendall(head)
+                fresh.setblocking(False)
+                socks[i] = fresh
+        time.sleep(0.01)
+    for sock in socks:
+        if sock is not None:
+            sock.close()
+
+
+def trickle(seconds: float, rate: float, rounds: int, reopen_s: float) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        server = _start(Path(tmp), INGEST_TOKENS=TOKEN)
+        try:
+            targets = _push_targets(64, 8)
+            alone, attacked = LoadResult(seconds), LoadResult(seconds)
+            for _ in range(rounds):
+                alone.merge(run_load(server.url, targets, seconds=seconds, rate=rate, connections=4, headers=AUTH))
+                stop = multiprocessing.get_context("fork").Event()
+                attacker = multiprocessing.get_context("fork").Process(
+                    target=_trickle_attack, args=(server.port, 64, reopen_s, stop)
+                )
+                attacker.start()
+                time.sleep(1.0)  # every slow request open before the window
+                attacked.merge(run_load(server.url, targets, seconds=seconds, rate=rate, connections=4, headers=AUTH))
+                stop.set()
+                attacker.join()
+            print(
+                f"authorised pushes at {rate:g}/s, {rounds} x {seconds:g} s windows each, 8 connections; "
+                f"each slow request reopened {reopen_s:g} s after the last"
+            )
+            print(_line("undisturbed", alone))
+            print(_line("64 slow unauthenticated requests", attacked))
+            print(f"p99 attacked / undisturbed: {attacked.percentile(0.99) / alone.percentile(0.99):.2f}x")
+        finally:
+            stop_process(server.process)
+
+
+def _send_body(port: int, size: int) -> int:
+    """An unauthenticated ``PUT /v1/scheduler/x`` of ``size`` bytes; the status the server answered (0: none)."""
+    body = b'{"jobs": [' + b",".join([b'{"job_id": "j", "state": "pending", "num_gpus": 8}'] * (size // 50)) + b"]}"
+    head = "PUT /v1/scheduler/x HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    head += f"Content-Length: {len(body)}\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(head.encode())
+        with contextlib.suppress(OSError):
+            sock.sendall(body)
+        with contextlib.suppress(OSError):
+            answer = sock.recv(65536)
+            return int(answer.split()[1]) if answer.startswith(b"HTTP/1.1 ") else 0
+    return 0
+
+
+def bodies(size_mb: int, concurrency: tuple[int, ...]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        server = _start(Path(tmp), INGEST_TOKENS=TOKEN)
+        try:
+            pid = server.process.pid
+            for n in concurrency:
+                idle = _rss_mb(pid)
+                peak = idle
+                done = threading.Event()
+
+                def sample(done: threading.Event = done) -> None:
+                    nonlocal peak
+                    while not done.is_set():
+                        peak = max(peak, _rss_mb(pid))
+                        time.sleep(0.02)
+
+                sampler = threading.Thread(target=sample)
+                sampler.start()
+                started = time.perf_counter()
+                with ThreadPool(n) as pool:
+                    statuses = pool.map(lambda _: _send_body(server.port, size_mb * 1_048_576), range(n))
+                took = time.perf_counter() - started
+                done.set()
+                sampler.join()
+                time.sleep(1.0)
+                print(
+                    f"{n:2d} x {size_mb} MB unauthenticated: answers {sorted(set(statuses))} in {took:.2f} s; RSS idle "
+                    f"{idle:.0f} MB, peak {peak:.0f} MB (+{peak - idle:.0f}), after {_rss_mb(pid):.0f} MB"
+                )
+        finally:
+            stop_process(server.process)
+
+
+def storm(connections: int, rounds: int, hold_s: float) -> None:
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    with tempfile.TemporaryDirectory() as tmp:
+        server = _start(Path(tmp), INGEST_TOKENS=TOKEN, MAX_CONNECTIONS=connections + 1024)
+        try:
+            pid = server.process.pid
+            print(f"RSS at start {_rss_mb(pid):.0f} MB")
+            for r in range(rounds):
+                before = _rss_mb(pid)
+                socks = []
+                for _ in range(connections):
+                    sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    socks.append(sock)
+                time.sleep(hold_s)
+                peak = _rss_mb(pid)
+                for sock in socks:
+                    sock.close()
+                time.sleep(12.0)  # the maintenance thread trims every 10 s once connections went away
+                print(
+                    f"round {r + 1}: {connections} idle connections: RSS {before:.0f} -> {peak:.0f} MB held -> "
+                    f"{_rss_mb(pid):.0f} MB after they closed"
+                )
+        finally:
+            stop_process(server.process)
+
+
+def _scrape_loop(url: str, stop: Any, counts: Any) -> None:
+    with httpx.Client(base_url=url, timeout=120, headers={"accept-encoding": "gzip"}) as http:
+        while not stop.is_set():
+            http.get("/metrics").raise_for_status()
+            with counts.get_lock():
+                counts.value += 1
+
+
+def scrapes(seconds: float, rate: float, nodes: int) -> None:
+    for max_age in ("1", "0"):
+        with tempfile.TemporaryDirectory() as tmp:
+            server = _start(Path(tmp), METRICS_MAX_AGE_SECONDS=max_age, MAX_INGEST_QUEUE_SECONDS=0.05)
+            try:
+                targets = _push_targets(nodes, 8)
+                run_load(server.url, targets, seconds=max(5.0, nodes / rate), rate=rate, connections=8)  # fill
+                alone = run_load(server.url, targets, seconds=seconds, rate=rate, connections=8)
+                ctx = multiprocessing.get_context("fork")
+                stop, counts = ctx.Event(), ctx.Value("i", 0)
+                scrapers = [ctx.Process(target=_scrape_loop, args=(server.url, stop, counts)) for _ in range(8)]
+                for p in scrapers:
+                    p.start()
+                time.sleep(1.0)
+                scraped = run_load(server.url, targets, seconds=seconds, rate=rate, connections=8)
+                stop.set()
+                for p in scrapers:
+                    p.join()
+                print(f"{nodes * 8} GPUs, pushes at {rate:g}/s, MFUMON_METRICS_MAX_AGE_SECONDS={max_age}")
+                print(_line("  no scrapes", alone))
+                print(_line(f"  8 back-to-back scrapers ({counts.value})", scraped))
+            finally:
+                stop_process(server.process)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="what", required=True)
@@ -165,11 +366,34 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--jobs", type=int, default=5000)
     p.add_argument("--rounds", type=int, default=2)
+    p = sub.add_parser("trickle")
+    p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--rate", type=float, default=200.0, help="authorised pushes a second")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--reopen", type=float, default=1.0, help="seconds before a closed slow request is opened again")
+    p = sub.add_parser("bodies")
+    p.add_argument("--size-mb", type=int, default=60)
+    p = sub.add_parser("storm")
+    p.add_argument("--connections", type=int, default=6000)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--hold", type=float, default=2.0)
+    p = sub.add_parser("scrapes")
+    p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--rate", type=float, default=250.0, help="node pushes a second")
+    p.add_argument("--nodes", type=int, default=1250)
     args = parser.parse_args()
     if args.what == "slow":
         slow(args.clients, args.header_timeout)
-    else:
+    elif args.what == "reads":
         reads(args.seconds, args.jobs, args.rounds)
+    elif args.what == "trickle":
+        trickle(args.seconds, args.rate, args.rounds, args.reopen)
+    elif args.what == "bodies":
+        bodies(args.size_mb, (4, 16))
+    elif args.what == "storm":
+        storm(args.connections, args.rounds, args.hold)
+    else:
+        scrapes(args.seconds, args.rate, args.nodes)
 
 
 if __name__ == "__main__":
