@@ -73,7 +73,7 @@ def test_startup_rule() -> None:
 def test_a_weak_token_cannot_guard_a_network_port() -> None:
     """A one-character token was enough to listen beyond loopback (issue 28 #7)."""
     for weak in ("x", "short-token", "a" * 40, "1212121212121212"):
-        with pytest.raises(InsecureConfigError, match="secrets.token_urlsafe"):
+        with pytest.raises(InsecureConfigError, match=r"secrets\.token_urlsafe"):
             check_startup_security("0.0.0.0", parse_tokens([SECRET, weak], []), allow_insecure=False)
     check_startup_security("127.0.0.1", parse_tokens(["x"], []), allow_insecure=False)  # loopback: the host's own
     check_startup_security("0.0.0.0", parse_tokens(["x"], []), allow_insecure=True)  # said so explicitly
