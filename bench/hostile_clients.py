@@ -29,6 +29,7 @@ import contextlib
 import json
 import multiprocessing
 import resource
+import select
 import socket
 import statistics
 import struct
@@ -193,30 +194,32 @@ def _line(name: str, result: LoadResult) -> str:
 
 def _trickle_attack(port: int, clients: int, reopen_s: float, stop: Any) -> None:
     """Keep ``clients`` unauthenticated requests that send a head and one byte of a 1,000-byte body; a slot whose
-    connection the server closed is opened again ``reopen_s`` after it was last opened (0: at once, a flood)."""
+    connection the server closed is opened again ``reopen_s`` after it was last opened (0: at once, a flood). It
+    waits in ``select`` for the server's answers, so the attacker's own CPU stays off the measurement."""
     head = b"POST /v1/jobs/x/reports HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
     head += b"Content-Length: 1000\r\n\r\n{"
-    socks: list[socket.socket | None] = [None] * clients
+    socks: dict[int, socket.socket] = {}
     opened = [0.0] * clients
     while not stop.is_set():
         now = time.monotonic()
-        for i, sock in enumerate(socks):
-            if sock is not None and _still_open(sock):
+        for i in range(clients):
+            if i in socks or now - opened[i] < reopen_s:
                 continue
-            if now - opened[i] < reopen_s:
-                continue
-            if sock is not None:
-                sock.close()
             opened[i] = now
             with contextlib.suppress(OSError):
                 fresh = socket.create_connection(("127.0.0.1", port), timeout=5)
                 fresh.sendall(head)
                 fresh.setblocking(False)
                 socks[i] = fresh
-        time.sleep(0.01)
-    for sock in socks:
-        if sock is not None:
-            sock.close()
+        readable = select.select(list(socks.values()), [], [], 0.05)[0] if socks else []
+        if not socks:
+            time.sleep(0.05)
+        for i, sock in list(socks.items()):
+            if sock in readable and not _still_open(sock):  # answered and closed by the server
+                sock.close()
+                del socks[i]
+    for sock in socks.values():
+        sock.close()
 
 
 def trickle(seconds: float, rate: float, rounds: int, reopen_s: float) -> None:
