@@ -6,25 +6,29 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from api.schemas._common import Step
+from api.schemas._common import CLOCK_SKEW_RULE, ExitCode, Number, Step, Timestamp, null
 
 EventType = Literal["init", "checkpoint_save", "checkpoint_load", "eval", "restart", "failure"]
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)
 
 #: A week: longer than any start-up, checkpoint or evaluation; a larger figure is a unit mistake (ms for s).
 MAX_EVENT_SECONDS = 7 * 86400.0
-ExitCode = Annotated[int, Field(ge=-1024, le=1024)]
 
 
 class JobEventCreate(BaseModel):
     """One lifecycle event of a job: how long it took (``seconds``), at which ``step``, when (``timestamp``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={  # exit_code belongs to a failure
+            "anyOf": [{"properties": {"type": {"const": "failure"}}}, null("exit_code")],
+        },
+    )
 
     type: EventType
-    seconds: Annotated[float, Field(ge=0, le=MAX_EVENT_SECONDS, allow_inf_nan=False)] | None = None
+    seconds: Annotated[Number, Field(ge=0, le=MAX_EVENT_SECONDS)] | None = None
     step: Step | None = None
-    timestamp: Annotated[float, Field(gt=0, lt=1e11, allow_inf_nan=False)] | None = None
+    timestamp: Timestamp | None = Field(None, description=CLOCK_SKEW_RULE)
     exit_code: ExitCode | None = None
 
     @model_validator(mode="after")

@@ -10,24 +10,41 @@ from api.schemas._common import (
     MAX_TOKENS_PER_SECOND,
     Count,
     Dtype,
+    ExitCode,
+    Flag,
     Kind,
     Label,
-    NonNegativeFloat,
-    PositiveFloat,
+    Number,
     PositiveInt,
     Ratio,
+    Seconds,
     Step,
     StorageDtype,
     TokensPerSecond,
+    ZeroOr,
+    given,
+    null,
 )
 
-_BIG = Annotated[float, Field(gt=0, le=1e30, allow_inf_nan=False)]
+_BIG = Annotated[Number, Field(gt=0, le=1e30)]
+# A divisor's floor keeps every quotient finite: no accelerator is below 1 GFLOP/s or 1 MB/s.
+_PEAK_FLOPS = Annotated[Number, Field(ge=1e9, le=1e30, description="FLOP/s, from 1e9 to 1e30")]
+_PEAK_BANDWIDTH = Annotated[Number, Field(ge=1e6, le=1e30, description="bytes/s, from 1e6 to 1e30")]
+_BUSY = Annotated[float, ZeroOr(1e-3, 1e9)]
+_TOKENS = Annotated[Number, Field(gt=0, le=1e9)]
 
 
 class ModelSpec(BaseModel):
     """What the FLOPs formula needs: ``params`` or an explicit ``flops_per_token``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "description": "What the FLOPs formula needs: `params` or `flops_per_token` (not null). Besides: "
+            "`active_params` at most `params`, `kv_heads` at most `heads` (422 naming `model` otherwise).",
+            "anyOf": [given("params", params="number"), given("flops_per_token", flops_per_token="number")],
+        },
+    )
 
     name: Label | None = None
     params: _BIG | None = None
@@ -71,19 +88,25 @@ class Parallelism(BaseModel):
         return self.tensor * self.pipeline * self.context
 
 
+_LAYOUT_RULE = (
+    "With `parallelism`, `num_gpus` (when given) is a multiple of tensor x pipeline x context (422 naming "
+    "`parallelism` otherwise)."
+)
+
+
 class JobFields(BaseModel):
     """Metadata fields shared by ``PUT /v1/jobs/{id}`` and job reports; all optional."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"description": f"A job's metadata. {_LAYOUT_RULE}"})
 
     kind: Kind | None = None
     num_gpus: PositiveInt | None = None
     gpu_model: Label | None = None
     dtype: Dtype | None = None
     model: ModelSpec | None = None
-    peak_flops_per_gpu: _BIG | None = None
+    peak_flops_per_gpu: _PEAK_FLOPS | None = None
     gpus_requested: PositiveInt | None = None
-    recompute_activations: bool | None = None
+    recompute_activations: Flag | None = None
     name: Label | None = None
     team: Label | None = None
     pool: Label | None = None
@@ -91,35 +114,74 @@ class JobFields(BaseModel):
     # --- inference: how the served model is stored, for MBU (default: the dtype's own storage) ---
     weight_dtype: StorageDtype | None = None
     kv_cache_dtype: StorageDtype | None = None
-    peak_memory_bandwidth_per_gpu: _BIG | None = None
+    peak_memory_bandwidth_per_gpu: _PEAK_BANDWIDTH | None = None
 
 
 class JobUpdate(JobFields):
     """``PUT /v1/jobs/{job_id}``: register a job (pending until it reports) or update its metadata."""
 
 
+_PHASES = ("prefill_tokens", "decode_tokens")
+
+
 class JobReportCreate(JobFields):
     """``POST /v1/jobs/{job_id}/reports``: throughput over the last interval, whole job."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "description": "Throughput over the last interval, whole job: `tokens_per_second`; or `tokens` and "
+            "`interval_seconds`; or (inference) `prefill_tokens` and/or `decode_tokens` with `interval_seconds`. "
+            "Besides what the schema states: `tokens` (or prefill_tokens + decode_tokens) / `interval_seconds` "
+            f"at most {MAX_TOKENS_PER_SECOND:g}; with "
+            "the phases, `tokens` (if given) equals prefill_tokens + decode_tokens, and the job's kind (sent now "
+            "or before; default training) is inference; the job's model must be known (sent now or before). "
+            f"{_LAYOUT_RULE}",
+            "anyOf": [
+                {
+                    "title": "rate",
+                    **given("tokens_per_second", tokens_per_second="number"),
+                    "allOf": [null("tokens", "interval_seconds", *_PHASES)],
+                },
+                {
+                    "title": "count",
+                    **given("tokens", "interval_seconds", tokens="integer", interval_seconds="number"),
+                    "allOf": [null("tokens_per_second", *_PHASES)],
+                },
+                {
+                    "title": "phases",
+                    **given("interval_seconds", interval_seconds="number"),
+                    "allOf": [
+                        null("tokens_per_second"),
+                        {"anyOf": [given(name, **{name: "integer"}) for name in _PHASES]},
+                        {"properties": {"kind": {"enum": ["inference", None]}}},
+                    ],
+                },
+            ],
+        },
+    )
 
     tokens_per_second: TokensPerSecond | None = None
     tokens: Count | None = None
     # At least a millisecond, so that every per-second rate derived from a count stays finite.
-    interval_seconds: Annotated[float, Field(ge=1e-3, allow_inf_nan=False)] | None = None
-    step_seconds: NonNegativeFloat | None = None
-    comm_seconds: NonNegativeFloat | None = None
-    data_wait_seconds: NonNegativeFloat | None = None
-    bubble_seconds: NonNegativeFloat | None = Field(
+    interval_seconds: Annotated[Number, Field(ge=1e-3, le=1e7)] | None = None
+    step_seconds: Seconds | None = None
+    comm_seconds: Seconds | None = None
+    data_wait_seconds: Seconds | None = None
+    bubble_seconds: Seconds | None = Field(
         default=None, description="pipeline-parallel bubble per step (stages idle at a flush), mean over the interval"
     )
     step: Step | None = None
     # --- inference: the interval split by phase, and what MBU needs (see api/mfu/_serving.py) ---
     prefill_tokens: Count | None = None  # prompt tokens computed in the interval (prefix-cache hits excluded)
     decode_tokens: Count | None = None  # tokens generated in the interval
-    batch_size: PositiveFloat | None = Field(None, validation_alias=AliasChoices("batch_size", "concurrency"))
-    context_tokens: PositiveFloat | None = None  # mean context length of a sequence being decoded
-    mean_prompt_tokens: PositiveFloat | None = None  # mean prompt length (the prefill attention span)
-    prefill_busy_seconds: NonNegativeFloat | None = None  # time the engine spent in prefill in the interval
-    decode_busy_seconds: NonNegativeFloat | None = None
+    batch_size: Annotated[Number, Field(gt=0, le=1e7)] | None = Field(
+        None, validation_alias=AliasChoices("batch_size", "concurrency")
+    )
+    context_tokens: _TOKENS | None = None  # mean context length of a sequence being decoded
+    mean_prompt_tokens: _TOKENS | None = None  # mean prompt length (the prefill attention span)
+    prefill_busy_seconds: _BUSY | None = None  # time the engine spent in prefill in the interval (0: none)
+    decode_busy_seconds: _BUSY | None = None
     requests_running: Count | None = None
     requests_waiting: Count | None = None
     kv_cache_usage: Ratio | None = None
@@ -131,6 +193,19 @@ class JobReportCreate(JobFields):
         if interval is not None and tokens is not None and tokens / interval > MAX_TOKENS_PER_SECOND:
             raise ValueError(f"tokens / interval_seconds exceeds {MAX_TOKENS_PER_SECOND:g} tokens per second")
         return interval
+
+    @field_validator("prefill_tokens", "decode_tokens")
+    @classmethod
+    def _bounded_phase_rate(cls, tokens: int | None, info: ValidationInfo) -> int | None:
+        interval = info.data.get("interval_seconds")
+        earlier = info.data.get("prefill_tokens") if info.field_name == "decode_tokens" else None
+        total = (tokens or 0) + (earlier or 0)
+        if interval is not None and total / interval > MAX_TOKENS_PER_SECOND:
+            raise ValueError(
+                f"(prefill_tokens + decode_tokens) / interval_seconds exceeds {MAX_TOKENS_PER_SECOND:g} tokens per "
+                "second"
+            )
+        return tokens
 
     @model_validator(mode="after")
     def _throughput(self) -> JobReportCreate:
@@ -172,7 +247,7 @@ class JobEnd(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    exit_code: Annotated[int, Field(ge=-1024, le=1024)] | None = None
+    exit_code: ExitCode | None = None
 
 
 class ReportResult(BaseModel):

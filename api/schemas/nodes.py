@@ -6,16 +6,28 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-from api.schemas._common import ID_PATTERN, Count, Label, NonNegativeFloat, Ratio
+from api.schemas._common import (
+    CLOCK_SKEW_RULE,
+    ID_PATTERN,
+    Count,
+    Flag,
+    Label,
+    NonNegativeFloat,
+    Number,
+    Ratio,
+    Timestamp,
+    Whole,
+)
 from exporter.samples import COUNTER_FIELDS, THROTTLE_REASONS
 
 # The counter and throttle-reason names are defined once, beside the exporter that sends them.
 _THROTTLE_REASONS = frozenset(THROTTLE_REASONS)
 _COUNTERS = frozenset(COUNTER_FIELDS)
 
-_Temperature = Annotated[float, Field(ge=-100, le=250, allow_inf_nan=False)]
-_Bounded = Annotated[float, Field(ge=0, le=1e16, allow_inf_nan=False)]
-_Flag = Annotated[int, Field(ge=0, le=1)]
+_Temperature = Annotated[Number, Field(ge=-100, le=250)]
+_Bounded = Annotated[Number, Field(ge=0, le=1e16)]
+_Flag = Annotated[int, Whole(0, 1)]
+_ThrottleReason = Annotated[str, Field(json_schema_extra={"enum": list(THROTTLE_REASONS)})]
 _Name = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:+\-]+$")]
 
 
@@ -25,11 +37,11 @@ class GpuSample(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     uuid: Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:/+\-]+$")]
-    index: Annotated[int, Field(ge=0, le=4096)]
+    index: Annotated[int, Whole(0, 4096)]
     name: Label
     mig_profile: Annotated[str, StringConstraints(max_length=64, pattern=r"^[A-Za-z0-9.+\-]+$")] | None = None
     job_id: Annotated[str, StringConstraints(pattern=ID_PATTERN)] | None = None
-    up: bool = True
+    up: Flag = True
     utilization: Ratio | None = None
     sm_active: Ratio | None = None
     sm_occupancy: Ratio | None = None
@@ -37,7 +49,7 @@ class GpuSample(BaseModel):
     dram_active: Ratio | None = None
     memory_used_bytes: _Bounded | None = None
     memory_total_bytes: _Bounded | None = None
-    power_watts: Annotated[float, Field(ge=0, le=100_000, allow_inf_nan=False)] | None = None
+    power_watts: Annotated[Number, Field(ge=0, le=100_000)] | None = None
     temperature_celsius: _Temperature | None = None
     sm_clock_hz: _Bounded | None = None
     max_sm_clock_hz: _Bounded | None = None
@@ -48,7 +60,7 @@ class GpuSample(BaseModel):
     xid_errors_total: Count | None = None
     ecc_uncorrected_total: Count | None = None
     ecc_corrected_total: Count | None = None
-    compute_processes: Annotated[int, Field(ge=0, le=100_000)] | None = None
+    compute_processes: Annotated[int, Whole(0, 100_000)] | None = None
     nvlink_crc_flit_errors_total: Count | None = None
     nvlink_crc_data_errors_total: Count | None = None
     nvlink_replay_errors_total: Count | None = None
@@ -59,8 +71,8 @@ class GpuSample(BaseModel):
     row_remap_pending: _Flag | None = None
     row_remap_failure: _Flag | None = None
     energy_joules_total: _Bounded | None = None
-    last_xid: Annotated[int, Field(ge=0, le=100_000)] | None = None
-    throttle_reasons: Annotated[list[str], Field(max_length=16)] | None = None
+    last_xid: Annotated[int, Whole(0, 100_000)] | None = None
+    throttle_reasons: Annotated[list[_ThrottleReason], Field(max_length=16)] | None = None
 
     @field_validator("throttle_reasons")
     @classmethod
@@ -85,7 +97,7 @@ class IbPortSample(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     device: _Name
-    port: Annotated[int, Field(ge=0, le=255)]
+    port: Annotated[int, Whole(0, 255)]
     link_layer: _Name | None = None
     state: _Name | None = None
     phys_state: _Name | None = None
@@ -108,10 +120,15 @@ class NodeSampleCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    timestamp: Annotated[float, Field(gt=0, lt=1e11, allow_inf_nan=False)]
+    timestamp: Annotated[Timestamp, Field(description=CLOCK_SKEW_RULE)]
     pool: Label | None = None
-    gpus: Annotated[list[GpuSample], Field(max_length=1024)]
-    ib_ports: Annotated[list[IbPortSample], Field(max_length=64)] | None = None
+    gpus: Annotated[list[GpuSample], Field(max_length=1024, description="one entry per GPU; each `uuid` once")]
+    ib_ports: (
+        Annotated[
+            list[IbPortSample], Field(max_length=64, description="one entry per port; each (`device`, `port`) once")
+        ]
+        | None
+    ) = None
 
     @field_validator("ib_ports")
     @classmethod

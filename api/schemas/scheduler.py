@@ -9,26 +9,47 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema, model_validator
 
-from api.schemas._common import ID_PATTERN, Kind, Label, PositiveInt
+from api.schemas._common import CLOCK_SKEW_RULE, ID_PATTERN, ExitCode, Kind, Label, Number, PositiveInt, Text, Whole
 
 JobId = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
 NodeName = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
-Timestamp = Annotated[float, Field(ge=0, le=1e11, allow_inf_nan=False)]
-State = Annotated[str, StringConstraints(min_length=1, max_length=32, strip_whitespace=True)]
-Reason = Annotated[str, StringConstraints(min_length=1, max_length=64, strip_whitespace=True)]
-GpuCount = Annotated[int, Field(ge=0, le=10_000_000)]
+Timestamp = Annotated[Number, Field(ge=0, le=1e11)]
+State = Annotated[str, Text(32)]
+Reason = Annotated[str, Text(64)]
+GpuCount = Annotated[int, Whole(0, 10_000_000)]
 
 MAX_JOBS = 500_000
 MAX_UNIT_SHAPES = 64
 MAX_PLACEMENT_NODES = 100_000
+_PLACEMENT_SCHEMA = {  # every key a node name (pydantic's patternProperties alone would leave other keys free)
+    "type": "object",
+    "maxProperties": MAX_PLACEMENT_NODES,
+    "propertyNames": {"pattern": ID_PATTERN},
+    "additionalProperties": {"type": "integer", "minimum": 1, "maximum": 10_000_000},
+}
 
 
 class SchedulerJob(BaseModel):
     """A job the scheduler holds: pending (queued, held or blocked) or running."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "description": "A job the scheduler holds: pending (queued, held or blocked) or running. Besides what "
+            "the schema states: `units` add up to `gpus_requested`, and `placement` to `gpus_allocated` (422).",
+            "anyOf": [  # a pending job holds no GPUs
+                {"properties": {"status": {"const": "running"}}},
+                {
+                    "properties": {
+                        "placement": {"anyOf": [{"type": "null"}, {"type": "object", "maxProperties": 0}]},
+                        "gpus_allocated": {"anyOf": [{"type": "null"}, {"const": 0}]},
+                    }
+                },
+            ],
+        },
+    )
 
     job_id: JobId
     status: Literal["pending", "running"]
@@ -40,7 +61,7 @@ class SchedulerJob(BaseModel):
         description="[[GPUs per unit, units]]: each unit must fit on one node (a Slurm node, a Kubernetes pod); "
         "absent when the request may spread over nodes freely",
     )
-    placement: dict[NodeName, PositiveInt] | None = Field(
+    placement: Annotated[dict[NodeName, PositiveInt], WithJsonSchema(_PLACEMENT_SCHEMA)] | None = Field(
         None, max_length=MAX_PLACEMENT_NODES, description="running jobs: node -> GPUs allocated there"
     )
     submitted_at: Timestamp | None = None
@@ -49,7 +70,7 @@ class SchedulerJob(BaseModel):
     )
     started_at: Timestamp | None = None
     pending_reason: Reason | None = None
-    restarts: Annotated[int, Field(ge=0, le=1_000_000)] = 0
+    restarts: Annotated[int, Whole(0, 1_000_000)] = 0
     pool: Label | None = None
     team: Label | None = None
     name: Label | None = None
@@ -75,7 +96,7 @@ class EndedJob(BaseModel):
 
     job_id: JobId
     state: State | None = None
-    exit_code: Annotated[int, Field(ge=-1024, le=1024)] | None = None
+    exit_code: ExitCode | None = None
 
 
 class TeamQuota(BaseModel):
@@ -91,12 +112,18 @@ class TeamQuota(BaseModel):
 class SchedulerSync(BaseModel):
     """The whole body of ``PUT /v1/scheduler/{source}``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "description": "The whole body of `PUT /v1/scheduler/{source}`. Besides what the schema states: each "
+            "`jobs[].job_id` once, each quota's (`team`, `pool`) once, blanks around them aside (422)."
+        },
+    )
 
     kind: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,15}$")] = Field(
         description="scheduler type: slurm, kubernetes, ..."
     )
-    observed_at: Timestamp = Field(description="adapter clock (Unix seconds) when it read the scheduler")
+    observed_at: Timestamp = Field(description="when the adapter read the scheduler. " + CLOCK_SKEW_RULE)
     jobs: list[SchedulerJob] = Field(max_length=MAX_JOBS)
     ended: list[EndedJob] = Field(default_factory=list, max_length=MAX_JOBS)
     quotas: list[TeamQuota] = Field(default_factory=list, max_length=10_000)

@@ -121,3 +121,61 @@ def test_bad_sample_is_rejected_and_changes_nothing(
     text = scrape(client)
     assert 'node="node-1"' not in text
     assert 'mfumon_ingest_requests_total{endpoint="node_samples",outcome="invalid"} 1' in text
+
+
+_INFERENCE = {**report(kind="inference", interval_seconds=1.0, decode_tokens=1000), "tokens_per_second": None}
+
+# Values the schema let through whose products overflowed to inf: the database refused the result (a 422 naming
+# `body`, logged as a gap), or a later read failed. Each is bounded where it is read now.
+UNBOUNDED: list[tuple[str, str, str, dict[str, Any], str]] = [
+    ("denormal peak", "POST", "/v1/jobs/j/reports", {**_INFERENCE, "peak_flops_per_gpu": 5e-324}, "peak_flops_per_gpu"),
+    (
+        "denormal bandwidth",
+        "POST",
+        "/v1/jobs/j/reports",
+        {**_INFERENCE, "peak_memory_bandwidth_per_gpu": 5e-324},
+        "peak_memory_bandwidth_per_gpu",
+    ),
+    ("denormal busy time", "POST", "/v1/jobs/j/reports", {**_INFERENCE, "decode_busy_seconds": 1e-300}, "decode_busy"),
+    ("huge batch", "POST", "/v1/jobs/j/reports", {**_INFERENCE, "batch_size": 1e300}, "batch_size"),
+    ("huge context", "POST", "/v1/jobs/j/reports", {**_INFERENCE, "context_tokens": 1e300}, "context_tokens"),
+    ("phases too fast", "POST", "/v1/jobs/j/reports", {**_INFERENCE, "decode_tokens": 10**18}, "decode_tokens"),
+    (
+        "huge interval",
+        "POST",
+        "/v1/jobs/j/reports",
+        {**report(), "tokens_per_second": None, "tokens": 10, "interval_seconds": 1e308},
+        "interval_seconds",
+    ),
+    ("huge step", "POST", "/v1/jobs/j/reports", report(step_seconds=1e308), "step_seconds"),
+    (
+        "huge pinned rate",
+        "PUT",
+        "/v1/baselines/training|m|h100-sxm|8|bf16",
+        {"mfu": 0.5, "tokens_per_second_per_gpu": 1e300},
+        "tokens_per_second_per_gpu",
+    ),
+    (
+        "NUL in a pending reason",
+        "PUT",
+        "/v1/scheduler/slurm",
+        {
+            "kind": "slurm",
+            "observed_at": 1.0,
+            "jobs": [{"job_id": "s", "status": "pending", "gpus_requested": 1, "pending_reason": "a\x00b"}],
+        },
+        "pending_reason",
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "method", "path", "body", "field"), UNBOUNDED, ids=[c[0] for c in UNBOUNDED])
+def test_a_value_whose_products_overflow_is_422_naming_it(
+    client: TestClient, caplog: pytest.LogCaptureFixture, case: str, method: str, path: str, body: dict, field: str
+) -> None:
+    body = {k: v for k, v in body.items() if v is not None}
+    response = client.request(method, path, json=body)
+    assert response.status_code == 422, response.text
+    assert any(field in error["field"] for error in response.json()["detail"]), response.text
+    assert "refused a validated value" not in caplog.text
+    assert client.get("/v1/jobs").json()["count"] == 0 and client.get("/v1/nodes").json()["count"] == 0
