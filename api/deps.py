@@ -6,7 +6,6 @@ in a worker thread, a hop that would cost every request (a node push most of all
 
 from __future__ import annotations
 
-import base64
 import re
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from api.context import AppContext
 from api.core.security import Principal
 from api.middleware import endpoint_of
 from api.schemas._common import ID_PATTERN
-from api.schemas.baselines import SIGNATURE_PATTERN
+from api.schemas.baselines import SIGNATURE_KEY_PATTERN
 
 
 async def get_context(request: Request) -> AppContext:
@@ -133,7 +132,44 @@ JobCapacity = Depends(_require_job_capacity)
 
 
 MAX_PAGE = 1000
-_CURSOR_PATTERN = r"^[A-Za-z0-9_-]{1,2800}$"  # base64 of a key of up to 512 characters (UTF-8)
+
+
+def _hex_bytes(chars: str) -> str:
+    """A regular expression for one byte, in lowercase hexadecimal, that is one of the ASCII ``chars``."""
+    by_high: dict[int, list[int]] = {}
+    for code in sorted({ord(c) for c in chars}):
+        by_high.setdefault(code >> 4, []).append(code & 15)
+    digits = "0123456789abcdef"
+
+    def low_class(lows: list[int]) -> str:  # [0-9a], runs of three or more as ranges
+        runs: list[list[int]] = []
+        for low in lows:
+            if runs and low == runs[-1][-1] + 1 and low != 10:  # 9 and a are not neighbours in ASCII
+                runs[-1].append(low)
+            else:
+                runs.append([low])
+        parts = [f"{digits[r[0]]}-{digits[r[-1]]}" if len(r) > 2 else "".join(digits[x] for x in r) for r in runs]
+        return f"[{''.join(parts)}]"
+
+    return "|".join(f"{digits[high]}{low_class(lows)}" for high, lows in by_high.items())
+
+
+_ALNUM = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_ID_CURSOR_PATTERN = rf"^(?:{_hex_bytes(_ALNUM)})(?:{_hex_bytes(_ALNUM + '._:@+-')}){{0,127}}$"
+"""The hexadecimal UTF-8 of a key that matches :data:`ID_PATTERN` (a job id, a node name)."""
+_CONT = "[89ab][0-9a-f]"  # a UTF-8 continuation byte
+_PRINTABLE_UTF8 = (  # one code point but C0, DEL and C1 (U+0000-U+001F, U+007F-U+009F), in UTF-8, in hexadecimal
+    "2[0-9a-f]|[3-6][0-9a-f]|7[0-9a-e]"
+    f"|c2[ab][0-9a-f]|(?:c[3-9a-f]|d[0-9a-f]){_CONT}"
+    f"|e0[ab][0-9a-f]{_CONT}|e[1-9a-c]{_CONT}{_CONT}|ed[89][0-9a-f]{_CONT}|e[ef]{_CONT}{_CONT}"
+    f"|f0(?:9[0-9a-f]|[ab][0-9a-f]){_CONT}{_CONT}|f[1-3]{_CONT}{_CONT}{_CONT}|f48[0-9a-f]{_CONT}{_CONT}"
+)
+_SIGNATURE_CURSOR_PATTERN = rf"^(?:{_PRINTABLE_UTF8}){{1,512}}$"
+"""The hexadecimal UTF-8 of a key that matches :data:`SIGNATURE_KEY_PATTERN` (1-512 printable characters)."""
+_CURSOR_RULE = (
+    "`next_cursor` of the previous page: the last key of that page, its UTF-8 bytes in lowercase hexadecimal "
+    "(the pattern accepts exactly the keys this list can hold); anything else is 422 naming `cursor`."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,25 +183,26 @@ class Page:
         """The cursor of the page after one whose items have these keys; None when this page was the last."""
         if len(keys) < self.limit or not keys:
             return None
-        return base64.urlsafe_b64encode(keys[-1].encode()).decode().rstrip("=")
+        return keys[-1].encode().hex()
 
 
-def _page_of(key_pattern: str) -> Callable[..., Page]:
-    """The ``?limit=&cursor=`` dependency of a list whose sort keys match ``key_pattern``."""
+def _page_of(key_pattern: str, cursor_pattern: str) -> Callable[..., Page]:
+    """The ``?limit=&cursor=`` dependency of a list whose sort keys match ``key_pattern``; ``cursor_pattern`` is
+    the hexadecimal UTF-8 of the same keys (what the OpenAPI document says, and FastAPI checks first)."""
+
+    key = re.compile(key_pattern.removesuffix("$") + r"\Z")  # a Python ``$`` would let a final newline through
 
     def page(
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description=f"Items per page, at most {MAX_PAGE}.")] = 100,
-        cursor: Annotated[
-            str | None, Query(pattern=_CURSOR_PATTERN, description="`next_cursor` of the previous page.")
-        ] = None,
+        cursor: str | None = None,
     ) -> Page:
         if cursor is None:
             return Page(limit, None)
         try:
-            after = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+            after: str | None = bytes.fromhex(cursor).decode()
         except (ValueError, UnicodeDecodeError):
             after = None
-        if after is None or not re.match(key_pattern, after):
+        if after is None or not key.match(after):  # the cursor's pattern allows none of these: a guard
             raise RequestValidationError(
                 [
                     {
@@ -178,13 +215,21 @@ def _page_of(key_pattern: str) -> Callable[..., Page]:
             )
         return Page(limit, after)
 
+    # Set here, not in the signature: this module's annotations are strings, and FastAPI reads them in its globals.
+    page.__annotations__["cursor"] = Annotated[str | None, Query(pattern=cursor_pattern, description=_CURSOR_RULE)]
     return page
 
 
-PageDep = Annotated[Page, Depends(_page_of(ID_PATTERN))]
+PageDep = Annotated[Page, Depends(_page_of(ID_PATTERN, _ID_CURSOR_PATTERN))]
 """``?limit=&cursor=`` for a list sorted by a unique key; answer with ``next_cursor=page.next_cursor(keys)``."""
-SignaturePageDep = Annotated[Page, Depends(_page_of(SIGNATURE_PATTERN))]
+SignaturePageDep = Annotated[Page, Depends(_page_of(SIGNATURE_KEY_PATTERN, _SIGNATURE_CURSOR_PATTERN))]
 """The same for a list sorted by workload signature (``/v1/baselines``)."""
+
+
+def invalid_query(name: str, message: str, value: object) -> RequestValidationError:
+    """The 422 for query parameter ``name`` that passed its declared type and pattern but breaks a rule between
+    parameters (``since < until``, ``shard`` with ``shards``): raise it from the route, like FastAPI's own."""
+    return RequestValidationError([{"type": "value_error", "loc": ("query", name), "msg": message, "input": value}])
 
 
 def reject_future_timestamp(ctx: AppContext, timestamp: float, field: str = "timestamp") -> None:

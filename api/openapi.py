@@ -12,6 +12,9 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
+from api import methods
+from api.schemas.baselines import signature_pattern
+
 _MESSAGE = {"$ref": "#/components/schemas/ErrorMessage"}
 _MESSAGE_SCHEMA = {
     "title": "ErrorMessage",
@@ -44,6 +47,17 @@ _ERRORS: dict[int, tuple[str, str]] = {
 def answer(status: int, description: str) -> dict[int | str, dict[str, Any]]:
     """``responses=`` of a route for an error only it answers (``{"detail": ...}``), beside those added by rule."""
     return {status: {"description": description, "content": {"application/json": {"schema": _MESSAGE}}}}
+
+
+_VALIDATION = {"$ref": "#/components/schemas/HTTPValidationError"}
+_INVALID = "Validation error: `detail[].field` names each field at fault; nothing was changed."
+
+
+def invalid_when(*rules: str) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` of a route whose 422 also answers rules JSON Schema cannot state (one parameter against
+    another, a bound from the server's clock): the document says them in words, beside the schema's own rules."""
+    listed = "".join(f"\n- {rule}" for rule in rules)
+    return {422: {"description": f"{_INVALID} Besides what the schema states, also when:{listed}"}}
 
 
 def _applies(status: int, kind: str, method: str, path: str) -> bool:
@@ -80,14 +94,44 @@ def document_errors(schema: dict[str, Any]) -> dict[str, Any]:
                 responses[str(status)] = response
             if method in ("post", "put", "patch", "delete"):
                 operation["security"] = [{"bearer": []}]
+    for operations in schema.get("paths", {}).values():  # 422s described by invalid_when: the usual body
+        for operation in operations.values():
+            invalid = operation.get("responses", {}).get("422")
+            if invalid is not None and not invalid.get("content", {}).get("application/json", {}).get("schema"):
+                invalid["content"] = {"application/json": {"schema": _VALIDATION}}
     metrics = schema.get("paths", {}).get("/metrics", {}).get("get")
     if metrics is not None:
         metrics["responses"]["200"]["content"] = {"text/plain": {"schema": {"type": "string"}}}
     return schema
 
 
+def _this_server(schema: dict[str, Any], app: FastAPI) -> dict[str, Any]:
+    """The bounds this server's settings and peak table set, where the schema's own are looser: GPUs per push
+    (``MFUMON_MAX_GPUS_PER_NODE``), and the device part of a signature a pin names (a key of the peak table)."""
+    ctx = getattr(app.state, "ctx", None)
+    if ctx is None:  # not started: the static document
+        return schema
+    components = schema.get("components", {}).get("schemas", {})
+    gpus = components.get("NodeSampleCreate", {}).get("properties", {}).get("gpus")
+    if gpus is not None:
+        gpus["maxItems"] = min(gpus.get("maxItems", ctx.settings.MAX_GPUS_PER_NODE), ctx.settings.MAX_GPUS_PER_NODE)
+        gpus["description"] = f"{gpus.get('description', '')} (at most MFUMON_MAX_GPUS_PER_NODE)".lstrip()
+    pin = schema.get("paths", {}).get("/v1/baselines/{signature}", {}).get("put")
+    if pin is not None:
+        keys = "|".join(spec.key.replace(".", "\\.") for spec in ctx.peak_table.specs)
+        for parameter in pin.get("parameters", []):
+            if parameter.get("name") == "signature" and parameter.get("in") == "path":
+                parameter["schema"] = {**parameter["schema"], "pattern": signature_pattern(keys)}
+                parameter["description"] = (
+                    f"{parameter.get('description', '')} A pin names a device of this server's peak table.".lstrip()
+                )
+    return schema
+
+
 def install(app: FastAPI) -> None:
-    """Serve the completed document at ``/openapi.json`` (built once, on first request)."""
+    """Serve the completed document at ``/openapi.json`` (built once, on first request), and answer every 405 with
+    the methods the document lists for the path (:mod:`api.methods`)."""
+    methods.install(app)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -98,7 +142,7 @@ def install(app: FastAPI) -> None:
                 description=app.description,
                 routes=app.routes,
             )
-            app.openapi_schema = document_errors(schema)
+            app.openapi_schema = _this_server(document_errors(schema), app)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

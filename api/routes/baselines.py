@@ -10,18 +10,21 @@ from api.crud import baselines as crud
 from api.db.models import Baseline
 from api.deps import BaselineWriter, ContextDep, SignaturePageDep
 from api.openapi import answer
-from api.schemas.baselines import SIGNATURE_PATTERN, BaselinePin, BaselinePublic, BaselinesPublic
+from api.schemas.baselines import (
+    SIGNATURE_MAX_LENGTH,
+    SIGNATURE_PATTERN,
+    SIGNATURE_RULE,
+    BaselinePin,
+    BaselinePublic,
+    BaselinesPublic,
+)
 from api.services import baselines
 from api.services.baselines import ConflictError
 
 router = APIRouter(prefix="/v1/baselines", tags=["baselines"])
 
 SignaturePath = Annotated[
-    str,
-    Path(
-        pattern=SIGNATURE_PATTERN,
-        description="kind|model|device|scale|dtype, as a job's `baseline_signature` shows it (URL-encoded).",
-    ),
+    str, Path(pattern=SIGNATURE_PATTERN, max_length=SIGNATURE_MAX_LENGTH, description=SIGNATURE_RULE)
 ]
 
 

@@ -6,10 +6,10 @@ import gzip
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
-from fastapi.exceptions import RequestValidationError
 
-from api.deps import ContextDep
+from api.deps import ContextDep, invalid_query
 from api.metrics._text import CONTENT_TYPE
+from api.openapi import invalid_when
 from api.state.aggregate import summarize
 
 router = APIRouter(tags=["metrics"])
@@ -18,12 +18,24 @@ router = APIRouter(tags=["metrics"])
 _GZIP_LEVEL = 1
 
 
-@router.get("/metrics", response_class=Response)
+MAX_SHARDS = 1024
+_SHARDS_RULE = "give both `shard` and `shards`, or neither, with `shard` < `shards`"
+
+
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses=invalid_when("only one of `shard` and `shards` is given, or `shard` is not below `shards`."),
+)
 def read_metrics(
     request: Request,
     ctx: ContextDep,
-    shard: Annotated[int | None, Query(ge=0, description="this scrape's shard, 0 to shards-1")] = None,
-    shards: Annotated[int | None, Query(ge=1, le=1024, description="how many shards the nodes are split into")] = None,
+    shard: Annotated[
+        int | None, Query(ge=0, le=MAX_SHARDS - 1, description=f"this scrape's shard, 0 to shards-1 ({_SHARDS_RULE})")
+    ] = None,
+    shards: Annotated[
+        int | None, Query(ge=1, le=MAX_SHARDS, description=f"how many shards the nodes are split into ({_SHARDS_RULE})")
+    ] = None,
 ) -> Response:
     """Prometheus text format; series of ended jobs and silent nodes are gone. Gzipped when the scraper accepts it.
     A scrape within ``MFUMON_METRICS_MAX_AGE_SECONDS`` of the last render of the same shard gets that body.
@@ -36,10 +48,8 @@ def read_metrics(
     if shard is not None and shards is not None and shard < shards:
         split = (shard, shards)
     elif shard is not None or shards is not None:
-        message = "give both shard and shards, with 0 <= shard < shards"
-        raise RequestValidationError(
-            [{"type": "value_error", "loc": ("query", "shard"), "msg": message, "input": shard}]
-        )
+        name = "shards" if shard is None else "shard"
+        raise invalid_query(name, _SHARDS_RULE, shards if shard is None else shard)
     gzipped = "gzip" in request.headers.get("accept-encoding", "")
 
     def render() -> bytes:

@@ -6,16 +6,18 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from api.deps import ContextDep
+from api.deps import ContextDep, invalid_query
+from api.errors import InputError
+from api.openapi import invalid_when
 from api.schemas.usage import UsagePublic
-from api.services.usage import parse_time, read_usage
+from api.services.usage import TIME_PATTERN, TIME_RULE, parse_time, read_usage
 
 router = APIRouter(prefix="/v1/usage", tags=["usage"])
 
-TimeQuery = Query(max_length=32, description="Unix seconds, or a duration back from now: 7d, 24h, 90m, 1w")
+TimeQuery = Query(pattern=TIME_PATTERN, description=TIME_RULE)
 
 
-@router.get("", response_model=UsagePublic)
+@router.get("", response_model=UsagePublic, responses=invalid_when("`since` is not before `until` (or now)."))
 def read_window(
     ctx: ContextDep,
     since: Annotated[str, TimeQuery] = "7d",
@@ -23,6 +25,11 @@ def read_window(
 ) -> UsagePublic:
     """The waterfall (GPU-seconds by category), goodput, MFU and job ends of a window, in whole hours."""
     now = ctx.clock()
-    start = parse_time(since, now=now, field="since")
-    end = parse_time(until, now=now, field="until") if until is not None else now
+    try:
+        start = parse_time(since, now=now, field="since")
+        end = parse_time(until, now=now, field="until") if until is not None else now
+    except InputError as exc:
+        raise invalid_query(exc.field, str(exc), until if exc.field == "until" else since) from None
+    if start >= end:
+        raise invalid_query("since", "since must be before until (default: now)", since)
     return read_usage(ctx, start, end)

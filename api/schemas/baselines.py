@@ -2,27 +2,59 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from api.schemas._common import ID_PATTERN, PRINTABLE_PATTERN, PositiveFloat
+from api.schemas._common import ID_PATTERN, Dtype, Kind, Number, Text, TokensPerSecond, given, null
 
-SIGNATURE_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]{1,512}$"
-"""A signature in a path or cursor: printable, at most 512 characters (``kind|model|device|scale|dtype``)."""
+SIGNATURE_KEY_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]{1,512}$"
+"""What a signature is as a key of a list (the ``cursor`` of ``GET /v1/baselines``): 1-512 printable characters."""
+SIGNATURE_MAX_LENGTH = 512
+_COUNT = "[1-9][0-9]{0,7}"  # a PositiveInt as decimal digits
+_LAYOUT = rf"dp\*\.tp{_COUNT}\.pp{_COUNT}\.cp{_COUNT}\.ep{_COUNT}\.mbs{_COUNT}(?:\.ga{_COUNT})?(?:\.seq{_COUNT})?"
+SCALE_PATTERN = rf"(?:{_COUNT}|{_LAYOUT})"
+"""The scale part: a GPU count, or the per-GPU layout ``api.services.baselines.layout_scale`` writes."""
+DEVICE_KEY = "[a-z0-9][a-z0-9._-]*"
+"""A device key of the peak table (``api.mfu._spec.KEY_PATTERN``)."""
 
-Note = Annotated[str, StringConstraints(min_length=1, max_length=256, strip_whitespace=True, pattern=PRINTABLE_PATTERN)]
+
+def signature_pattern(device: str = DEVICE_KEY) -> str:
+    """``kind|model|device|scale|dtype`` as ``api.services.baselines.signature`` writes it; ``device`` narrows the
+    device part (``PUT`` takes only the keys of this server's peak table). The model part may hold ``|`` itself:
+    the last three parts hold none, so the pattern splits where ``parse_signature`` does."""
+    kinds, dtypes = "|".join(get_args(Kind)), "|".join(get_args(Dtype))
+    return rf"^(?:{kinds})\|[^\x00-\x1f\x7f-\x9f]+\|(?:{device})\|{SCALE_PATTERN}\|(?:{dtypes})$"
+
+
+SIGNATURE_PATTERN = signature_pattern()
+SIGNATURE_RULE = (
+    "kind|model|device|scale|dtype, as a job's `baseline_signature` shows it (URL-encoded): kind training or "
+    "inference; model the model's name or shape (it may hold '|'); device a device key of the peak table; scale "
+    "the GPU count or the layout dp*.tpT.ppP.cpC.epE.mbsM[.gaG][.seqS]; dtype bf16, fp16, fp8, tf32 or fp32. "
+    f"At most {SIGNATURE_MAX_LENGTH} characters."
+)
+
+Note = Annotated[str, Text(256)]
 
 
 class BaselinePin(BaseModel):
     """``PUT /v1/baselines/{signature}``: pin a job's recent window (``job_id``), an explicit ``mfu``, or, with
     neither, the value the signature holds now."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "allOf": [
+                {"anyOf": [null("job_id"), null("mfu")]},  # not both
+                {"anyOf": [null("tokens_per_second_per_gpu"), given("mfu", mfu="number")]},  # only with mfu
+            ]
+        },
+    )
 
     job_id: Annotated[str, Field(pattern=ID_PATTERN)] | None = None
-    mfu: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] | None = None
-    tokens_per_second_per_gpu: PositiveFloat | None = Field(default=None, description="with mfu: for the record")
+    mfu: Annotated[Number, Field(gt=0, le=1)] | None = None
+    tokens_per_second_per_gpu: TokensPerSecond | None = Field(default=None, description="with mfu: for the record")
     note: Note | None = Field(default=None, description="why it is pinned (the benchmark, the change it marks)")
 
     @model_validator(mode="after")

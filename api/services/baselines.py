@@ -27,6 +27,7 @@ now) with who (the token's name), when and why; no capture or raise replaces a p
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -41,7 +42,7 @@ from api.crud import jobs as job_crud
 from api.db.models import Baseline, Job, JobReport
 from api.errors import InputError
 from api.schemas._common import Dtype, Kind
-from api.schemas.baselines import BaselinePin
+from api.schemas.baselines import SCALE_PATTERN, BaselinePin
 from api.schemas.jobs import JobFields
 from api.state.refresh import apply_baseline_row, model_key
 
@@ -63,7 +64,7 @@ class SignatureParts:
     @property
     def num_gpus(self) -> int | None:
         """The GPU count a count signature names; None for a layout signature."""
-        return int(self.scale) if self.scale.isdigit() else None
+        return int(self.scale) if self.scale.isdecimal() and self.scale.isascii() else None
 
 
 def signature(kind: str, model: str, device: str, scale: str, dtype: str) -> str:
@@ -127,8 +128,9 @@ def parse_signature(ctx: AppContext, text: str) -> SignatureParts:
     spec = ctx.peak_table.get(device)
     if spec is None or spec.key != device:
         raise InputError("signature", f"device {device!r} is not a device key of the peak table (e.g. h100-sxm)")
-    if not (scale.isdigit() and int(scale) > 0) and not scale.startswith(LAYOUT_PREFIX + "."):
-        raise InputError("signature", f"scale {scale!r} is neither a GPU count nor a layout ({LAYOUT_PREFIX}.tp..)")
+    if not re.fullmatch(SCALE_PATTERN, scale):
+        layout = f"{LAYOUT_PREFIX}.tpT.ppP.cpC.epE.mbsM[.gaG][.seqS]"
+        raise InputError("signature", f"scale {scale!r} is neither a GPU count nor a layout ({layout})")
     return SignatureParts(kind, model, device, scale, dtype)
 
 

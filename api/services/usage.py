@@ -16,23 +16,27 @@ from api.schemas.usage import EndCount, UsageGroup, UsagePublic
 from api.services.accounting import SCOPES, flops_families, gpu_seconds_family
 from api.services.lifecycle import ENDS_TOTAL
 
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+TIME_PATTERN = r"^(?:[0-9]{1,11}(?:\.[0-9]{1,6})?|[0-9]{1,6}(?:\.[0-9]{1,6})?[smhdw])$"
+"""A window bound as ``GET /v1/usage`` takes it: Unix seconds below 1e11 (at most 11 digits, 6 decimals), or a
+duration back from now of at most 6 digits and a unit (``90m``, ``24h``, ``7d``, ``1.5w``)."""
+TIME_RULE = (
+    "Unix seconds (at most 11 digits: before 1e11; up to 6 decimals), or a duration back from now: at most 6 "
+    "digits (up to 6 decimals) and one of s, m, h, d, w (90m, 24h, 7d, 1w). A duration reaching before 1970 "
+    "starts at 0. Anything else is 422 naming the parameter."
+)
+_TIME = re.compile(TIME_PATTERN.removesuffix("$") + r"\Z")
 
 
 def parse_time(value: str, *, now: float, field: str) -> float:
-    """A Unix time (``1767225600``), or a duration back from now (``7d``, ``24h``, ``90m``, ``1w``)."""
-    text = value.strip()
-    match = _DURATION.match(text)
-    if match:
-        return now - float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-    try:
-        stamp = float(text)
-    except ValueError:
-        raise InputError(field, f"{field} must be Unix seconds or a duration like 7d, 24h, 90m") from None
-    if not 0 <= stamp < 1e11:
-        raise InputError(field, f"{field} must be Unix seconds (0 to 1e11)")
-    return stamp
+    """A Unix time (``1767225600``), or a duration back from now (``7d``, ``24h``, ``90m``, ``1w``), as
+    :data:`TIME_PATTERN` states it; a duration further back than 1970 gives 0."""
+    if not _TIME.match(value):
+        raise InputError(field, f"{field} must be Unix seconds or a duration like 7d, 24h, 90m ({TIME_RULE})")
+    unit = _UNIT_SECONDS.get(value[-1])
+    if unit is None:
+        return float(value)
+    return max(0.0, now - float(value[:-1]) * unit)
 
 
 def _labels(text: str) -> dict[str, str]:

@@ -3,6 +3,8 @@ window, per pool, team and the cluster, and past hours fold into one shard witho
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
@@ -83,3 +85,43 @@ def test_past_hours_fold_into_one_shard_without_changing_a_sum(client: TestClien
     clock.advance(ctx.settings.USAGE_RETENTION_DAYS * 86400)
     maintain_hours(ctx)  # past the retention: dropped
     assert client.get("/v1/usage", params={"since": T0, "until": T0 + HOUR}).json()["cluster"]["total_gpu_seconds"] == 0
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"since": "9999999999999999w"}, "since"),  # a 500 on SQLite (integer overflow), a 422 on `body` on PostgreSQL
+        ({"until": "9999999999999999w"}, "until"),
+        ({"since": "1e9"}, "since"),  # Unix seconds are digits; an exponent was taken by float() before
+        ({"since": " 7d"}, "since"),
+        ({"since": "7d", "until": "1_000"}, "until"),
+        ({"since": "inf"}, "since"),
+        ({"since": "1234567w"}, "since"),  # at most 6 digits
+        ({"since": T0, "until": T0 - 1}, "since"),
+        ({"since": "2d", "until": "3d"}, "since"),
+        ({"since": 99_999_999_999}, "since"),  # after now (until's default)
+    ],
+)
+def test_a_window_bound_out_of_range_is_422_naming_the_query_field(
+    client: TestClient, params: dict, field: str
+) -> None:
+    response = client.get("/v1/usage", params=params)
+    assert response.status_code == 422, response.text
+    assert [(e["field"], e["loc"]) for e in response.json()["detail"]] == [(field, ["query", field])]
+
+
+def test_a_duration_reaching_before_1970_starts_there(client: TestClient) -> None:
+    response = client.get("/v1/usage", params={"since": "999999w"})
+    assert response.status_code == 200, response.text
+    assert response.json()["since"] == 0
+
+
+def test_the_window_bounds_are_documented_as_the_server_takes_them(client: TestClient) -> None:
+    operation = client.get("/openapi.json").json()["paths"]["/v1/usage"]["get"]
+    patterns = {p["name"]: p["schema"] for p in operation["parameters"]}
+    assert "since" in operation["responses"]["422"]["description"]
+    for name in ("since", "until"):
+        schema = patterns[name]
+        pattern = schema.get("pattern") or next(s["pattern"] for s in schema["anyOf"] if "pattern" in s)
+        assert re.search(pattern, "7d") and re.search(pattern, "1767225600.5")
+        assert not re.search(pattern, "9999999999999999w") and not re.search(pattern, "1e9")
