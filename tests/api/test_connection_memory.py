@@ -22,7 +22,7 @@ import uvicorn
 from api.connections import ConnectionGuard, GuardedH11Protocol
 from api.core.config import Settings
 from api.main import create_app
-from api.server import bind_socket
+from api.server import bind_socket, url_of
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def port(tmp_path: Path) -> Iterator[int]:
     while not server.started:
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    yield sock.getsockname()[1]
+    yield int(url_of(sock).rsplit(":", 1)[1])  # the socket itself is served: no port picked in advance
     server.should_exit = True
     thread.join(10)
     sock.close()

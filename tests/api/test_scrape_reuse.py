@@ -86,4 +86,3 @@ def test_the_api_answers_a_scrape_with_the_body_just_rendered(make_client: Calla
     assert 'node="n2"' in sharded  # another key renders afresh
     assert metric_value(sharded, "mfumon_metrics_scrapes_total", outcome="reused") == 1
     assert metric_value(sharded, "mfumon_metrics_scrapes_total", outcome="rendered") == 1  # counted before this one
-
