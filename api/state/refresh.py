@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 
+from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -240,7 +241,18 @@ class Refresher:
             newest = max(newest, node.updated_at)
             held = state.node(node.name)
             if held is None or (node.last_sample_timestamp, node.last_seen_at) > held.revision:
-                applied += state.apply_node(node_view(node, self._resolver))
+                try:
+                    view = node_view(node, self._resolver)
+                except ValidationError as exc:
+                    # A row stored under an older, laxer schema ("up": 1, a number as a string): the node is left
+                    # out until its next push replaces the row, rather than stopping every replica's state load.
+                    logger.warning(
+                        "node %s: stored sample no longer validates, skipped until its next push: %s",
+                        node.name,
+                        exc.errors(include_url=False)[:3],
+                    )
+                    continue
+                applied += state.apply_node(view)
         for job in jobs:
             newest = max(newest, job.updated_at)
             if state.job_revision(job.job_id) != job.updated_at:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
+import time
 
+import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -11,9 +14,14 @@ from sqlalchemy import create_engine, inspect, text
 
 from api.crud.nodes import decode_sample
 from api.db.migrate import alembic_config, upgrade_to_head
-from api.db.models import Base
+from api.db.models import Base, Node
+from api.db.session import make_engine, make_sessionmaker
+from api.mfu import PeakTable
+from api.state.devices import DeviceResolver
 from api.state.notify import MIRRORED
 from api.state.refresh import Refresher
+from api.state.store import ClusterState
+from tests.utils.factories import node_sample
 
 
 def test_migrations_create_exactly_the_models(database_url: str) -> None:
@@ -120,4 +128,41 @@ def test_the_node_sample_is_compressed_with_lz4_on_postgresql(database_url: str)
     with engine.connect() as conn:
         assert conn.execute(query).scalar_one() == ""  # the server's default again
     upgrade_to_head(database_url)
+    engine.dispose()
+
+
+def test_a_row_stored_under_laxer_rules_is_skipped_not_fatal(
+    database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A sample stored before request types were strict ("up": 1, a number as a string) no longer validates; the
+    state load leaves that node out with a warning and loads the rest, instead of failing every replica's start."""
+    upgrade_to_head(database_url)
+    now = time.time()
+    good, lax = node_sample(2), node_sample(2)
+    lax["gpus"][0]["up"] = 1
+    lax["gpus"][1]["power_watts"] = "550"
+    engine = make_engine(database_url)
+    sessions = make_sessionmaker(engine)
+    with sessions.begin() as session:
+        for name, body in (("good", good), ("lax", lax)):
+            session.add(
+                Node(
+                    name=name,
+                    pool="train",
+                    last_seen_at=now,
+                    last_sample_timestamp=body["timestamp"],
+                    samples_received=1,
+                    updated_at=now,
+                    sample=json.dumps(body),
+                )
+            )
+    state = ClusterState(node_ttl_s=600, job_ttl_s=600, pending_job_ttl_s=600, health_window_s=600, scheduler_ttl_s=600)
+    refresher = Refresher(state, sessions, DeviceResolver(PeakTable()), overlap_s=5)
+    with caplog.at_level(logging.WARNING, logger="api.state.refresh"):
+        assert refresher.load() >= 1
+    assert state.node("good") is not None and state.node("lax") is None
+    assert any(
+        "lax" in record.getMessage() and "no longer validates" in record.getMessage() for record in caplog.records
+    )
+    assert refresher.watermark >= now  # the skipped row is not read again until its node pushes
     engine.dispose()
