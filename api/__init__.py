@@ -1,4 +1,5 @@
 """mfu-monitor's aggregator: ingest job throughput and GPU samples, compute MFU, store in SQL, serve /metrics.
 
-``mfumon serve`` runs it; :func:`api.main.create_app` builds the FastAPI app. The MFU engine is ``api.mfu``.
+``mfumon serve`` runs it; :func:`mfumon.api.main.create_app` builds the FastAPI app. The MFU engine is
+``mfumon.mfu``.
 """

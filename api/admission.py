@@ -10,11 +10,12 @@ alone decides, from the method, the path, ``Authorization`` and ``Content-Length
   gets its 404 or 405 only after the token passed); reads need the ``read`` scope when ``READ_REQUIRES_TOKEN`` is on;
   the probes never need one.
 - **a body within the route's limit** (:data:`BODY_LIMITS`): 413 for a ``Content-Length`` over it (a chunked body
-  is counted as it arrives, :class:`api.middleware.BodySizeLimit`).
+  is counted as it arrives, :class:`mfumon.api.middleware.BodySizeLimit`).
 
-``mfumon serve`` applies it at the door (:class:`api.connections.GuardedH11Protocol`), in the callback that parsed the
-head: a refused request costs no task, no in-flight slot and no body, and its connection is closed. Under another
-server (or the test client) :class:`Admit`, the outermost middleware, applies the same rule before anything else.
+``mfumon serve`` applies it at the door (:class:`mfumon.api.connections.GuardedH11Protocol`), in the callback that
+parsed the head: a refused request costs no task, no in-flight slot and no body, and its connection is closed. Under
+another server (or the test client) :class:`Admit`, the outermost middleware, applies the same rule before anything
+else.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api.core.security import Principal, TokenVerifier
+from mfumon.api.core.security import Principal, TokenVerifier
 
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})

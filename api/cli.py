@@ -9,9 +9,9 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
-from api.core.config import Settings
-from api.core.security import InsecureConfigError, TokenConfigError, check_startup_security
-from api.server import BindError, bind_socket, run_app
+from mfumon.api.core.config import Settings
+from mfumon.api.core.security import InsecureConfigError, TokenConfigError, check_startup_security
+from mfumon.api.server import BindError, bind_socket, run_app
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,7 +58,7 @@ def main(argv: Sequence[str]) -> int:
         return 1
     logging.basicConfig(level=settings.LOG_LEVEL.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    from api.main import create_app
+    from mfumon.api.main import create_app
 
     run_app(create_app(settings), settings, sock)
     return 0

@@ -8,12 +8,12 @@ those three deadlines and a connection cap to uvicorn's own h11 protocol:
 - the request head must be complete within ``header_timeout_s`` of the connection opening or of the previous
   response (408 if part of it came, a plain close if nothing did);
 - a response the client does not read for ``write_timeout_s`` is abandoned;
-- every request is stamped with when its bytes were read (``api.overload.ARRIVED``), so ingest that waited too
+- every request is stamped with when its bytes were read (``mfumon.api.overload.ARRIVED``), so ingest that waited too
   long behind others is refused at once rather than served late;
-- admission (:mod:`api.admission`: the token and the declared body size) is decided at the door, in the callback
+- admission (:mod:`mfumon.api.admission`: the token and the declared body size) is decided at the door, in the callback
   that parsed the head: a refused request is answered 401, 403 or 413 there, its body is never read, it takes no
   in-flight slot, and its connection is closed;
-- ingest past the in-flight limit (:class:`api.overload.IngestGate`) is refused at the door: answered 503 in the
+- ingest past the in-flight limit (:class:`mfumon.api.overload.IngestGate`) is refused at the door: answered 503 in the
   callback that parsed its head, its body then read and dropped, the connection kept alive;
 - a connection is *untrusted* until a request on it presented a valid token (with tokens off: until a request was
   admitted). At most ``max_untrusted`` are open at once: past that, a new connection evicts the untrusted one that
@@ -23,8 +23,8 @@ those three deadlines and a connection cap to uvicorn's own h11 protocol:
   head (an untrusted one first; an idle or slow one, never one with a request in flight); if none waits, the new
   one gets 503.
 
-The request *body* deadline (408) is an ASGI middleware (:class:`api.middleware.BodyTimeout`), so it works under any
-server. Counters of what was closed, and why, are on ``/metrics``.
+The request *body* deadline (408) is an ASGI middleware (:class:`mfumon.api.middleware.BodyTimeout`), so it works under
+any server. Counters of what was closed, and why, are on ``/metrics``.
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ from urllib.parse import unquote
 import h11
 from uvicorn.protocols.http.h11_impl import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE, H11Protocol
 
-from api.admission import Admission, Refusal
-from api.middleware import endpoint_of
-from api.overload import ARRIVED, IngestGate
+from mfumon.api.admission import Admission, Refusal
+from mfumon.api.middleware import endpoint_of
+from mfumon.api.overload import ARRIVED, IngestGate
 
 CLOSE_REASONS = ("header_timeout", "write_timeout", "evicted", "refused", "not_admitted")
 
@@ -89,7 +89,7 @@ class ConnectionGuard:
         self.waiting: dict[GuardedH11Protocol, None] = {}  # insertion order: the longest waiting first
         self.untrusted: dict[GuardedH11Protocol, None] = {}  # no valid token seen on them yet; oldest first
         self.open = 0
-        self.ended = 0  # connections ended, for whatever reason: memory to hand back after a storm (api.main)
+        self.ended = 0  # connections ended, for whatever reason: memory to hand back after a storm (mfumon.api.main)
         self._closed: Counter[str] = Counter()
         self._lock = threading.Lock()  # the counters are read by /metrics from another thread
 

@@ -10,26 +10,26 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.core.config import Settings
-from api.core.security import TokenVerifier
-from api.metrics.render import MetricsRenderer
-from api.metrics.scrapes import ScrapeCache
-from api.metrics.self_metrics import SelfMetrics
-from api.mfu import PeakTable
-from api.state.devices import DeviceResolver
-from api.state.refresh import Refresher
-from api.state.store import ClusterState
+from mfumon.api.core.config import Settings
+from mfumon.api.core.security import TokenVerifier
+from mfumon.api.metrics.render import MetricsRenderer
+from mfumon.api.metrics.scrapes import ScrapeCache
+from mfumon.api.metrics.self_metrics import SelfMetrics
+from mfumon.api.state.devices import DeviceResolver
+from mfumon.api.state.refresh import Refresher
+from mfumon.api.state.store import ClusterState
+from mfumon.mfu import PeakTable
 
 if TYPE_CHECKING:
-    from api.services.samples import SampleWriter
-    from api.state.notify import ChangeListener
+    from mfumon.api.services.samples import SampleWriter
+    from mfumon.api.state.notify import ChangeListener
 
 
 @dataclass
 class AppContext:
     settings: Settings
     engine: Engine
-    sessions: sessionmaker[Session]  # ``.begin()`` for writes, plain for reads (api.db.session)
+    sessions: sessionmaker[Session]  # ``.begin()`` for writes, plain for reads (mfumon.api.db.session)
     state: ClusterState
     peak_table: PeakTable
     resolver: DeviceResolver

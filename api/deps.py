@@ -14,11 +14,11 @@ from typing import Annotated, Any
 from fastapi import Depends, HTTPException, Path, Query, Request, status
 from fastapi.exceptions import RequestValidationError
 
-from api.context import AppContext
-from api.core.security import Principal
-from api.middleware import endpoint_of
-from api.schemas._common import ID_PATTERN
-from api.schemas.baselines import SIGNATURE_KEY_PATTERN
+from mfumon.api.context import AppContext
+from mfumon.api.core.security import Principal
+from mfumon.api.middleware import endpoint_of
+from mfumon.api.schemas._common import ID_PATTERN
+from mfumon.api.schemas.baselines import SIGNATURE_KEY_PATTERN
 
 
 async def get_context(request: Request) -> AppContext:
@@ -35,7 +35,7 @@ NODE_NAME = re.compile(ID_PATTERN)
 def authorized(request: Request, ctx: AppContext, scope: str) -> Principal | None:
     """The request's principal if its token has ``scope`` (kept for the write audit), else None, with nothing
     counted or raised: for a fast path that leaves every other request to :func:`authenticate`."""
-    principal = request.scope.get("state", {}).get("principal")  # admitted on its head (api.admission)
+    principal = request.scope.get("state", {}).get("principal")  # admitted on its head (mfumon.api.admission)
     if principal is None:
         principal = ctx.verifier.principal(request.headers.get("authorization"))
     if principal is None or not principal.allows(scope):

@@ -13,23 +13,22 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import DataError, OperationalError, StatementError
 
-from api import openapi
-from api.admission import SCHEDULER_SYNC_PATH, Admission, Admit
-from api.context import AppContext
-from api.core.config import Settings
-from api.core.memory import Trimmer
-from api.core.security import ForbiddenError, Token, TokenVerifier
-from api.crud.counters import HOUR
-from api.db.migrate import upgrade_to_head
-from api.db.session import make_engine, make_sessionmaker
-from api.errors import InputError
-from api.metrics.render import MetricsRenderer
-from api.metrics.scrapes import ScrapeCache
-from api.metrics.self_metrics import SelfMetrics
-from api.mfu import PeakTable
-from api.middleware import BodySizeLimit, BodyTimeout, ReadLimit, WriteAudit, endpoint_of
-from api.overload import IngestGate, IngestLimit
-from api.routes import (
+from mfumon.api import openapi
+from mfumon.api.admission import SCHEDULER_SYNC_PATH, Admission, Admit
+from mfumon.api.context import AppContext
+from mfumon.api.core.config import Settings
+from mfumon.api.core.memory import Trimmer
+from mfumon.api.core.security import ForbiddenError, Token, TokenVerifier
+from mfumon.api.crud.counters import HOUR
+from mfumon.api.db.migrate import upgrade_to_head
+from mfumon.api.db.session import make_engine, make_sessionmaker
+from mfumon.api.errors import InputError
+from mfumon.api.metrics.render import MetricsRenderer
+from mfumon.api.metrics.scrapes import ScrapeCache
+from mfumon.api.metrics.self_metrics import SelfMetrics
+from mfumon.api.middleware import BodySizeLimit, BodyTimeout, ReadLimit, WriteAudit, endpoint_of
+from mfumon.api.overload import IngestGate, IngestLimit
+from mfumon.api.routes import (
     baselines,
     cluster,
     compare,
@@ -42,13 +41,14 @@ from api.routes import (
     scheduler,
     usage,
 )
-from api.services.accounting import bill_gpu_states, maintain_hours
-from api.services.expiry import expire_silent_jobs
-from api.services.samples import SamplesBacklogged, SampleWriter
-from api.state.devices import DeviceResolver
-from api.state.notify import ChangeListener, tag_writes
-from api.state.refresh import MaintenanceThread, Refresher
-from api.state.store import ClusterState
+from mfumon.api.services.accounting import bill_gpu_states, maintain_hours
+from mfumon.api.services.expiry import expire_silent_jobs
+from mfumon.api.services.samples import SamplesBacklogged, SampleWriter
+from mfumon.api.state.devices import DeviceResolver
+from mfumon.api.state.notify import ChangeListener, tag_writes
+from mfumon.api.state.refresh import MaintenanceThread, Refresher
+from mfumon.api.state.store import ClusterState
+from mfumon.mfu import PeakTable
 
 logger = logging.getLogger(__name__)
 
@@ -227,7 +227,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         on_refused=lambda endpoint: _count_overloaded(app, endpoint),
     )
     app.add_middleware(IngestLimit, gate=app.state.ingest_gate)
-    # Outermost: the token and the declared body size are checked on the head, before any work (api.admission).
+    # Outermost: the token and the declared body size are checked on the head, before any work (mfumon.api.admission).
     app.state.on_admission_refused = lambda method, path, reason: _count_admission_refused(app, method, path, reason)
     app.add_middleware(Admit, admission=lambda: admission, on_refused=app.state.on_admission_refused)
 

@@ -218,7 +218,7 @@ class _TooLarge(Exception):
 class BodySizeLimit:
     """413 for a body that grows past its route's limit as it streams in (chunked: no ``Content-Length``).
 
-    A ``Content-Length`` over the limit never gets here: admission (:mod:`api.admission`) refuses it on the head.
+    A ``Content-Length`` over the limit never gets here: admission (:mod:`mfumon.api.admission`) refuses it on the head.
     """
 
     def __init__(self, app: ASGIApp, limit_of: Callable[[str], int]) -> None:

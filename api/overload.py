@@ -5,7 +5,7 @@ the queue only grows (at 2x capacity, p99 reached 18 s). Refusing the excess at 
 fast, and the clients, which spool and honour ``Retry-After``, come back later with jitter. Two signs of excess:
 
 - more than ``limit`` ingest requests taken and not yet answered. Under ``mfumon serve`` they are counted at the
-  door (:class:`api.connections.GuardedH11Protocol`): as soon as a request head is parsed, in the same callback
+  door (:class:`mfumon.api.connections.GuardedH11Protocol`): as soon as a request head is parsed, in the same callback
   that read its bytes, so one past the limit is answered there and then, never queued behind the others on the
   event loop, and costs no task, no ASGI call and no body parsing. Under another server this middleware counts
   them when it runs.
@@ -30,7 +30,7 @@ from collections.abc import Callable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api.middleware import endpoint_of
+from mfumon.api.middleware import endpoint_of
 
 ARRIVED = "mfumon.arrived"  # scope key: time.monotonic() when the server read the request's bytes
 

@@ -15,11 +15,10 @@ import sys
 
 from starlette.types import ASGIApp
 
-from api.core.config import Settings
-from api.core.logs import RepeatLimit, limit_repeats
-from api.core.memory import limit_malloc_arenas
-
-LISTENING_PREFIX = "mfumon serve: listening on "
+from mfumon.api.core.config import Settings
+from mfumon.api.core.logs import RepeatLimit, limit_repeats
+from mfumon.api.core.memory import limit_malloc_arenas
+from mfumon.cli import LISTENING_PREFIX
 
 
 class BindError(OSError):
@@ -68,7 +67,7 @@ def raise_fd_limit(reserve: int = 256) -> int:
     return max(16, (soft if soft != resource.RLIM_INFINITY else 1 << 20) - reserve)
 
 
-MALLOC_ARENAS = 2  # see api.core.memory
+MALLOC_ARENAS = 2  # see mfumon.api.core.memory
 GC_THRESHOLDS = (50_000, 20, 10)  # young generation 70x the default: each pass promotes less to the old one
 
 
@@ -104,12 +103,12 @@ def short_gil_turns() -> None:
 def run_app(app: ASGIApp, settings: Settings, sock: socket.socket | None = None) -> None:
     """Serve ``app`` on ``sock`` (or a socket bound to the settings' host and port) until a signal stops it.
 
-    uvicorn with :class:`~api.connections.GuardedH11Protocol`: request-head and write deadlines and a connection
+    uvicorn with :class:`~mfumon.api.connections.GuardedH11Protocol`: request-head and write deadlines and a connection
     cap below the file-descriptor limit; repeated log lines are limited once uvicorn has set logging up.
     """
     import uvicorn
 
-    from api.connections import ConnectionGuard, GuardedH11Protocol
+    from mfumon.api.connections import ConnectionGuard, GuardedH11Protocol
 
     sock = sock or bind_socket(settings.HOST, settings.PORT)
     quiet_gc()

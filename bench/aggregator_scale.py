@@ -69,7 +69,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from loadgen import TS, LoadResult, Target, run_load  # noqa: E402
 
-from api.main import TRIM_EVERY_S  # noqa: E402
+from mfumon.api.main import TRIM_EVERY_S  # noqa: E402
 from tests.conftest import stop_process, wait_for_listening  # noqa: E402
 
 GPUS_PER_NODE = 8
@@ -214,7 +214,7 @@ def bare(workdir: Path) -> contextlib.AbstractContextManager[Server]:
 def mfumon(
     database_url: str, workdir: Path, extra: dict[str, str] | None = None
 ) -> contextlib.AbstractContextManager[Server]:
-    cmd = [sys.executable, "-m", "exporter", "serve"]
+    cmd = [sys.executable, "-m", "mfumon", "serve"]
     env = _env({"MFUMON_DATABASE_URL": database_url, **(extra or {})})
     return spawn("mfumon", cmd, env, "/readyz", workdir)
 
@@ -572,7 +572,7 @@ def measure_size(
             )
         # 80% held longer than SAMPLE_MAX_UNFLUSHED_SECONDS (10 s), which the windows above are not: a sample writer
         # that falls behind shows only then, as pushes refused 'unavailable' (at 100,000 GPUs on SQLite, 16% of
-        # them in two runs of three before node rows went 500 a statement; api.crud.nodes).
+        # them in two runs of three before node rows went 500 a statement; mfumon.api.crud.nodes).
         # Scraped meanwhile, gzipped, every --scrape-every seconds, as Prometheus would: the windows above run with
         # no scrape, and a scrape's CPU on top of 80% busy builds a queue.
         before = ingest_outcomes(server.url)
@@ -794,7 +794,7 @@ def measure_memory(args: argparse.Namespace, dbs: Databases, workdir: Path) -> d
             assert ended.ok == jobs, f"memory: {ended.ok} of {jobs} jobs ended ({dict(ended.statuses)})"
             time.sleep(3)  # one refresh prunes ended jobs from the state
             scrape_once(server.url)  # and a scrape drops their rendered series
-            time.sleep(TRIM_EVERY_S + 2)  # then the free pages go back (api.core.memory.Trimmer)
+            time.sleep(TRIM_EVERY_S + 2)  # then the free pages go back (mfumon.api.core.memory.Trimmer)
             out["jobs_ended_again" if cycle else "jobs_ended"] = server.rss_bytes()
         out["gpus"], out["jobs"] = gpus, jobs
     return out

@@ -1,7 +1,7 @@
 """The bench's baseline: the aggregator's web stack doing nothing but parse the node-sample body.
 
-Same route, same FastAPI, same ASGI server and settings (``api.server.run_app``), one process: what ``mfumon serve``
-would reach if storing, aggregating and rendering cost nothing.
+Same route, same FastAPI, same ASGI server and settings (``mfumon.api.server.run_app``), one process: what ``mfumon
+serve`` would reach if storing, aggregating and rendering cost nothing.
 
     .venv/bin/python bench/bare_app.py --port 8001 [--validate]
 
@@ -15,9 +15,9 @@ from typing import Any
 
 from fastapi import Body, FastAPI
 
-from api.core.config import Settings
-from api.schemas.nodes import NodeSampleCreate
-from api.server import run_app
+from mfumon.api.core.config import Settings
+from mfumon.api.schemas.nodes import NodeSampleCreate
+from mfumon.api.server import run_app
 
 
 def bare_app(validate: bool) -> FastAPI:

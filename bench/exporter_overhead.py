@@ -3,7 +3,7 @@
 Measures ``time.process_time()`` over many full cycles (collect -> batch -> JSON encode -> queue, i.e. everything
 the collector thread does) for two sources, and prints it as a share of one core at a 5 s interval (target < 1 %):
 
-- ``sim``: 8 simulated H100s (``exporter.node.sources.sim``);
+- ``sim``: 8 simulated H100s (``mfumon.exporter.node.sources.sim``);
 - ``fake-nvml``: the real NVML source code (GPM rotation, NVLink, XID thread, attribution) over the fake pynvml
   from the tests, 8 H100s. The fake is pure Python; real NVML calls are ctypes calls into the driver, whose time is
   mostly spent in the kernel, so this is an estimate of the exporter's own Python work.
@@ -30,11 +30,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from exporter.node.pipeline import Agent  # noqa: E402
-from exporter.node.push import Sender  # noqa: E402
-from exporter.node.sources.sim import SimSource, SimWorkload  # noqa: E402
-from exporter.node.spool import MemorySpool  # noqa: E402
-from exporter.samples import NodeBatch  # noqa: E402
+from mfumon.exporter.node.pipeline import Agent  # noqa: E402
+from mfumon.exporter.node.push import Sender  # noqa: E402
+from mfumon.exporter.node.sources.sim import SimSource, SimWorkload  # noqa: E402
+from mfumon.exporter.node.spool import MemorySpool  # noqa: E402
+from mfumon.exporter.samples import NodeBatch  # noqa: E402
 
 GPUS = 8
 
@@ -95,9 +95,9 @@ def make_fake_nvml_agent() -> tuple[Agent, Callable[[], None]]:
         for i in range(GPUS)
     ]
     fake.reset(gpus)
-    from exporter.node.attribution import JobResolver
-    from exporter.node.sources.nvml import NvmlSource
-    from exporter.node.sources.nvml_api import NvmlApi
+    from mfumon.exporter.node.attribution import JobResolver
+    from mfumon.exporter.node.sources.nvml import NvmlSource
+    from mfumon.exporter.node.sources.nvml_api import NvmlApi
 
     # The benchmark runs cycles back to back, far closer than GPM's 100 ms minimum; a clock that advances 1 s per
     # reading makes every cycle compute GPM metrics, as a real 5 s interval does; with ~9 readings per cycle,

@@ -24,12 +24,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from api.mfu import hardware_mfu
-from exporter.errors import SourceUnavailable
-from exporter.node.attribution import JobResolver
-from exporter.node.sources.nvml import NvmlSource
-from exporter.node.sources.nvml_api import NvmlApi
-from exporter.samples import GpuSample
+from mfumon.exporter.errors import SourceUnavailable
+from mfumon.exporter.node.attribution import JobResolver
+from mfumon.exporter.node.sources.nvml import NvmlSource
+from mfumon.exporter.node.sources.nvml_api import NvmlApi
+from mfumon.exporter.samples import GpuSample
+from mfumon.mfu import hardware_mfu
 
 #: Dense bf16 peaks (no sparsity) for the MFU line; same figures as the aggregator's table.
 PEAKS = {"H100": 989e12, "H200": 989e12, "H800": 989e12, "A100": 312e12, "A800": 312e12, "L40S": 362e12}

@@ -28,8 +28,8 @@ from typing import Any
 
 import torch
 
-from exporter.job.reporter import JobReporter
-from exporter.job.reporter._phases import StepPhases
+from mfumon.exporter.job.reporter import JobReporter
+from mfumon.exporter.job.reporter._phases import StepPhases
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.conftest import reserved_port

@@ -2,9 +2,9 @@
 
 Run: ``.venv/bin/python bench/node_flush.py [--nodes N] [--rounds R] [--postgres-url URL]`` (or
 ``MFUMON_TEST_PG_ADMIN_URL``). For each variant, a fresh database at the migrations' head, then R flushes of N
-nodes through ``api.crud.nodes.upsert_nodes`` (every node pushed a new sample since the last flush, as in a cluster
-at steady state); the variants alternate round by round. Per node written: the aggregator's CPU (its thread), the
-PostgreSQL backend's CPU (``/proc/<pid>/stat``, 10 ms ticks: use thousands of nodes) and wall time. Variants:
+nodes through ``mfumon.api.crud.nodes.upsert_nodes`` (every node pushed a new sample since the last flush, as in a
+cluster at steady state); the variants alternate round by round. Per node written: the aggregator's CPU (its thread),
+the PostgreSQL backend's CPU (``/proc/<pid>/stat``, 10 ms ticks: use thousands of nodes) and wall time. Variants:
 
 - ``head``: the schema as the migrations leave it (lz4 where the server has it, ``0011_node_sample_lz4``);
 - ``pglz``: the sample column with PostgreSQL's default compression, as before that migration;
@@ -30,10 +30,10 @@ from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from api.crud.nodes import NodeWrite, upsert_nodes
-from api.db.migrate import upgrade_to_head
-from api.db.session import make_engine, make_sessionmaker
 from bench.aggregator_scale import node_name, node_sample
+from mfumon.api.crud.nodes import NodeWrite, upsert_nodes
+from mfumon.api.db.migrate import upgrade_to_head
+from mfumon.api.db.session import make_engine, make_sessionmaker
 
 VARIANTS = {
     "head": None,

@@ -1,4 +1,4 @@
-"""What rendering a node's series costs per push (``api.metrics.render.render_node``), and the memory it keeps.
+"""What rendering a node's series costs per push (``mfumon.api.metrics.render.render_node``), and the memory it keeps.
 
 Run: ``.venv/bin/python bench/render_node.py [--nodes N] [--counters all]``. Each node is the bench's 8-GPU push
 (``bench/aggregator_scale.py``; with ``--counters all``, with every counter the NVML source reads on Hopper),
@@ -23,14 +23,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from api.metrics.gpu_lines import GpuLines
-from api.metrics.render import render_node
-from api.mfu._mfu import default_peak_table
-from api.schemas.nodes import NodeSampleCreate
-from api.state.devices import DeviceResolver
-from api.state.health import advance
-from api.state.views import NodeView, build_node_view, gpu_views
 from bench.aggregator_scale import node_name, node_sample
+from mfumon.api.metrics.gpu_lines import GpuLines
+from mfumon.api.metrics.render import render_node
+from mfumon.api.schemas.nodes import NodeSampleCreate
+from mfumon.api.state.devices import DeviceResolver
+from mfumon.api.state.health import advance
+from mfumon.api.state.views import NodeView, build_node_view, gpu_views
+from mfumon.mfu._mfu import default_peak_table
 
 #: What the NVML source sends besides the bench's counters on a Hopper node (``--counters all``): link traffic, the
 #: error counters and checks, energy and clock-event reasons; errors stay 0 and traffic and energy change.

@@ -6,7 +6,7 @@ run:
 1. ``step()`` against a no-op function call and a list append. The reporter posts to a closed loopback port
    (nothing listens), so the background thread keeps failing and retrying while the loop runs: the worst case for
    the hot path, since every flush takes the same lock as `step()`.
-2. The step-timing hooks (`exporter.job.reporter._phases`), part by part: each part is the same torch work timed
+2. The step-timing hooks (`mfumon.exporter.job.reporter._phases`), part by part: each part is the same torch work timed
    with and without the hook (a forward with the pre-hook, a backward with the tensor hook and the two final
    callbacks, the per-step bookkeeping), best of many runs as ``timeit`` reports it (the run least disturbed by the
    rest of the machine). Their sum is the added host time per step, shown also as a share of 10 ms to 1 s steps.
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from exporter.job.reporter import JobReporter
+from mfumon.exporter.job.reporter import JobReporter
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.conftest import reserved_port
@@ -81,7 +81,7 @@ def step_timing(number: int, repeats: int) -> None:
     """The step-timing hooks' cost per step, part by part, each against the same work without the hook."""
     import torch
 
-    from exporter.job.reporter._phases import StepPhases
+    from mfumon.exporter.job.reporter._phases import StepPhases
 
     torch.set_num_threads(1)
     module, x = torch.nn.Linear(4, 4), torch.randn(1, 4)

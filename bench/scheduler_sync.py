@@ -20,8 +20,8 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from api.core.config import Settings
-from api.main import create_app
+from mfumon.api.core.config import Settings
+from mfumon.api.main import create_app
 
 
 def _jobs(n: int, started: int, now: float) -> list[dict[str, Any]]:

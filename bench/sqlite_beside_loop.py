@@ -6,11 +6,11 @@ the GIL back waits until that thread is asked to drop it, after the interpreter'
 small steps then takes steps x interval, whatever its CPU. Measured side by side, each alone and beside a thread
 that never sleeps (the event loop at saturation; the real loop lets go of the GIL at each syscall, so it is a bound):
 
-- flush: N nodes' samples upserted in one transaction, 500 rows a statement (``api.crud.nodes``) and, as the peer,
-  one statement per row (an ``executemany``, as before);
+- flush: N nodes' samples upserted in one transaction, 500 rows a statement (``mfumon.api.crud.nodes``) and, as the
+  peer, one statement per row (an ``executemany``, as before);
 - read: N rows of the node table (``SELECT`` of every row, each one a step);
 
-each at Python's default switch interval (5 ms) and at the one ``mfumon serve`` sets (``api.server``).
+each at Python's default switch interval (5 ms) and at the one ``mfumon serve`` sets (``mfumon.api.server``).
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.crud.nodes import NodeWrite, _upsert, node_rows, upsert_nodes
-from api.db.migrate import upgrade_to_head
-from api.db.session import make_engine, make_sessionmaker
-from api.server import SWITCH_INTERVAL_S
 from bench.aggregator_scale import node_name, node_sample
+from mfumon.api.crud.nodes import NodeWrite, _upsert, node_rows, upsert_nodes
+from mfumon.api.db.migrate import upgrade_to_head
+from mfumon.api.db.session import make_engine, make_sessionmaker
+from mfumon.api.server import SWITCH_INTERVAL_S
 
 
 def _writes(nodes: int, ts: float) -> list[NodeWrite]:

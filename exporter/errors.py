@@ -9,8 +9,8 @@ The tree::
           ├── CounterUnsupported  NOT_SUPPORTED / NO_PERMISSION / FUNCTION_NOT_FOUND: left out for good, logged once
           └── GpuLost             GPU_IS_LOST: the device is reported ``up: false`` with no counters
 
-``NVMLError`` is translated into these in exactly one place (``exporter.node.sources.nvml_api``), so nothing else in the
-exporter depends on pynvml's exception classes.
+``NVMLError`` is translated into these in exactly one place (``mfumon.exporter.node.sources.nvml_api``), so nothing else
+in the exporter depends on pynvml's exception classes.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from exporter.samples import sanitize_id
+from mfumon.exporter.samples import sanitize_id
 
 __all__ = ["EXPLICIT_LABEL", "JOB_LABELS", "pod_job_id"]
 

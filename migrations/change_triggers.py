@@ -1,8 +1,8 @@
 """The PostgreSQL triggers that tell replicas which rows changed, for migrations to add to a table in one line.
 
-A table every replica mirrors in memory needs, besides its entry in ``api.state.notify.MIRRORED`` and a reader in
-``api.state.refresh.Refresher``, these triggers: in the migration that creates the table (or starts mirroring it),
-``create_change_triggers("my_table", "key_column")`` in ``upgrade()`` and ``drop_change_triggers("my_table")`` in
+A table every replica mirrors in memory needs, besides its entry in ``mfumon.api.state.notify.MIRRORED`` and a reader in
+``mfumon.api.state.refresh.Refresher``, these triggers: in the migration that creates the table (or starts mirroring
+it), ``create_change_triggers("my_table", "key_column")`` in ``upgrade()`` and ``drop_change_triggers("my_table")`` in
 ``downgrade()``. The trigger function itself comes with ``0010_change_notifications``. On SQLite both do nothing.
 
 For every statement that inserts or updates the table, the function sends ``<table> <writer> <JSON list of keys>``

@@ -1,12 +1,12 @@
-"""Alembic environment: the URL comes from the caller (``api.db.migrate``) or from MFUMON_DATABASE_URL."""
+"""Alembic environment: the URL comes from the caller (``mfumon.api.db.migrate``) or from MFUMON_DATABASE_URL."""
 
 from __future__ import annotations
 
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
-from api.core.config import Settings
-from api.db.models import Base
+from mfumon.api.core.config import Settings
+from mfumon.api.db.tables import Base
 
 config = context.config
 url = config.get_main_option("sqlalchemy.url") or Settings().DATABASE_URL

@@ -120,7 +120,7 @@ def launch_server(
     defaults = {"MFUMON_DATABASE_URL": database_url, **TEST_DEFAULTS}
     full_env = _clean_env({**defaults, **(env or {})})
     log_path = workdir / f"serve-{uuid.uuid4().hex[:8]}.log"
-    cmd = [sys.executable, "-m", "exporter", "serve", "--host", "127.0.0.1", "--port", str(port), *args]
+    cmd = [sys.executable, "-m", "mfumon", "serve", "--host", "127.0.0.1", "--port", str(port), *args]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, env=full_env, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
     try:

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from api.server import BindError, bind_socket
+from mfumon.api.server import BindError, bind_socket
 from tests.conftest import LiveServer, reserved_port, start_server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +40,7 @@ def test_serve_on_a_busy_port_fails_at_once(live_server: LiveServer, tmp_path: P
     workdir = tmp_path / "second"
     workdir.mkdir()
     result = subprocess.run(
-        [sys.executable, "-m", "exporter", "serve", "--port", str(live_server.port)],
+        [sys.executable, "-m", "mfumon", "serve", "--port", str(live_server.port)],
         capture_output=True,
         text=True,
         timeout=60,

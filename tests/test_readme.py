@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from api.metrics import families
-from exporter.cli import SUBCOMMANDS
+from mfumon.api.metrics import families
+from mfumon.cli import SUBCOMMANDS
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()

@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from exporter.job.wrap.cli import build_parser
+from mfumon.exporter.job.wrap.cli import build_parser
 from tests.conftest import LiveServer, start_server
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ from pathlib import Path
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from api.core.security import Token, parse_tokens
+from mfumon.api.core.security import Token, parse_tokens
 
 DEFAULT_DATABASE_URL = "sqlite:///mfumon.db"
 
@@ -25,7 +25,7 @@ class Settings(BaseSettings):
     PORT: int = Field(default=8000, ge=0, le=65535)  # 0: the kernel picks a free port
 
     # Security: tokens for ingest (PUT/POST). Comma separated in the environment, or one per line in a file, where a
-    # line may name the token and limit it to scopes and teams (api.core.security).
+    # line may name the token and limit it to scopes and teams (mfumon.api.core.security).
     INGEST_TOKENS: str = Field(default="", repr=False)
     INGEST_TOKENS_FILE: Path | None = None
     ALLOW_INSECURE: bool = False

@@ -41,7 +41,7 @@ def upsert_rows(
 def lock_for_write(session: Session) -> None:
     """Make sure a read-modify-write holds SQLite's write lock (PostgreSQL's SELECT ... FOR UPDATE does the rest).
 
-    Every ``sessions.begin()`` transaction already starts with ``BEGIN IMMEDIATE`` on SQLite (api.db.session), so
+    Every ``sessions.begin()`` transaction already starts with ``BEGIN IMMEDIATE`` on SQLite (mfumon.api.db.session), so
     this only acts on a transaction begun some other way.
     """
     connection = session.connection()

@@ -22,13 +22,13 @@ from sqlalchemy import Table, delete, func, select, tuple_
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from api.db.models import Counter, CounterHour
+from mfumon.api.db.tables import CounterHourRow, CounterRow
 
 COUNTER_SHARDS = 8
 HOUR = 3600
 
 CounterKey = tuple[str, str]  # (metric name, label text)
-CounterRow = tuple[str, str, int, float]  # (name, labels, shard, value)
+CounterValue = tuple[str, str, int, float]  # (name, labels, shard, value)
 
 
 class Increments(defaultdict[CounterKey, float]):
@@ -45,7 +45,7 @@ def shard_of(key: str) -> int:
 
 def add_to_counters(
     session: Session, increments: Mapping[CounterKey, float], *, shard: int, now: float
-) -> list[CounterRow]:
+) -> list[CounterValue]:
     """Add ``increments`` (each >= 0; zeros skipped) and return the rows' new values, for the local state."""
     rows = [
         {"name": name, "labels": labels, "shard": shard, "value": float(value), "updated_at": now}
@@ -54,7 +54,7 @@ def add_to_counters(
     ]
     if not rows:
         return []
-    table: Table = Counter.__table__  # type: ignore[assignment]
+    table: Table = CounterRow.__table__  # type: ignore[assignment]
     insert = insert_for(session)
     stmt = insert(table).values(rows)
     upsert = stmt.on_conflict_do_update(
@@ -77,7 +77,7 @@ def insert_for(session: Session) -> Callable[[Table], Any]:
 
 
 def _add_to_hours(session: Session, rows: list[dict[str, Any]]) -> None:
-    hours: Table = CounterHour.__table__  # type: ignore[assignment]
+    hours: Table = CounterHourRow.__table__  # type: ignore[assignment]
     values = [{k: row[k] for k in ("hour", "name", "labels", "shard", "value")} for row in rows]
     for i in range(0, len(values), 1000):  # SQLite allows a few thousand parameters per statement
         stmt = insert_for(session)(hours).values(values[i : i + 1000])
@@ -94,9 +94,9 @@ def read_hours(session: Session, *, names: Iterable[str], since: float, until: f
     (both rounded to whole hours: ``since`` down, ``until`` up)."""
     start, end = hour_of(since), hour_of(until) + (HOUR if until % HOUR else 0)
     stmt = (
-        select(CounterHour.name, CounterHour.labels, func.sum(CounterHour.value))
-        .where(CounterHour.name.in_(list(names)), CounterHour.hour >= start, CounterHour.hour < end)
-        .group_by(CounterHour.name, CounterHour.labels)
+        select(CounterHourRow.name, CounterHourRow.labels, func.sum(CounterHourRow.value))
+        .where(CounterHourRow.name.in_(list(names)), CounterHourRow.hour >= start, CounterHourRow.hour < end)
+        .group_by(CounterHourRow.name, CounterHourRow.labels)
     )
     return [(name, labels, float(value)) for name, labels, value in session.execute(stmt)]
 
@@ -108,7 +108,7 @@ def compact_hours(session: Session, *, before: float) -> int:
     clock is an hour late) waits and lands in a fresh row, folded next time. Run under a billing mark, so that only
     one replica folds at a time.
     """
-    hours: Table = CounterHour.__table__  # type: ignore[assignment]
+    hours: Table = CounterHourRow.__table__  # type: ignore[assignment]
     rows = session.execute(
         select(hours.c.hour, hours.c.name, hours.c.labels, hours.c.shard, hours.c.value)
         .where(hours.c.hour < hour_of(before), hours.c.shard != 0)
@@ -139,10 +139,12 @@ def compact_hours(session: Session, *, before: float) -> int:
 
 def prune_hours(session: Session, *, before: float) -> int:
     """Drop the hours that ended before ``before`` (the retention); returns the rows dropped."""
-    result = session.execute(delete(CounterHour).where(CounterHour.hour < hour_of(before)))
+    result = session.execute(delete(CounterHourRow).where(CounterHourRow.hour < hour_of(before)))
     return int(getattr(result, "rowcount", 0) or 0)
 
 
-def read_counters(session: Session, *, changed_after: float) -> Iterable[CounterRow]:
-    stmt = select(Counter.name, Counter.labels, Counter.shard, Counter.value).where(Counter.updated_at > changed_after)
+def read_counters(session: Session, *, changed_after: float) -> Iterable[CounterValue]:
+    stmt = select(CounterRow.name, CounterRow.labels, CounterRow.shard, CounterRow.value).where(
+        CounterRow.updated_at > changed_after
+    )
     return [(r.name, r.labels, r.shard, r.value) for r in session.execute(stmt)]

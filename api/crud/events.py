@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from api.db.models import JobEvent
+from mfumon.api.db.tables import JobEventRow
 
 
 def add_event(
@@ -24,7 +24,7 @@ def add_event(
     inferred: str | None = None,
 ) -> None:
     session.add(
-        JobEvent(
+        JobEventRow(
             job_id=job_id,
             type=type,
             seconds=seconds,
@@ -38,13 +38,13 @@ def add_event(
     )
 
 
-def read_events(*, session: Session, job_id: str, limit: int) -> list[JobEvent]:
-    stmt = select(JobEvent).where(JobEvent.job_id == job_id).order_by(JobEvent.id.desc()).limit(limit)
+def read_events(*, session: Session, job_id: str, limit: int) -> list[JobEventRow]:
+    stmt = select(JobEventRow).where(JobEventRow.job_id == job_id).order_by(JobEventRow.id.desc()).limit(limit)
     return list(reversed(session.scalars(stmt).all()))
 
 
 def prune_events(*, session: Session, older_than: float) -> int:
-    result = session.execute(delete(JobEvent).where(JobEvent.received_at < older_than))
+    result = session.execute(delete(JobEventRow).where(JobEventRow.received_at < older_than))
     return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
 
@@ -59,14 +59,14 @@ class EventStats:
 
 def event_stats(*, session: Session, job_id: str, exit_codes: int = 20) -> EventStats:
     saves, mean = session.execute(
-        select(func.count(JobEvent.id), func.avg(JobEvent.seconds)).where(
-            JobEvent.job_id == job_id, JobEvent.type == "checkpoint_save"
+        select(func.count(JobEventRow.id), func.avg(JobEventRow.seconds)).where(
+            JobEventRow.job_id == job_id, JobEventRow.type == "checkpoint_save"
         )
     ).one()
     codes = session.scalars(
-        select(JobEvent.exit_code)
-        .where(JobEvent.job_id == job_id, JobEvent.type == "failure", JobEvent.exit_code.is_not(None))
-        .order_by(JobEvent.id.desc())
+        select(JobEventRow.exit_code)
+        .where(JobEventRow.job_id == job_id, JobEventRow.type == "failure", JobEventRow.exit_code.is_not(None))
+        .order_by(JobEventRow.id.desc())
         .limit(exit_codes)
     ).all()
     return EventStats(

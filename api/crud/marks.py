@@ -6,8 +6,8 @@ from __future__ import annotations
 from sqlalchemy import Table, select, update
 from sqlalchemy.orm import Session
 
-from api.crud._upsert import insert_if_absent
-from api.db.models import BillingMark
+from mfumon.api.crud._upsert import insert_if_absent
+from mfumon.api.db.tables import BillingMarkRow
 
 
 def claim_interval(session: Session, *, name: str, now: float, max_seconds: float) -> tuple[float, float] | None:
@@ -17,7 +17,7 @@ def claim_interval(session: Session, *, name: str, now: float, max_seconds: floa
     The mark's row stays locked until the caller's transaction ends, so a replica claiming at the same time waits,
     then sees the moved mark.
     """
-    marks: Table = BillingMark.__table__  # type: ignore[assignment]
+    marks: Table = BillingMarkRow.__table__  # type: ignore[assignment]
     insert_if_absent(session, marks, {"name": name, "until": now}, key=["name"])
     until = session.execute(select(marks.c.until).where(marks.c.name == name).with_for_update()).scalar_one()
     if until >= now:

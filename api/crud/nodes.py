@@ -16,11 +16,11 @@ from sqlalchemy import Table, bindparam, case, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from api.db.arrays import BinaryArray
-from api.db.models import Node
-from api.schemas.nodes import NodeSampleCreate
+from mfumon.api.db.arrays import BinaryArray
+from mfumon.api.db.tables import NodeRow
+from mfumon.api.schemas.nodes import NodeSampleCreate
 
-_NODES: Table = Node.__table__  # type: ignore[assignment]
+_NODES: Table = NodeRow.__table__  # type: ignore[assignment]
 
 
 def decode_sample(stored: str) -> NodeSampleCreate:
@@ -125,7 +125,7 @@ def upsert_nodes(*, session: Session, writes: Sequence[NodeWrite], now: float) -
     On PostgreSQL that is one ``INSERT ... SELECT FROM unnest(...)`` whatever the number of nodes: 7-11 us of this
     process's CPU and 40-50 us of PostgreSQL's per node, most of that compressing the sample (lz4, migration 0011;
     ``bench/node_flush.py``). The replicas' change trigger
-    (``migrations.change_triggers``) runs once per statement. Rows sent a statement at a time had cost PostgreSQL
+    (``mfumon.migrations.change_triggers``) runs once per statement. Rows sent a statement at a time had cost PostgreSQL
     ~0.2 ms per node, mostly that trigger; SQLAlchemy's multi-row INSERTs ("insertmanyvalues") ~35 us of this
     process's CPU per node, mostly psycopg quoting the JSON samples for the statement's text. On SQLite, 500 rows
     a statement (see _sqlite_upsert for why not an executemany): 0.3-0.6 s of wall time for 12,500 nodes, most of
@@ -141,11 +141,11 @@ def upsert_nodes(*, session: Session, writes: Sequence[NodeWrite], now: float) -
         _sqlite_upsert(session, rows)
 
 
-def read_nodes(*, session: Session, names: Sequence[str] | None = None, since: float | None = None) -> list[Node]:
+def read_nodes(*, session: Session, names: Sequence[str] | None = None, since: float | None = None) -> list[NodeRow]:
     """Node rows by name, or changed after ``since`` (``updated_at``), or all."""
-    stmt = select(Node)
+    stmt = select(NodeRow)
     if names is not None:
-        stmt = stmt.where(Node.name.in_(names))
+        stmt = stmt.where(NodeRow.name.in_(names))
     if since is not None:
-        stmt = stmt.where(Node.updated_at > since)
+        stmt = stmt.where(NodeRow.updated_at > since)
     return list(session.scalars(stmt))

@@ -8,9 +8,9 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import create_engine, text
 
-import migrations
+import mfumon.migrations
 
-MIGRATIONS_DIR = Path(migrations.__file__).resolve().parent
+MIGRATIONS_DIR = Path(mfumon.migrations.__file__).resolve().parent
 _PG_MIGRATION_LOCK_ID = 0x6D66756D6F6E  # "mfumon": serialises replicas that start at the same moment
 
 

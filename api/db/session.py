@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.orm import Session, SessionTransaction, sessionmaker
 
-from api.db import arrays
+from mfumon.api.db import arrays
 
 _WRITE = "mfumon_write"  # execution option of a connection procured by Session.begin()
 

@@ -1,14 +1,14 @@
 """Why a job's MFU is what it is: small independent rules over what the aggregator knows about one job.
 
-:mod:`api.diagnosis.facts` gathers nothing itself: the service (:mod:`api.services.diagnosis`) fills a
+:mod:`mfumon.api.diagnosis.facts` gathers nothing itself: the service (:mod:`mfumon.api.services.diagnosis`) fills a
 :class:`JobFacts` from the job's row (its waterfall), the state (its GPUs' counters and health) and its baseline.
-Each rule in :mod:`api.diagnosis.rules` looks at the facts and returns at most one :class:`Finding`, with the
+Each rule in :mod:`mfumon.api.diagnosis.rules` looks at the facts and returns at most one :class:`Finding`, with the
 GPU-seconds it puts at stake; :func:`diagnose` runs them all and ranks the findings by those GPU-seconds.
 """
 
 from __future__ import annotations
 
-from api.diagnosis.facts import Finding, GpuFacts, JobFacts
-from api.diagnosis.rules import RULES, diagnose
+from mfumon.api.diagnosis.facts import Finding, GpuFacts, JobFacts
+from mfumon.api.diagnosis.rules import RULES, diagnose
 
 __all__ = ["RULES", "Finding", "GpuFacts", "JobFacts", "diagnose"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from api.accounting import STEP_CATEGORIES
+from mfumon.api.accounting import STEP_CATEGORIES
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +48,7 @@ class JobFacts:
     baseline_mfu: float | None = None
     signature: str | None = None
     hardware_mfu: float | None = None
-    accounting_verdict: str | None = None  # api.mfu.check_accounting: consistent, over_claims, under_claims
+    accounting_verdict: str | None = None  # mfumon.mfu.check_accounting: consistent, over_claims, under_claims
     accounting_message: str | None = None
     agreement: float | None = None
     restarts: int = 0

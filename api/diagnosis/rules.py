@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from statistics import fmean, median
 
-from api.diagnosis.facts import Finding, GpuFacts, JobFacts
-from api.mfu import AGREEMENT_OVER_CLAIM, AGREEMENT_UNDER_CLAIM
+from mfumon.api.diagnosis.facts import Finding, GpuFacts, JobFacts
+from mfumon.mfu import AGREEMENT_OVER_CLAIM, AGREEMENT_UNDER_CLAIM
 
 Rule = Callable[[JobFacts], Finding | None]
 

@@ -21,7 +21,7 @@ def format_value(value: float) -> str:
     """Whole numbers exactly (``600``, byte counters); other values with 12 significant digits, more than any
     counter or ratio carries, at less than half the cost of Python's shortest round-trip ``repr`` (this runs for
     every job, node and summary line; a node's GPU lines are filled in by ``%`` instead, see
-    :mod:`api.metrics.gpu_lines`); Prometheus's spellings of NaN and the infinities."""
+    :mod:`mfumon.api.metrics.gpu_lines`); Prometheus's spellings of NaN and the infinities."""
     if value.__class__ is float:
         if value.is_integer():
             return str(int(value)) if -1e17 < value < 1e17 else repr(value)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from exporter.samples import COUNTER_FIELDS, IbPortSample
+from mfumon.exporter.samples import COUNTER_FIELDS, IbPortSample
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +136,7 @@ GPU_FAMILIES: dict[str, Family] = {
     )
 }
 
-# Durable counters (api.crud.counters): stored in the database in the transaction that stores what they count, so
+# Durable counters (mfumon.api.crud.counters): stored in the database in the transaction that stores what they count, so
 # they survive restarts and every replica exports the same values. Rendered on every scrape; few series.
 DURABLE_FAMILIES: dict[str, Family] = {
     f.name: f
@@ -328,7 +328,7 @@ SUMMARY_FAMILIES: dict[str, Family] = {
     )
 }
 
-# Queue, quota and fragmentation (api.state.capacity), mostly from scheduler adapters; rendered on every scrape.
+# Queue, quota and fragmentation (mfumon.api.state.capacity), mostly from scheduler adapters; rendered on every scrape.
 CAPACITY_FAMILIES: dict[str, Family] = {
     f.name: f
     for f in (

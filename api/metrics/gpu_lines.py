@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from api.metrics._text import escape_label_value, gpu_labels
-from api.metrics.families import GPU_LINE_METRICS, THROTTLE_GROUPS
-from api.state.views import GpuView, NodeView
+from mfumon.api.metrics._text import escape_label_value, gpu_labels
+from mfumon.api.metrics.families import GPU_LINE_METRICS, THROTTLE_GROUPS
+from mfumon.api.state.views import GpuView, NodeView
 
 #: Shapes whose templates are kept; a cluster has a few (GPUs per node, counters per model, GPUs down).
 MAX_TEMPLATES = 1024

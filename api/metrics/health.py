@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from api.metrics._text import labels_text, sample_line
-from api.metrics.families import HEALTH_SUMMARY_FAMILIES, IB_PORT_METRICS
-from api.state.store import Snapshot
-from api.state.views import NodeView
+from mfumon.api.metrics._text import labels_text, sample_line
+from mfumon.api.metrics.families import HEALTH_SUMMARY_FAMILIES, IB_PORT_METRICS
+from mfumon.api.state.store import Snapshot
+from mfumon.api.state.views import NodeView
 
 Add = Callable[[str, str, float], None]
 
 
 def render_node_health(node: NodeView, add: Add) -> None:
     """Add one node's own health series to its chunk (``add(metric, labels, value)``): its ports and checks. Its
-    GPUs' checks and error counters are GPU lines (:mod:`api.metrics.gpu_lines`)."""
+    GPUs' checks and error counters are GPU lines (:mod:`mfumon.api.metrics.gpu_lines`)."""
     for port in node.ib_ports or ():
         port_ident = [("node", node.name), ("device", str(port["device"])), ("port", str(port["port"]))]
         labels = labels_text(port_ident)

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from api.accounting import CATEGORIES, CLUSTER_CATEGORIES, Ledger
-from api.metrics._text import escape_label_value, format_value, labels_text, sample_line
-from api.metrics.families import (
+from mfumon.api.accounting import CATEGORIES, CLUSTER_CATEGORIES, Ledger
+from mfumon.api.metrics._text import escape_label_value, format_value, labels_text, sample_line
+from mfumon.api.metrics.families import (
     CAPACITY_FAMILIES,
     DURABLE_FAMILIES,
     GPU_FAMILIES,
@@ -32,13 +32,13 @@ from api.metrics.families import (
     SUMMARY_FAMILIES,
     Family,
 )
-from api.metrics.gpu_lines import GpuLines, render_gpu_lines
-from api.metrics.health import render_health_summary, render_node_health
-from api.metrics.self_metrics import SelfMetrics
-from api.state.aggregate import GroupTotals, JobAccount, Summary
-from api.state.counters import DurableCounters
-from api.state.store import Snapshot
-from api.state.views import QUEUE_WAIT_BUCKETS, JobView, NodeView
+from mfumon.api.metrics.gpu_lines import GpuLines, render_gpu_lines
+from mfumon.api.metrics.health import render_health_summary, render_node_health
+from mfumon.api.metrics.self_metrics import SelfMetrics
+from mfumon.api.state.aggregate import GroupTotals, JobAccount, Summary
+from mfumon.api.state.counters import DurableCounters
+from mfumon.api.state.store import Snapshot
+from mfumon.api.state.views import QUEUE_WAIT_BUCKETS, JobView, NodeView
 
 Chunk = dict[str, str]  # family name -> its sample lines for one node or job
 #: How long the renderer keeps the event loop per turn while nothing else waits for it: a few nodes (~0.1 ms each),
@@ -221,7 +221,7 @@ class MetricsRenderer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
         self._wake: asyncio.Event | None = None
-        self.forgotten = 0  # chunks dropped because their node or job is gone (see api.core.memory.Trimmer)
+        self.forgotten = 0  # chunks dropped because their node or job is gone (see mfumon.api.core.memory.Trimmer)
         self.renders = {
             "node": 0,
             "job": 0,

@@ -1,7 +1,7 @@
 """The aggregator's own counters: ingest outcomes, unknown devices, scrape and refresh cost.
 
 Plain integers behind a lock rather than prometheus_client objects, because ``/metrics`` is rendered by our
-own cached renderer (see :mod:`api.metrics.render`).
+own cached renderer (see :mod:`mfumon.api.metrics.render`).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from api.connections import ConnectionGuard
-    from api.metrics.scrapes import ScrapeCache
+    from mfumon.api.connections import ConnectionGuard
+    from mfumon.api.metrics.scrapes import ScrapeCache
 
 
 class SelfMetrics:

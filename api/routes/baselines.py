@@ -1,4 +1,4 @@
-"""Baseline routes: list and read workload baselines, pin one, reset one (``api.services.baselines``)."""
+"""Baseline routes: list and read workload baselines, pin one, reset one (``mfumon.api.services.baselines``)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Query, Response
 
-from api.crud import baselines as crud
-from api.db.models import Baseline
-from api.deps import BaselineWriter, ContextDep, SignaturePageDep
-from api.openapi import answer
-from api.schemas.baselines import (
+from mfumon.api.crud import baselines as crud
+from mfumon.api.db.tables import BaselineRow
+from mfumon.api.deps import BaselineWriter, ContextDep, SignaturePageDep
+from mfumon.api.openapi import answer
+from mfumon.api.schemas.baselines import (
     SIGNATURE_MAX_LENGTH,
     SIGNATURE_PATTERN,
     SIGNATURE_RULE,
@@ -18,8 +18,8 @@ from api.schemas.baselines import (
     BaselinePublic,
     BaselinesPublic,
 )
-from api.services import baselines
-from api.services.baselines import ConflictError
+from mfumon.api.services import baselines
+from mfumon.api.services.baselines import ConflictError
 
 router = APIRouter(prefix="/v1/baselines", tags=["baselines"])
 
@@ -28,7 +28,7 @@ SignaturePath = Annotated[
 ]
 
 
-def public(row: Baseline) -> BaselinePublic:
+def public(row: BaselineRow) -> BaselinePublic:
     return BaselinePublic(
         signature=row.signature,
         kind=row.kind,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.deps import ContextDep
-from api.schemas.cluster import ClusterSummary, GroupSummary
-from api.state.aggregate import GroupTotals, summarize
+from mfumon.api.deps import ContextDep
+from mfumon.api.schemas.cluster import ClusterSummary, GroupSummary
+from mfumon.api.state.aggregate import GroupTotals, summarize
 
 router = APIRouter(prefix="/v1/cluster", tags=["cluster"])
 

@@ -1,4 +1,4 @@
-"""``GET /v1/compare?a=JOB&b=JOB``: two jobs before and after (``api.services.compare``)."""
+"""``GET /v1/compare?a=JOB&b=JOB``: two jobs before and after (``mfumon.api.services.compare``)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query
 
-from api.deps import ContextDep
-from api.openapi import answer
-from api.schemas._common import ID_PATTERN
-from api.schemas.compare import ComparePublic
-from api.services.compare import compare
+from mfumon.api.deps import ContextDep
+from mfumon.api.openapi import answer
+from mfumon.api.schemas._common import ID_PATTERN
+from mfumon.api.schemas.compare import ComparePublic
+from mfumon.api.services.compare import compare
 
 router = APIRouter(prefix="/v1/compare", tags=["baselines"])
 

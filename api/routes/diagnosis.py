@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException
 
-from api.deps import ContextDep, JobIdPath
-from api.schemas.diagnosis import DiagnosisPublic, FindingPublic
-from api.schemas.jobs import WaterfallEntry
-from api.services.diagnosis import diagnose_job
+from mfumon.api.deps import ContextDep, JobIdPath
+from mfumon.api.schemas.diagnosis import DiagnosisPublic, FindingPublic
+from mfumon.api.schemas.jobs import WaterfallEntry
+from mfumon.api.services.diagnosis import diagnose_job
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException
 from sqlalchemy import text
 
-from api.deps import ContextDep
+from mfumon.api.deps import ContextDep
 
 router = APIRouter(tags=["health"])
 

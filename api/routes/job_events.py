@@ -6,11 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query
 
-from api.crud import events as event_crud
-from api.crud import jobs as crud
-from api.deps import ContextDep, JobIdPath, JobWriter, reject_future_timestamp
-from api.schemas.events import JobEventCreate, JobEventPublic, JobEventResult, JobEventsPublic
-from api.services.events import record_event
+from mfumon.api.crud import events as event_crud
+from mfumon.api.crud import jobs as crud
+from mfumon.api.deps import ContextDep, JobIdPath, JobWriter, reject_future_timestamp
+from mfumon.api.schemas.events import JobEventCreate, JobEventPublic, JobEventResult, JobEventsPublic
+from mfumon.api.services.events import record_event
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

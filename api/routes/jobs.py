@@ -6,12 +6,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, HTTPException, Query
 
-from api.accounting import Ledger
-from api.crud import jobs as crud
-from api.db.models import Job
-from api.deps import ContextDep, JobCapacity, JobIdPath, JobWriter, PageDep
-from api.mfu import check_accounting
-from api.schemas.jobs import (
+from mfumon.api.accounting import Ledger
+from mfumon.api.crud import jobs as crud
+from mfumon.api.db.tables import JobRow
+from mfumon.api.deps import ContextDep, JobCapacity, JobIdPath, JobWriter, PageDep
+from mfumon.api.schemas.jobs import (
     AccountingPublic,
     JobEnd,
     JobPublic,
@@ -22,9 +21,10 @@ from api.schemas.jobs import (
     ReportResult,
     WaterfallEntry,
 )
-from api.services import reports
-from api.state.aggregate import JobAccount, summarize
-from api.state.health import job_health
+from mfumon.api.services import reports
+from mfumon.api.state.aggregate import JobAccount, summarize
+from mfumon.api.state.health import job_health
+from mfumon.mfu import check_accounting
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -33,7 +33,7 @@ MAX_OFFSET = 10_000
 
 def _public(
     ctx: ContextDep,
-    job: Job,
+    job: JobRow,
     *,
     account: JobAccount | None,
     history: list[JobReportPublic],
@@ -104,7 +104,7 @@ def _accounts(ctx: ContextDep) -> dict[str, JobAccount]:
     return summarize(ctx.state.snapshot(ctx.clock())).jobs
 
 
-def _accounting_fields(job: Job) -> dict[str, Any]:
+def _accounting_fields(job: JobRow) -> dict[str, Any]:
     ledger = Ledger.from_json(job.accounting)
     return {
         "total_gpu_seconds": ledger.total_gpu_seconds,

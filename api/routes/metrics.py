@@ -7,10 +7,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from api.deps import ContextDep, invalid_query
-from api.metrics._text import CONTENT_TYPE
-from api.openapi import invalid_when
-from api.state.aggregate import summarize
+from mfumon.api.deps import ContextDep, invalid_query
+from mfumon.api.metrics._text import CONTENT_TYPE
+from mfumon.api.openapi import invalid_when
+from mfumon.api.state.aggregate import summarize
 
 router = APIRouter(tags=["metrics"])
 
@@ -57,6 +57,8 @@ def read_metrics(
         body = ctx.renderer.render(snapshot, summarize(snapshot), split)
         return gzip.compress(body, compresslevel=_GZIP_LEVEL, mtime=0) if gzipped else body
 
-    body = ctx.scrapes.body((split, gzipped), render)  # back-to-back scrapes share a render (api.metrics.scrapes)
+    body = ctx.scrapes.body(
+        (split, gzipped), render
+    )  # back-to-back scrapes share a render (mfumon.api.metrics.scrapes)
     headers = {"Content-Encoding": "gzip"} if gzipped else None
     return Response(content=body, media_type=CONTENT_TYPE, headers=headers)

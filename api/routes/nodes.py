@@ -7,8 +7,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 
-from api.context import AppContext
-from api.deps import (
+from mfumon.api.context import AppContext
+from mfumon.api.deps import (
     NODE_NAME,
     ContextDep,
     NodePath,
@@ -18,8 +18,8 @@ from api.deps import (
     check_node_capacity,
     reject_future_timestamp,
 )
-from api.routes._one_pass import OnePassJSONRoute, fast_path
-from api.schemas.nodes import (
+from mfumon.api.routes._one_pass import OnePassJSONRoute, fast_path
+from mfumon.api.schemas.nodes import (
     GpuPublic,
     HealthReason,
     NodeHealthPublic,
@@ -28,9 +28,9 @@ from api.schemas.nodes import (
     NodesPublic,
     SampleAccepted,
 )
-from api.services.samples import record_sample
-from api.state.aggregate import gpu_state, node_gpu_states, reporting_jobs
-from api.state.views import NodeView
+from mfumon.api.services.samples import record_sample
+from mfumon.api.state.aggregate import gpu_state, node_gpu_states, reporting_jobs
+from mfumon.api.state.views import NodeView
 
 JSON = "application/json"
 
@@ -82,8 +82,8 @@ def _public(node: NodeView, reporting: Container[str]) -> NodePublic:
 async def _well_formed_push(request: Request) -> Response | None:
     """:func:`create_sample` for a push that needs no error: a JSON body with a Content-Length that validates, a
     valid node name, a token with the ``nodes`` scope. Anything else is None, for FastAPI's handler and its errors
-    (see ``api.routes._one_pass``). Every push pays for FastAPI's request handling otherwise: about a fifth of its
-    cost, which is what ingest needs to keep up with the bare web stack (``bench/aggregator_scale.py``).
+    (see ``mfumon.api.routes._one_pass``). Every push pays for FastAPI's request handling otherwise: about a fifth of
+    its cost, which is what ingest needs to keep up with the bare web stack (``bench/aggregator_scale.py``).
     """
     headers = request.headers
     node = request.path_params.get("node")
@@ -102,7 +102,7 @@ async def _well_formed_push(request: Request) -> Response | None:
 @router.post("/{node}/samples", response_model=SampleAccepted)
 @fast_path(_well_formed_push)
 async def create_sample(node: NodePath, body: NodeSampleCreate, request: Request, _: NodeWriter) -> Response:
-    """Push one collection cycle of a node's GPUs; stored within SAMPLE_FLUSH_SECONDS (see api.services.samples).
+    """Push one collection cycle of a node's GPUs; stored within SAMPLE_FLUSH_SECONDS (see mfumon.api.services.samples).
 
     Runs on the event loop: it touches only memory, so it needs no thread. The token is checked first (a
     dependency), then the body, then what needs this server's clock and state. Well-formed pushes, nearly all of

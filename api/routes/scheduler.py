@@ -6,10 +6,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path
 
-from api.crud import scheduler as crud
-from api.deps import ContextDep, SchedulerWriter, reject_future_timestamp
-from api.schemas.scheduler import SchedulerSync, SourcePublic, SourcesPublic, SyncResult, TeamQuota
-from api.services import scheduler as service
+from mfumon.api.crud import scheduler as crud
+from mfumon.api.deps import ContextDep, SchedulerWriter, reject_future_timestamp
+from mfumon.api.schemas.scheduler import SchedulerSync, SourcePublic, SourcesPublic, SyncResult, TeamQuota
+from mfumon.api.services import scheduler as service
 
 router = APIRouter(prefix="/v1/scheduler", tags=["scheduler"])
 

@@ -6,11 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from api.deps import ContextDep, invalid_query
-from api.errors import InputError
-from api.openapi import invalid_when
-from api.schemas.usage import UsagePublic
-from api.services.usage import TIME_PATTERN, TIME_RULE, parse_time, read_usage
+from mfumon.api.deps import ContextDep, invalid_query
+from mfumon.api.errors import InputError
+from mfumon.api.openapi import invalid_when
+from mfumon.api.schemas.usage import UsagePublic
+from mfumon.api.services.usage import TIME_PATTERN, TIME_RULE, parse_time, read_usage
 
 router = APIRouter(prefix="/v1/usage", tags=["usage"])
 

@@ -6,7 +6,7 @@ from typing import Annotated, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from api.schemas._common import ID_PATTERN, Dtype, Kind, Number, Text, TokensPerSecond, given, null
+from mfumon.api.schemas._common import ID_PATTERN, Dtype, Kind, Number, Text, TokensPerSecond, given, null
 
 SIGNATURE_KEY_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]{1,512}$"
 """What a signature is as a key of a list (the ``cursor`` of ``GET /v1/baselines``): 1-512 printable characters."""
@@ -14,14 +14,14 @@ SIGNATURE_MAX_LENGTH = 512
 _COUNT = "[1-9][0-9]{0,7}"  # a PositiveInt as decimal digits
 _LAYOUT = rf"dp\*\.tp{_COUNT}\.pp{_COUNT}\.cp{_COUNT}\.ep{_COUNT}\.mbs{_COUNT}(?:\.ga{_COUNT})?(?:\.seq{_COUNT})?"
 SCALE_PATTERN = rf"(?:{_COUNT}|{_LAYOUT})"
-"""The scale part: a GPU count, or the per-GPU layout ``api.services.baselines.layout_scale`` writes."""
+"""The scale part: a GPU count, or the per-GPU layout ``mfumon.api.services.baselines.layout_scale`` writes."""
 DEVICE_KEY = "[a-z0-9][a-z0-9._-]*"
-"""A device key of the peak table (``api.mfu._spec.KEY_PATTERN``)."""
+"""A device key of the peak table (``mfumon.mfu._spec.KEY_PATTERN``)."""
 
 
 def signature_pattern(device: str = DEVICE_KEY) -> str:
-    """``kind|model|device|scale|dtype`` as ``api.services.baselines.signature`` writes it; ``device`` narrows the
-    device part (``PUT`` takes only the keys of this server's peak table). The model part may hold ``|`` itself:
+    """``kind|model|device|scale|dtype`` as ``mfumon.api.services.baselines.signature`` writes it; ``device`` narrows
+    the device part (``PUT`` takes only the keys of this server's peak table). The model part may hold ``|`` itself:
     the last three parts hold none, so the pattern splits where ``parse_signature`` does."""
     kinds, dtypes = "|".join(get_args(Kind)), "|".join(get_args(Dtype))
     return rf"^(?:{kinds})\|[^\x00-\x1f\x7f-\x9f]+\|(?:{device})\|{SCALE_PATTERN}\|(?:{dtypes})$"

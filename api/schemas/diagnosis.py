@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from api.schemas.jobs import WaterfallEntry
+from mfumon.api.schemas.jobs import WaterfallEntry
 
 
 class FindingPublic(BaseModel):

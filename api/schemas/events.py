@@ -6,7 +6,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from api.schemas._common import CLOCK_SKEW_RULE, ExitCode, Number, Step, Timestamp, null
+from mfumon.api.schemas._common import CLOCK_SKEW_RULE, ExitCode, Number, Step, Timestamp, null
 
 EventType = Literal["init", "checkpoint_save", "checkpoint_load", "eval", "restart", "failure"]
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)

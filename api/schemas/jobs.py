@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from api.schemas._common import (
+from mfumon.api.schemas._common import (
     MAX_TOKENS_PER_SECOND,
     Count,
     Dtype,

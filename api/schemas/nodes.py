@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-from api.schemas._common import (
+from mfumon.api.schemas._common import (
     CLOCK_SKEW_RULE,
     ID_PATTERN,
     Count,
@@ -18,7 +18,7 @@ from api.schemas._common import (
     Timestamp,
     Whole,
 )
-from exporter.samples import COUNTER_FIELDS, THROTTLE_REASONS
+from mfumon.exporter.samples import COUNTER_FIELDS, THROTTLE_REASONS
 
 # The counter and throttle-reason names are defined once, beside the exporter that sends them.
 _THROTTLE_REASONS = frozenset(THROTTLE_REASONS)

@@ -11,7 +11,17 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema, model_validator
 
-from api.schemas._common import CLOCK_SKEW_RULE, ID_PATTERN, ExitCode, Kind, Label, Number, PositiveInt, Text, Whole
+from mfumon.api.schemas._common import (
+    CLOCK_SKEW_RULE,
+    ID_PATTERN,
+    ExitCode,
+    Kind,
+    Label,
+    Number,
+    PositiveInt,
+    Text,
+    Whole,
+)
 
 JobId = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
 NodeName = Annotated[str, StringConstraints(pattern=ID_PATTERN)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from api.schemas.jobs import WaterfallEntry
+from mfumon.api.schemas.jobs import WaterfallEntry
 
 
 class UsageGroup(BaseModel):

@@ -3,20 +3,20 @@ pool, team and the cluster), and the idle and unreported GPU-seconds billed to p
 
 A job's amounts are added in the transaction that stores their cause (a report, an event, an end, an expiry); the
 idle and unreported GPU-seconds by a periodic billing that one replica at a time wins (a billing mark). So each is
-counted exactly once, survives restarts, and reads the same on every replica (``api.crud.counters``).
+counted exactly once, survives restarts, and reads the same on every replica (``mfumon.api.crud.counters``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from api.accounting import Bill, Ledger
-from api.context import AppContext
-from api.crud.counters import HOUR, Increments, add_to_counters, compact_hours, prune_hours
-from api.crud.marks import claim_interval
-from api.db.models import Job
-from api.metrics._text import labels_text
-from api.state.aggregate import idle_and_unreported
+from mfumon.api.accounting import Bill, Ledger
+from mfumon.api.context import AppContext
+from mfumon.api.crud.counters import HOUR, Increments, add_to_counters, compact_hours, prune_hours
+from mfumon.api.crud.marks import claim_interval
+from mfumon.api.db.tables import JobRow
+from mfumon.api.metrics._text import labels_text
+from mfumon.api.state.aggregate import idle_and_unreported
 
 SCOPES: tuple[str, ...] = ("cluster", "pool", "team")
 
@@ -55,16 +55,16 @@ def add_bill(increments: Increments, bill: Bill, *, pool: str | None, team: str 
         increments[(compute_peak, labels_text(labels))] += bill.compute_peak_flops
 
 
-def ledger_of(job: Job) -> Ledger:
+def ledger_of(job: JobRow) -> Ledger:
     return Ledger.from_json(job.accounting)
 
 
-def store_ledger(job: Job, ledger: Ledger) -> None:
+def store_ledger(job: JobRow, ledger: Ledger) -> None:
     """Write the ledger back into the job's accounting JSON, beside the lifecycle's own keys."""
     job.accounting = {**(job.accounting or {}), **ledger.to_json()}
 
 
-def bill_job(job: Job, ledger: Ledger, bill: Bill, increments: Increments) -> None:
+def bill_job(job: JobRow, ledger: Ledger, bill: Bill, increments: Increments) -> None:
     """Store the ledger and add its bill to the scope counters (pool as resolved by the last report)."""
     store_ledger(job, ledger)
     if bill:
@@ -73,7 +73,7 @@ def bill_job(job: Job, ledger: Ledger, bill: Bill, increments: Increments) -> No
 
 def gpu_state_increments(increments: Increments, states: dict[str | None, tuple[int, int]], seconds: float) -> None:
     """Idle and unreported GPU-seconds of every pool and the cluster: the GPUs in each state now x ``seconds``
-    (``states``: :func:`~api.state.aggregate.idle_and_unreported`)."""
+    (``states``: :func:`~mfumon.api.state.aggregate.idle_and_unreported`)."""
     for pool, (idle, unreported) in states.items():
         scope, labels = ("cluster", []) if pool is None else ("pool", [("pool", pool)])
         for category, gpus in (("idle", idle), ("unreported", unreported)):
@@ -119,7 +119,7 @@ def maintain_hours(ctx: AppContext) -> int:
     return folded
 
 
-def summary_of(job: Job, ledger: Ledger) -> dict[str, Any]:
+def summary_of(job: JobRow, ledger: Ledger) -> dict[str, Any]:
     """The lifetime summary frozen when the job ends: readable at ``GET /v1/jobs/{id}`` ever after."""
     total = ledger.total_gpu_seconds
     return {

@@ -35,16 +35,16 @@ from typing import Any, get_args
 
 from sqlalchemy.orm import Session
 
-from api.context import AppContext
-from api.core.security import ANONYMOUS, Principal
-from api.crud import baselines as crud
-from api.crud import jobs as job_crud
-from api.db.models import Baseline, Job, JobReport
-from api.errors import InputError
-from api.schemas._common import Dtype, Kind
-from api.schemas.baselines import SCALE_PATTERN, BaselinePin
-from api.schemas.jobs import JobFields
-from api.state.refresh import apply_baseline_row, model_key
+from mfumon.api.context import AppContext
+from mfumon.api.core.security import ANONYMOUS, Principal
+from mfumon.api.crud import baselines as crud
+from mfumon.api.crud import jobs as job_crud
+from mfumon.api.db.tables import BaselineRow, JobReportRow, JobRow
+from mfumon.api.errors import InputError
+from mfumon.api.schemas._common import Dtype, Kind
+from mfumon.api.schemas.baselines import SCALE_PATTERN, BaselinePin
+from mfumon.api.schemas.jobs import JobFields
+from mfumon.api.state.refresh import apply_baseline_row, model_key
 
 LAYOUT_PREFIX = "dp*"
 
@@ -83,7 +83,7 @@ def layout_scale(parallelism: dict[str, int], seq_len: int | None) -> str:
     return ".".join(parts)
 
 
-def scale_of(job: Job, num_gpus: int) -> str:
+def scale_of(job: JobRow, num_gpus: int) -> str:
     """The GPU count, or the per-GPU layout of a training job whose GPU count fits its layout."""
     layout = job.parallelism
     if job.kind == "training" and layout and "micro_batch_size" in layout:
@@ -93,7 +93,7 @@ def scale_of(job: Job, num_gpus: int) -> str:
     return str(num_gpus)
 
 
-def signature_of(job: Job, device: str | None, num_gpus: int | None) -> str | None:
+def signature_of(job: JobRow, device: str | None, num_gpus: int | None) -> str | None:
     """The job's workload signature, or None while model, device or GPU count is unknown."""
     model = model_key(job.model)
     if model is None or device is None or not num_gpus:
@@ -134,12 +134,12 @@ def parse_signature(ctx: AppContext, text: str) -> SignatureParts:
     return SignatureParts(kind, model, device, scale, dtype)
 
 
-def _window(reports: Sequence[JobReport], num_gpus: int | None) -> list[JobReport]:
+def _window(reports: Sequence[JobReportRow], num_gpus: int | None) -> list[JobReportRow]:
     """The reports of a window that can make a baseline: an MFU each, all on the job's current GPU count."""
     return [r for r in reports if r.mfu is not None and (num_gpus is None or r.num_gpus == num_gpus)]
 
 
-def _per_gpu(reports: Sequence[JobReport]) -> float | None:
+def _per_gpu(reports: Sequence[JobReportRow]) -> float | None:
     rates = [r.tokens_per_second / r.num_gpus for r in reports if r.num_gpus]
     return statistics.median(rates) if rates else None
 
@@ -147,12 +147,12 @@ def _per_gpu(reports: Sequence[JobReport]) -> float | None:
 def capture(
     ctx: AppContext,
     session: Session,
-    job: Job,
+    job: JobRow,
     device: str | None,
     num_gpus: int | None,
     mfu: float | None,
     now: float,
-) -> Baseline | None:
+) -> BaselineRow | None:
     """Capture or raise the baseline of the job's signature from its latest window; the stored row, or None.
 
     Cheap on the hot path: a report that cannot change the baseline the state holds reads nothing.
@@ -215,7 +215,7 @@ def _from_job(ctx: AppContext, session: Session, key: str, job_id: str) -> dict[
     return {"mfu": mfu, "tokens_per_second_per_gpu": per_gpu, "num_gpus": num_gpus, "source_job_id": job_id}
 
 
-def pin(ctx: AppContext, key: str, body: BaselinePin, principal: Principal = ANONYMOUS) -> Baseline:
+def pin(ctx: AppContext, key: str, body: BaselinePin, principal: Principal = ANONYMOUS) -> BaselineRow:
     """Pin a signature's baseline: from a job, to an explicit MFU, or (empty body) the value it holds now.
 
     Raises LookupError (404: no such job, or nothing held to pin), ConflictError (409) or InputError (422).
@@ -255,7 +255,7 @@ def pin(ctx: AppContext, key: str, body: BaselinePin, principal: Principal = ANO
     return row
 
 
-def reset(ctx: AppContext, key: str, principal: Principal = ANONYMOUS) -> Baseline | None:
+def reset(ctx: AppContext, key: str, principal: Principal = ANONYMOUS) -> BaselineRow | None:
     """Reset a signature's baseline (pinned or not); None when it holds none. The next stable window captures."""
     now = ctx.clock()
     with ctx.sessions.begin() as session:

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.accounting import CATEGORIES, Ledger
-from api.context import AppContext
-from api.crud import jobs as crud
-from api.db.models import Job
-from api.schemas.compare import ComparePublic, CompareRow, CompareSide, WaterfallDelta
+from mfumon.api.accounting import CATEGORIES, Ledger
+from mfumon.api.context import AppContext
+from mfumon.api.crud import jobs as crud
+from mfumon.api.db.tables import JobRow
+from mfumon.api.schemas.compare import ComparePublic, CompareRow, CompareSide, WaterfallDelta
 
 
-def _figures(job: Job) -> tuple[dict[str, float | None], dict[str, float], str]:
+def _figures(job: JobRow) -> tuple[dict[str, float | None], dict[str, float], str]:
     """The job's comparable figures, its waterfall (category -> GPU-seconds), and where they came from."""
     latest = job.latest or {}
     summary = job.summary if job.status == "ended" and job.summary else None
@@ -59,7 +59,7 @@ def _figures(job: Job) -> tuple[dict[str, float | None], dict[str, float], str]:
     return figures, totals, source
 
 
-def _side(ctx: AppContext, job: Job, source: str) -> CompareSide:
+def _side(ctx: AppContext, job: JobRow, source: str) -> CompareSide:
     latest = job.latest or {}
     signature = latest.get("signature")
     baseline = ctx.state.baseline(signature) if signature else None
@@ -98,7 +98,7 @@ def _share(part: float, total: float) -> float | None:
 def compare(ctx: AppContext, a: str, b: str) -> ComparePublic:
     """Raises LookupError naming the job that does not exist."""
     with ctx.sessions() as session:
-        jobs: dict[str, Job] = {}
+        jobs: dict[str, JobRow] = {}
         for job_id in dict.fromkeys((a, b)):
             job = crud.read_job(session=session, job_id=job_id)
             if job is None:

@@ -1,23 +1,23 @@
 """One job's diagnosis: its facts gathered from its row (the waterfall, or the summary of an ended job), its events,
 the state (its GPUs' counters and health, its hardware MFU) and its baseline, then the rules of
-:mod:`api.diagnosis` run over them."""
+:mod:`mfumon.api.diagnosis` run over them."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from api.accounting import CATEGORIES, Ledger
-from api.context import AppContext
-from api.crud import events as event_crud
-from api.crud import jobs as crud
-from api.db.models import Job
-from api.diagnosis import Finding, GpuFacts, JobFacts, diagnose
-from api.mfu import check_accounting
-from api.state.aggregate import JobAccount, summarize
-from api.state.health import THROTTLING
+from mfumon.api.accounting import CATEGORIES, Ledger
+from mfumon.api.context import AppContext
+from mfumon.api.crud import events as event_crud
+from mfumon.api.crud import jobs as crud
+from mfumon.api.db.tables import JobRow
+from mfumon.api.diagnosis import Finding, GpuFacts, JobFacts, diagnose
+from mfumon.api.state.aggregate import JobAccount, summarize
+from mfumon.api.state.health import THROTTLING
+from mfumon.mfu import check_accounting
 
 
-def _gpu_seconds(job: Job, ledger: Ledger) -> dict[str, float]:
+def _gpu_seconds(job: JobRow, ledger: Ledger) -> dict[str, float]:
     """The waterfall: the summary frozen at the end for an ended job, else the live ledger."""
     summary = job.summary if job.status == "ended" else None
     if summary and summary.get("waterfall"):

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from api.accounting import EVENT_CATEGORY
-from api.context import AppContext
-from api.core.security import ANONYMOUS, Principal
-from api.crud import events as event_crud
-from api.crud import jobs as crud
-from api.crud.counters import add_to_counters, shard_of
-from api.schemas.events import JobEventCreate, JobEventResult
-from api.services import accounting, lifecycle
-from api.state.refresh import job_view
+from mfumon.api.accounting import EVENT_CATEGORY
+from mfumon.api.context import AppContext
+from mfumon.api.core.security import ANONYMOUS, Principal
+from mfumon.api.crud import events as event_crud
+from mfumon.api.crud import jobs as crud
+from mfumon.api.crud.counters import add_to_counters, shard_of
+from mfumon.api.schemas.events import JobEventCreate, JobEventResult
+from mfumon.api.services import accounting, lifecycle
+from mfumon.api.state.refresh import job_view
 
 
 def record_event(

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 
-from api.context import AppContext
-from api.crud import jobs as crud
-from api.crud.counters import CounterRow, add_to_counters, shard_of
-from api.services import lifecycle
-from api.state.refresh import job_view
+from mfumon.api.context import AppContext
+from mfumon.api.crud import jobs as crud
+from mfumon.api.crud.counters import CounterValue, add_to_counters, shard_of
+from mfumon.api.services import lifecycle
+from mfumon.api.state.refresh import job_view
 
 logger = logging.getLogger(__name__)
 
@@ -21,7 +21,7 @@ def expire_silent_jobs(ctx: AppContext) -> int:
     silent_since = now - ctx.settings.JOB_TTL_SECONDS
     ended = 0
     while True:
-        rows: list[CounterRow] = []
+        rows: list[CounterValue] = []
         with ctx.sessions.begin() as session:
             jobs = crud.read_silent_jobs(session=session, silent_since=silent_since, limit=BATCH)
             for job in jobs:

@@ -19,26 +19,26 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from api.accounting import Ledger
-from api.crud import events as event_crud
-from api.crud.counters import Increments
-from api.db.models import Job
-from api.metrics._text import labels_text
-from api.services import accounting
+from mfumon.api.accounting import Ledger
+from mfumon.api.crud import events as event_crud
+from mfumon.api.crud.counters import Increments
+from mfumon.api.db.tables import JobRow
+from mfumon.api.metrics._text import labels_text
+from mfumon.api.services import accounting
 
 ENDS_TOTAL = "mfumon_job_ends_total"
 EVENTS_TOTAL = "mfumon_job_events_total"
 
 
-def _accounting(job: Job) -> dict[str, Any]:
+def _accounting(job: JobRow) -> dict[str, Any]:
     return dict(job.accounting or {})
 
 
-def count_event(increments: Increments, job: Job, event_type: str) -> None:
+def count_event(increments: Increments, job: JobRow, event_type: str) -> None:
     increments[(EVENTS_TOTAL, labels_text([("kind", job.kind), ("type", event_type)]))] += 1
 
 
-def restart(session: Session, job: Job, now: float, increments: Increments, *, inferred: str | None) -> None:
+def restart(session: Session, job: JobRow, now: float, increments: Increments, *, inferred: str | None) -> None:
     """Begin a new attempt of ``job``: count it, reopen it if it had ended, forget the last attempt's step mark.
 
     A restart with no failure seen before it (a running job that came back, or one that expired) lost the progress
@@ -69,7 +69,7 @@ def restart(session: Session, job: Job, now: float, increments: Increments, *, i
 
 
 def note_activity(
-    session: Session, job: Job, now: float, increments: Increments, *, what: str, step: int | None = None
+    session: Session, job: JobRow, now: float, increments: Increments, *, what: str, step: int | None = None
 ) -> bool:
     """A report or a non-failure event arrived: reopen an ended job, infer a restart from a step that went back.
 
@@ -94,7 +94,7 @@ def note_activity(
     return restarted
 
 
-def record_failure(job: Job, exit_code: int | None) -> None:
+def record_failure(job: JobRow, exit_code: int | None) -> None:
     """A failure of the current attempt; counted once per attempt, its progress since the last checkpoint lost."""
     if not (job.accounting or {}).get("failure_pending"):
         job.failures += 1
@@ -108,7 +108,7 @@ def record_failure(job: Job, exit_code: int | None) -> None:
     job.accounting = acct
 
 
-def outcome_of(job: Job, exit_code: int | None) -> tuple[str, int | None]:
+def outcome_of(job: JobRow, exit_code: int | None) -> tuple[str, int | None]:
     """The end's outcome and the exit code to store (a reported failure's code when the end gives none)."""
     acct = job.accounting or {}
     if exit_code is None and acct.get("failure_pending"):
@@ -119,7 +119,7 @@ def outcome_of(job: Job, exit_code: int | None) -> tuple[str, int | None]:
 
 
 def end(
-    job: Job,
+    job: JobRow,
     now: float,
     increments: Increments,
     *,

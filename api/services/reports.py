@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.accounting import StepSplit
-from api.context import AppContext
-from api.core.security import ANONYMOUS, Principal
-from api.crud import jobs as crud
-from api.crud.counters import add_to_counters, shard_of
-from api.db.models import Job
-from api.errors import InputError
-from api.mfu import MfuResult, ModelShape, ServingWindow, evaluate
-from api.schemas.jobs import JobEnd, JobFields, JobReportCreate, JobUpdate, ReportResult
-from api.services import accounting, baselines, lifecycle
-from api.state.refresh import apply_baseline_row, job_view
-from api.state.views import JobShare, NodeView
+from mfumon.api.accounting import StepSplit
+from mfumon.api.context import AppContext
+from mfumon.api.core.security import ANONYMOUS, Principal
+from mfumon.api.crud import jobs as crud
+from mfumon.api.crud.counters import add_to_counters, shard_of
+from mfumon.api.db.tables import JobRow
+from mfumon.api.errors import InputError
+from mfumon.api.schemas.jobs import JobEnd, JobFields, JobReportCreate, JobUpdate, ReportResult
+from mfumon.api.services import accounting, baselines, lifecycle
+from mfumon.api.state.refresh import apply_baseline_row, job_view
+from mfumon.api.state.views import JobShare, NodeView
+from mfumon.mfu import MfuResult, ModelShape, ServingWindow, evaluate
 
 
 def _ratio(part: float | None, whole: float | None) -> float | None:
@@ -24,7 +24,7 @@ def _ratio(part: float | None, whole: float | None) -> float | None:
     return min(part / whole, 1.0)
 
 
-def _authorize(principal: Principal, job_id: str, job: Job | None, fields: JobFields) -> str | None:
+def _authorize(principal: Principal, job_id: str, job: JobRow | None, fields: JobFields) -> str | None:
     """The team the write leaves the job in (ForbiddenError for another team's job); checked under the row lock."""
     return principal.job_team(job_id, fields.team, job.team if job else None, exists=job is not None)
 
@@ -163,7 +163,7 @@ def record_report(
     )
 
 
-def _serving_window(job: Job, report: JobReportCreate) -> ServingWindow | None:
+def _serving_window(job: JobRow, report: JobReportCreate) -> ServingWindow | None:
     """The report's prefill/decode split as the MFU engine takes it; None for reports without one."""
     if not report.has_phases():
         return None
@@ -209,7 +209,7 @@ def _phase_history(inference: dict[str, Any] | None) -> dict[str, float | None]:
 
 def _bill_report(
     ctx: AppContext,
-    job: Job,
+    job: JobRow,
     report: JobReportCreate,
     shares: list[tuple[NodeView, JobShare]],
     result: MfuResult,
@@ -245,7 +245,7 @@ def _bill_report(
     accounting.bill_job(job, ledger, bill, increments)
 
 
-def update_job(ctx: AppContext, job_id: str, update: JobUpdate, principal: Principal = ANONYMOUS) -> Job:
+def update_job(ctx: AppContext, job_id: str, update: JobUpdate, principal: Principal = ANONYMOUS) -> JobRow:
     """Register or update a job's metadata; a new job stays pending until it reports."""
     baselines.check_layout(update)
     now = ctx.clock()
@@ -259,7 +259,7 @@ def update_job(ctx: AppContext, job_id: str, update: JobUpdate, principal: Princ
     return job
 
 
-def end_job(ctx: AppContext, job_id: str, end: JobEnd, principal: Principal = ANONYMOUS) -> Job | None:
+def end_job(ctx: AppContext, job_id: str, end: JobEnd, principal: Principal = ANONYMOUS) -> JobRow | None:
     """Mark a job ended; its series leave ``/metrics`` at once. Returns None for an unknown job.
 
     Ending an ended job changes nothing (a retried request must not count the end twice).

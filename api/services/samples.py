@@ -10,8 +10,8 @@ sample of every node that pushed since its last round, all in one transaction (g
                        into the state (again if another thread got in between), which renders its /metrics
                        lines; queue the push's body, as received, for the writer
     SampleWriter thread, every SAMPLE_FLUSH_SECONDS
-      flush()          one conditional upsert of every queued node (api.crud.nodes), one commit; on
-                       PostgreSQL a trigger tells the other replicas which nodes changed (api.state.notify)
+      flush()          one conditional upsert of every queued node (mfumon.api.crud.nodes), one commit; on
+                       PostgreSQL a trigger tells the other replicas which nodes changed (mfumon.api.state.notify)
 
 **Durability bound.** A push answered 2xx is in the database at most ``SAMPLE_FLUSH_SECONDS`` plus one flush
 later. A crash (``kill -9``) loses only the pushes of that window: each such node shows its previous stored sample
@@ -22,7 +22,7 @@ exporter spools them) rather than acknowledged without a bound. A graceful stop 
 **Order.** An older push never overwrites a newer one, whoever gets there first: the state keeps the view with
 the newer sample, and the database's upsert keeps the newer row, across threads and replicas.
 
-Job reports do not take this path: they are stored before they are answered (:mod:`api.services.reports`).
+Job reports do not take this path: they are stored before they are answered (:mod:`mfumon.api.services.reports`).
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.context import AppContext
-from api.crud.nodes import NodeWrite, upsert_nodes
-from api.schemas.nodes import NodeSampleCreate
-from api.state.views import build_node_view, gpu_views, port_views
+from mfumon.api.context import AppContext
+from mfumon.api.crud.nodes import NodeWrite, upsert_nodes
+from mfumon.api.schemas.nodes import NodeSampleCreate
+from mfumon.api.state.views import build_node_view, gpu_views, port_views
 
 logger = logging.getLogger(__name__)
 

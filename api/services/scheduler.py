@@ -5,9 +5,9 @@ reports keep their own fields (throughput, model, dtype). Transitions seen betwe
 - pending -> running: the job started; its queue wait (start - eligible, else start - submit) joins the
   histogram of its (pool, team);
 - running -> pending, or a higher restart count: the scheduler requeued the same job id: a restart of the same job
-  (:func:`api.services.lifecycle.restart`, recorded as an inferred ``restart`` event), not a new job;
-- listed before, missing now: the job left the scheduler and is ended (:func:`api.services.lifecycle.end`, with the
-  exit code and state the adapter saw while the scheduler still showed the finished job).
+  (:func:`mfumon.api.services.lifecycle.restart`, recorded as an inferred ``restart`` event), not a new job;
+- listed before, missing now: the job left the scheduler and is ended (:func:`mfumon.api.services.lifecycle.end`, with
+  the exit code and state the adapter saw while the scheduler still showed the finished job).
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from api.context import AppContext
-from api.crud import scheduler as crud
-from api.crud.counters import add_to_counters, shard_of
-from api.crud.jobs import insert_new_jobs
-from api.db.models import Job
-from api.schemas.scheduler import EndedJob, SchedulerJob, SchedulerSync, SyncResult
-from api.services import lifecycle
-from api.state.refresh import histogram_view, job_view, source_view
+from mfumon.api.context import AppContext
+from mfumon.api.crud import scheduler as crud
+from mfumon.api.crud.counters import add_to_counters, shard_of
+from mfumon.api.crud.jobs import insert_new_jobs
+from mfumon.api.db.tables import JobRow
+from mfumon.api.schemas.scheduler import EndedJob, SchedulerJob, SchedulerSync, SyncResult
+from mfumon.api.services import lifecycle
+from mfumon.api.state.refresh import histogram_view, job_view, source_view
 
 #: Columns a sync owns; a change to any of them is a change of the job.
 _SCHEDULER_COLUMNS = (
@@ -62,12 +62,12 @@ class _Changes:
     increments: lifecycle.Increments = field(default_factory=lifecycle.Increments)
 
 
-def _columns(job: Job) -> tuple[Any, ...]:
+def _columns(job: JobRow) -> tuple[Any, ...]:
     return tuple(getattr(job, name) for name in _SCHEDULER_COLUMNS)
 
 
 def _apply(
-    session: Session, job: Job, listed: SchedulerJob, source: str, new: bool, now: float, ttl_s: float, out: _Changes
+    session: Session, job: JobRow, listed: SchedulerJob, source: str, new: bool, now: float, ttl_s: float, out: _Changes
 ) -> None:
     was = job.status if not new else "new"
     more = listed.restarts > (job.scheduler_restarts or 0) and job.scheduler_restarts is not None
@@ -117,7 +117,7 @@ def _apply(
         job.ended_at = job.exit_code = job.end_state = None
 
 
-def _end(job: Job, ended: EndedJob | None, now: float, increments: lifecycle.Increments) -> None:
+def _end(job: JobRow, ended: EndedJob | None, now: float, increments: lifecycle.Increments) -> None:
     lifecycle.end(job, now, increments, exit_code=ended.exit_code if ended else None)
     job.end_state = ended.state if ended else None
     job.pending_reason = None
@@ -135,7 +135,7 @@ def sync(ctx: AppContext, source: str, body: SchedulerSync) -> SyncResult:
         existing = crud.existing_job_ids(session=session, job_ids=listed_ids)
         insert_new_jobs(session=session, job_ids=[i for i in listed_ids if i not in existing], now=now)
         jobs = crud.lock_jobs(session=session, source=source, job_ids=listed_ids)
-        changed: list[Job] = []
+        changed: list[JobRow] = []
         for listed in body.jobs:
             job = jobs[listed.job_id]
             new = listed.job_id not in existing

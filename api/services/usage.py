@@ -7,14 +7,14 @@ from collections import defaultdict
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from api.accounting import CATEGORIES, CLUSTER_CATEGORIES, STEP_CATEGORIES
-from api.context import AppContext
-from api.crud.counters import HOUR, hour_of, read_hours
-from api.errors import InputError
-from api.schemas.jobs import WaterfallEntry
-from api.schemas.usage import EndCount, UsageGroup, UsagePublic
-from api.services.accounting import SCOPES, flops_families, gpu_seconds_family
-from api.services.lifecycle import ENDS_TOTAL
+from mfumon.api.accounting import CATEGORIES, CLUSTER_CATEGORIES, STEP_CATEGORIES
+from mfumon.api.context import AppContext
+from mfumon.api.crud.counters import HOUR, hour_of, read_hours
+from mfumon.api.errors import InputError
+from mfumon.api.schemas.jobs import WaterfallEntry
+from mfumon.api.schemas.usage import EndCount, UsageGroup, UsagePublic
+from mfumon.api.services.accounting import SCOPES, flops_families, gpu_seconds_family
+from mfumon.api.services.lifecycle import ENDS_TOTAL
 
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 TIME_PATTERN = r"^(?:[0-9]{1,11}(?:\.[0-9]{1,6})?|[0-9]{1,6}(?:\.[0-9]{1,6})?[smhdw])$"

@@ -19,7 +19,7 @@ A **scheduler adapter** (``mfumon scheduler``), when one runs, is the ground tru
 given: a job it lists as running is allocated the GPUs the scheduler gave it (whether or not it reports), and a job it
 lists as held or blocked is pending but not queued, so it counts as neither requested nor waiting. A job that the
 scheduler runs but that posts no throughput is not *reporting*: its GPUs are ``unreported``. Queue, quota and
-fragmentation numbers: :mod:`api.state.capacity`.
+fragmentation numbers: :mod:`mfumon.api.state.capacity`.
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ from __future__ import annotations
 from collections.abc import Container
 from dataclasses import dataclass, field
 
-from api.accounting.stragglers import spread_of_range
-from api.mfu import agreement_ratio
-from api.state.capacity import Capacity, capacity
-from api.state.store import Snapshot
-from api.state.views import GpuView, JobShare, JobView, NodeView
+from mfumon.api.accounting.stragglers import spread_of_range
+from mfumon.api.state.capacity import Capacity, capacity
+from mfumon.api.state.store import Snapshot
+from mfumon.api.state.views import GpuView, JobShare, JobView, NodeView
+from mfumon.mfu import agreement_ratio
 
 STATES: tuple[str, ...] = ("reporting", "unreported", "idle", "down")
 
@@ -93,7 +93,7 @@ class JobHardware:
     estimated: int = 0  # of those, GPUs with a hardware estimate
     estimate_sum: float = 0.0
     pool: str | None = None  # the first, by name, of the pools of the nodes holding its GPUs
-    tensor_count: int = 0  # GPUs with tensor activity, and its range (api.accounting.stragglers)
+    tensor_count: int = 0  # GPUs with tensor activity, and its range (mfumon.api.accounting.stragglers)
     tensor_min: float | None = None
     tensor_max: float | None = None
 
@@ -136,7 +136,8 @@ class JobAccount:
 
     @property
     def agreement(self) -> float | None:
-        """Reported MFU ÷ hardware-estimated MFU (``api.mfu.agreement_ratio``); fp32 runs outside the tensor pipes."""
+        """Reported MFU ÷ hardware-estimated MFU (``mfumon.mfu.agreement_ratio``); fp32 runs outside the tensor
+        pipes."""
         if not self.reporting or self.dtype == "fp32":
             return None
         return agreement_ratio(self.mfu, self.hardware_mfu)

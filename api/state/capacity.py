@@ -22,8 +22,8 @@ import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from api.state.store import Snapshot
-from api.state.views import JobView
+from mfumon.api.state.store import Snapshot
+from mfumon.api.state.views import JobView
 
 
 @dataclass(slots=True)

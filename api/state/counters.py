@@ -12,7 +12,7 @@ import math
 import threading
 from collections.abc import Iterable
 
-from api.crud.counters import CounterRow
+from mfumon.api.crud.counters import CounterValue
 
 
 class DurableCounters:
@@ -20,7 +20,7 @@ class DurableCounters:
         self._lock = threading.Lock()
         self._families: dict[str, dict[str, dict[int, float]]] = {}  # name -> labels -> shard -> value
 
-    def apply(self, rows: Iterable[CounterRow]) -> None:
+    def apply(self, rows: Iterable[CounterValue]) -> None:
         with self._lock:
             for name, labels, shard, value in rows:
                 shards = self._families.setdefault(name, {}).setdefault(labels, {})

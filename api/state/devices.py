@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from api.mfu import PeakTable
+from mfumon.mfu import PeakTable
 
 
 class DeviceResolver:

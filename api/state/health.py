@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from api.state.views import GpuView, NodeView
+    from mfumon.api.state.views import GpuView, NodeView
 
 __all__ = [
     "CHECKS",

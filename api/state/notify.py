@@ -1,6 +1,6 @@
 """Replicas on PostgreSQL tell each other what changed: triggers NOTIFY, a thread in each replica LISTENs.
 
-Triggers on the tables the state mirrors (:data:`MIRRORED`; ``migrations.change_triggers`` makes them) send, for
+Triggers on the tables the state mirrors (:data:`MIRRORED`; ``mfumon.migrations.change_triggers`` makes them) send, for
 every statement that writes them, the keys it wrote and the writer's id (``mfumon.origin``, set on each of its
 connections by :func:`tag_writes`). PostgreSQL delivers a notification to
 every listener when, and only if, the transaction commits, in commit order. So every write path is covered,
@@ -23,8 +23,8 @@ from typing import Any
 
 from sqlalchemy import Engine, event
 
-from api.state.refresh import Refresher
-from migrations.change_triggers import CHANNEL
+from mfumon.api.state.refresh import Refresher
+from mfumon.migrations.change_triggers import CHANNEL
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Database rows -> in-memory views: the full load at start, and the rows other replicas changed since.
 
-A replica learns what others wrote from PostgreSQL notifications (:mod:`api.state.notify`): each names the nodes,
-jobs or baselines a transaction changed, and :class:`Refresher` reads exactly those rows. After a lost connection
+A replica learns what others wrote from PostgreSQL notifications (:mod:`mfumon.api.state.notify`): each names the
+nodes, jobs or baselines a transaction changed, and :class:`Refresher` reads exactly those rows. After a lost connection
 the listener catches up with :meth:`Refresher.load` from the last change seen, minus an overlap for writers'
 clocks. Views are applied only when newer than the one held, so reading a row twice or late is harmless.
 """
@@ -17,14 +17,14 @@ from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.crud.counters import read_counters
-from api.crud.events import prune_events
-from api.crud.jobs import prune_history
-from api.crud.nodes import decode_sample, read_nodes
-from api.db.models import Baseline, Job, Node, QueueWaitHistogram, SchedulerSource
-from api.state.devices import DeviceResolver
-from api.state.store import ClusterState
-from api.state.views import (
+from mfumon.api.crud.counters import read_counters
+from mfumon.api.crud.events import prune_events
+from mfumon.api.crud.jobs import prune_history
+from mfumon.api.crud.nodes import decode_sample, read_nodes
+from mfumon.api.db.tables import BaselineRow, JobRow, NodeRow, QueueWaitHistogramRow, SchedulerSourceRow
+from mfumon.api.state.devices import DeviceResolver
+from mfumon.api.state.store import ClusterState
+from mfumon.api.state.views import (
     BaselineView,
     HistogramView,
     JobView,
@@ -48,7 +48,7 @@ def model_key(model: dict[str, object] | None) -> str | None:
     return ",".join(f"{p}={model[p]:g}" for p in parts if model.get(p) is not None)
 
 
-def node_view(row: Node, resolver: DeviceResolver) -> NodeView:
+def node_view(row: NodeRow, resolver: DeviceResolver) -> NodeView:
     sample = decode_sample(row.sample)
     return build_node_view(
         name=row.name,
@@ -62,7 +62,7 @@ def node_view(row: Node, resolver: DeviceResolver) -> NodeView:
     )
 
 
-def job_view(row: Job) -> JobView:
+def job_view(row: JobRow) -> JobView:
     return JobView(
         job_id=row.job_id,
         status=row.status,
@@ -95,7 +95,7 @@ def job_view(row: Job) -> JobView:
     )
 
 
-def source_view(row: SchedulerSource) -> SourceView:
+def source_view(row: SchedulerSourceRow) -> SourceView:
     quotas = tuple((str(q["team"]), q.get("pool"), int(q["gpus"])) for q in row.quotas or ())
     return SourceView(
         name=row.name,
@@ -107,7 +107,7 @@ def source_view(row: SchedulerSource) -> SourceView:
     )
 
 
-def histogram_view(row: QueueWaitHistogram) -> HistogramView:
+def histogram_view(row: QueueWaitHistogramRow) -> HistogramView:
     return HistogramView(
         pool=row.pool,
         team=row.team,
@@ -118,7 +118,7 @@ def histogram_view(row: QueueWaitHistogram) -> HistogramView:
     )
 
 
-def apply_baseline_row(state: ClusterState, row: Baseline) -> None:
+def apply_baseline_row(state: ClusterState, row: BaselineRow) -> None:
     """Hold a baseline row as it now is: its value, or none once it was reset (``mfu`` null)."""
     view = None
     if row.mfu is not None:
@@ -159,20 +159,21 @@ class Refresher:
         with self._sessions() as session:
             applied = self._apply(
                 read_nodes(session=session, since=since),
-                session.scalars(select(Job).where(Job.updated_at > since)).all(),
+                session.scalars(select(JobRow).where(JobRow.updated_at > since)).all(),
                 # Baselines are one row per workload, most set long ago: the first load reads them all.
                 session.scalars(
-                    select(Baseline).where(Baseline.updated_at > (since if self.watermark else -1.0))
+                    select(BaselineRow).where(BaselineRow.updated_at > (since if self.watermark else -1.0))
                 ).all(),
                 # Scheduler sources are few rows, and one may be quiet for long: read them all.
-                session.scalars(select(SchedulerSource)).all(),
+                session.scalars(select(SchedulerSourceRow)).all(),
             )
             self._read_counters(session)
             self._read_queue_waits(session)
             return applied
 
     def load_changed(self, changed: Mapping[str, Collection[str]]) -> int:
-        """The rows notifications named, by table (every table of ``api.state.notify.MIRRORED`` has a line here)."""
+        """The rows notifications named, by table (every table of ``mfumon.api.state.notify.MIRRORED`` has a line
+        here)."""
         return self.load_rows(
             nodes=sorted(changed.get("nodes", ())),
             jobs=sorted(changed.get("jobs", ())),
@@ -193,19 +194,21 @@ class Refresher:
     ) -> int:
         """Exactly the named rows, and the durable counters or queue-wait histograms changed lately (what
         notifications say changed)."""
-        node_rows: list[Node] = []
-        job_rows: Sequence[Job] = []
-        baseline_rows: Sequence[Baseline] = []
-        source_rows: Sequence[SchedulerSource] = []
+        node_rows: list[NodeRow] = []
+        job_rows: Sequence[JobRow] = []
+        baseline_rows: Sequence[BaselineRow] = []
+        source_rows: Sequence[SchedulerSourceRow] = []
         with self._sessions() as session:
             for chunk in _chunks(list(nodes), 1000):
                 node_rows += read_nodes(session=session, names=chunk)
             if jobs:
-                job_rows = session.scalars(select(Job).where(Job.job_id.in_(list(jobs)))).all()
+                job_rows = session.scalars(select(JobRow).where(JobRow.job_id.in_(list(jobs)))).all()
             if baselines:
-                baseline_rows = session.scalars(select(Baseline).where(Baseline.signature.in_(list(baselines)))).all()
+                baseline_rows = session.scalars(
+                    select(BaselineRow).where(BaselineRow.signature.in_(list(baselines)))
+                ).all()
             if sources:
-                query = select(SchedulerSource).where(SchedulerSource.name.in_(list(sources)))
+                query = select(SchedulerSourceRow).where(SchedulerSourceRow.name.in_(list(sources)))
                 source_rows = session.scalars(query).all()
             if counters:
                 self._read_counters(session)
@@ -222,16 +225,16 @@ class Refresher:
     def _read_queue_waits(self, session: Session) -> None:
         now = self._clock()
         since = -1.0 if self._queue_waits_read_at is None else self._queue_waits_read_at - self._overlap_s
-        for histogram in session.scalars(select(QueueWaitHistogram).where(QueueWaitHistogram.updated_at > since)):
+        for histogram in session.scalars(select(QueueWaitHistogramRow).where(QueueWaitHistogramRow.updated_at > since)):
             self._state.apply_queue_wait(histogram_view(histogram))
         self._queue_waits_read_at = now
 
     def _apply(
         self,
-        nodes: Sequence[Node],
-        jobs: Sequence[Job],
-        baselines: Sequence[Baseline],
-        sources: Sequence[SchedulerSource] = (),
+        nodes: Sequence[NodeRow],
+        jobs: Sequence[JobRow],
+        baselines: Sequence[BaselineRow],
+        sources: Sequence[SchedulerSourceRow] = (),
     ) -> int:
         started = time.perf_counter()
         state = self._state

@@ -1,7 +1,7 @@
 """The per-process cluster view: nodes, jobs and baselines in memory, kept equal to the database.
 
 Writes made by this process are applied here right after they commit; writes made by other replicas arrive
-through :mod:`api.state.refresh`. Readers take a consistent snapshot under the lock and work outside it.
+through :mod:`mfumon.api.state.refresh`. Readers take a consistent snapshot under the lock and work outside it.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from api.state.counters import DurableCounters
-from api.state.health import advance
-from api.state.views import BaselineView, HistogramView, JobShare, JobView, NodeView, SourceView
+from mfumon.api.state.counters import DurableCounters
+from mfumon.api.state.health import advance
+from mfumon.api.state.views import BaselineView, HistogramView, JobShare, JobView, NodeView, SourceView
 
 _NEWER = object()  # apply_node's default: take the view if it is newer than the one held
 
@@ -71,7 +71,7 @@ class ClusterState:
         self.health_window_s = health_window_s
         self._pool_health: dict[str, PoolHealthTotals] = {}
         self.counters = DurableCounters()
-        self.forgotten = 0  # nodes and jobs pruned so far (see api.core.memory.Trimmer)
+        self.forgotten = 0  # nodes and jobs pruned so far (see mfumon.api.core.memory.Trimmer)
         # Called (outside the lock) with every view taken: the renderer renders it now, not at the next scrape.
         self.on_node: Callable[[NodeView], None] | None = None
         self.on_job: Callable[[JobView], None] | None = None

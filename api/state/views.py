@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from api.schemas.nodes import GpuSample, IbPortSample
-    from api.state.devices import DeviceResolver
-    from api.state.health import NodeHealth
+    from mfumon.api.schemas.nodes import GpuSample, IbPortSample
+    from mfumon.api.state.devices import DeviceResolver
+    from mfumon.api.state.health import NodeHealth
 
-from api.mfu import hardware_mfu
+from mfumon.mfu import hardware_mfu
 
 
 # GpuView and NodeView are built for every push (one per GPU): they are never changed once built, but not frozen,
@@ -36,12 +36,12 @@ class GpuView:
     # Derived from the counters once, when the view is built: the view's sums, the health checks, the render and
     # the JSON all read them, for every push.
     busy: bool  # gpu_busy(counters)
-    hardware_mfu: float | None  # api.mfu.hardware_mfu of the counters; None without tensor activity
+    hardware_mfu: float | None  # mfumon.mfu.hardware_mfu of the counters; None without tensor activity
 
     @property
     def idle(self) -> bool:
-        """Up, attributed to no job and running no compute work: the ``idle`` state of ``api.state.aggregate``, which
-        the node view counts, billing charges and the health's idle energy sums."""
+        """Up, attributed to no job and running no compute work: the ``idle`` state of ``mfumon.api.state.aggregate``,
+        which the node view counts, billing charges and the health's idle energy sums."""
         return self.up and self.job_id is None and not self.busy
 
 
@@ -83,7 +83,7 @@ class NodeView:
     gpus_down: int = 0
     gpus_unknown_model: int = 0
     ib_ports: tuple[dict[str, Any], ...] | None = None  # InfiniBand/RoCE ports, as the exporter sent them
-    health: NodeHealth | None = None  # set by api.state.health.advance when the state applies the view
+    health: NodeHealth | None = None  # set by mfumon.api.state.health.advance when the state applies the view
 
     @property
     def revision(self) -> tuple[float, float]:
@@ -219,7 +219,7 @@ class JobView:
     updated_at: float
     restarts: int = 0
     failures: int = 0
-    accounting: dict[str, Any] | None = None  # the ledger (api.accounting) and lifecycle marks
+    accounting: dict[str, Any] | None = None  # the ledger (mfumon.api.accounting) and lifecycle marks
     # From a scheduler adapter; defaults for jobs no scheduler reports.
     source: str | None = None
     submitted_at: float | None = None

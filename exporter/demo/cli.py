@@ -1,7 +1,7 @@
 """``mfumon demo``: the aggregator plus a simulated cluster and jobs, for a machine without GPUs.
 
 Starts ``mfumon serve`` as a subprocess (SQLite in a temporary or given directory) and, in this process, a simulated
-cluster (:func:`exporter.demo.simcluster.default_cluster`: 10 nodes x 8 GPUs, H100 and A100, four pools) whose
+cluster (:func:`mfumon.exporter.demo.simcluster.default_cluster`: 10 nodes x 8 GPUs, H100 and A100, four pools) whose
 nodes push samples through the real exporter pipeline while its jobs post reports over HTTP, simulated serving
 engines (vLLM- and TGI-style ``/metrics`` on loopback ports) that the real inference collector reads and reports,
 and a simulated scheduler that puts its queue as ``mfumon scheduler`` would. Runs until Ctrl-C or ``--duration``.
@@ -28,15 +28,15 @@ from types import FrameType
 
 import httpx
 
-from api.server import LISTENING_PREFIX
-from exporter.demo.simcluster import ClusterSpec, SimJob, SimNode, default_cluster
-from exporter.demo.simserving import SimulatedEngine
-from exporter.node.inference.collector import InferenceCollector
-from exporter.node.inference.endpoints import parse_endpoint
-from exporter.node.pipeline import Agent
-from exporter.node.push import RetryPolicy, Sender
-from exporter.node.sources.sim import SimIbPorts, SimPort, SimSource, SimWorkload
-from exporter.node.spool import MemorySpool
+from mfumon.cli import LISTENING_PREFIX
+from mfumon.exporter.demo.simcluster import ClusterSpec, SimJob, SimNode, default_cluster
+from mfumon.exporter.demo.simserving import SimulatedEngine
+from mfumon.exporter.node.inference.collector import InferenceCollector
+from mfumon.exporter.node.inference.endpoints import parse_endpoint
+from mfumon.exporter.node.pipeline import Agent
+from mfumon.exporter.node.push import RetryPolicy, Sender
+from mfumon.exporter.node.sources.sim import SimIbPorts, SimPort, SimSource, SimWorkload
+from mfumon.exporter.node.spool import MemorySpool
 
 __all__ = ["SimulationResult", "main", "run_simulation"]
 
@@ -277,7 +277,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def _start_server(host: str, port: int, data_dir: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "MFUMON_DATABASE_URL": f"sqlite:///{data_dir / 'mfumon.db'}"}
-    cmd = [sys.executable, "-m", "exporter", "serve", "--host", host, "--port", str(port)]
+    cmd = [sys.executable, "-m", "mfumon", "serve", "--host", host, "--port", str(port)]
     with open(data_dir / "serve.log", "wb") as log:  # the child keeps its own copy of the descriptor
         return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=data_dir)
 

@@ -1,10 +1,10 @@
 """The simulated cluster behind ``mfumon demo``: nodes, jobs with model shapes, and their throughput arithmetic.
 
 Jobs are sized so that MFU lands on a target with the real dense peaks: a job's whole-job throughput is
-``tokens/s = MFU x num_gpus x peak / flops_per_token`` with ``flops_per_token`` from the interface formula (PaLM
-appendix B): training ``6N + 12·L·H·Q·T``, inference ``2N + 4·L·H·Q·T``. The job's MFU at any moment is the same
-curve its simulated GPUs use for tensor activity (:func:`exporter.node.sources.sim.job_mfu_at`), so the reported MFU and
-the GPUs' counters agree.
+``tokens/s = MFU x num_gpus x peak / flops_per_token``, with the FLOPs formula and the peak table the aggregator
+uses (:mod:`mfumon.mfu`). The job's MFU at any moment is the same
+curve its simulated GPUs use for tensor activity (:func:`mfumon.exporter.node.sources.sim.job_mfu_at`), so the reported
+MFU and the GPUs' counters agree.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from exporter.demo.simserving import SimServingJob
-from exporter.node.sources.sim import SimWorkload, job_mfu_at
+from mfumon import mfu as engine
+from mfumon.exporter.demo.simserving import SimServingJob
+from mfumon.exporter.node.sources.sim import SimWorkload, job_mfu_at
 
 __all__ = [
     "A100",
     "H100",
-    "PEAK_BF16_DENSE",
     "BatchJob",
     "ClusterSpec",
     "LifePhase",
@@ -32,15 +32,10 @@ __all__ = [
     "default_cluster",
     "default_scheduler",
     "default_serving",
-    "flops_per_token",
 ]
 
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-80GB"
-
-#: Dense BF16 peak FLOP/s per GPU (no sparsity): H100 SXM 989e12, A100 312e12 (NVIDIA datasheets, halved from the
-#: sparse figures; torchtitan ``get_peak_flops``). The aggregator uses its own table; these only size the demo jobs.
-PEAK_BF16_DENSE: dict[str, float] = {H100: 989e12, A100: 312e12}
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +49,13 @@ class ModelShape:
     head_dim: int
     seq_len: int
 
+    def flops_per_token(self, kind: engine.WorkloadKind) -> float:
+        """The engine's FLOPs per token for this shape (PaLM appendix B, attention included)."""
+        shape = engine.ModelShape(
+            params=self.params, layers=self.layers, heads=self.heads, head_dim=self.head_dim, seq_len=self.seq_len
+        )
+        return engine.flops_per_token(shape, kind)
+
     def as_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -63,14 +65,6 @@ class ModelShape:
             "head_dim": self.head_dim,
             "seq_len": self.seq_len,
         }
-
-
-def flops_per_token(kind: str, shape: ModelShape) -> float:
-    """Model FLOPs per token (PaLM appendix B): the dense term plus attention."""
-    attention = shape.layers * shape.heads * shape.head_dim * shape.seq_len
-    if kind == "inference":
-        return 2 * shape.params + 4 * attention
-    return 6 * shape.params + 12 * attention
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +128,7 @@ class SimJob:
     name: str
     team: str
     pool: str
-    kind: str
+    kind: engine.WorkloadKind
     profile: str
     gpu_model: str
     target_mfu: float
@@ -190,8 +184,9 @@ class SimJob:
 
         The FLOPs are those of the model that runs; a job that claims a larger one reports a higher MFU than this.
         """
-        peak_flops_per_second = self.num_gpus * PEAK_BF16_DENSE[self.gpu_model]
-        return mfu * peak_flops_per_second / flops_per_token(self.kind, self.model)
+        peak = engine.default_peak_table().lookup(self.gpu_model, "bf16").peak_flops_per_gpu
+        assert peak is not None, f"{self.gpu_model} has no bf16 peak"  # the demo runs only devices in the table
+        return mfu * self.num_gpus * peak / self.model.flops_per_token(self.kind)
 
     def metadata(self) -> dict[str, Any]:
         """The ``PUT /v1/jobs/{id}`` body (and the metadata part of each report)."""

@@ -1,8 +1,9 @@
 """Simulated serving engines for ``mfumon demo``: a vLLM-style and a TGI-style ``/metrics`` over real HTTP.
 
 Each :class:`SimServingJob` runs one engine on its own loopback port; the demo's node exporter reads it with the real
-inference collector (``exporter.node.inference``), exactly as it reads a real server. The engine's counters follow the
-job's targets through the MBU arithmetic (``api/mfu/_serving.py``), so the aggregator's MBU lands near the target:
+inference collector (``mfumon.exporter.node.inference``), exactly as it reads a real server. The engine's counters
+follow the job's targets through the MBU arithmetic and the peak table the aggregator uses (:mod:`mfumon.mfu`), so
+the aggregator's MBU lands near the target:
 
     bytes per decode step = params x 2 + batch x context x (2 x layers x kv_heads x head_dim x 2)     (bf16)
     decode tokens/s       = target MBU x GPUs x peak bandwidth x batch / bytes per decode step
@@ -26,13 +27,10 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from exporter.node.sources.sim import smooth_noise
+from mfumon import mfu as engine
+from mfumon.exporter.node.sources.sim import smooth_noise
 
-__all__ = ["PEAK_MEMORY_BANDWIDTH", "SimServingJob", "SimulatedEngine"]
-
-#: Peak memory bandwidth per GPU (bytes/s): H100 SXM 3.35 TB/s, A100 SXM 80GB 2,039 GB/s (NVIDIA datasheets; the
-#: aggregator's peak table cites them). Only used to size the demo's traffic.
-PEAK_MEMORY_BANDWIDTH: dict[str, float] = {"NVIDIA H100 80GB HBM3": 3.35e12, "NVIDIA A100-SXM4-80GB": 2.039e12}
+__all__ = ["SimServingJob", "SimulatedEngine"]
 _BLOCK_SIZE = 16
 
 
@@ -65,7 +63,6 @@ class SimServingJob:
     kv_cache_usage: float
     prefix_cache_hit_ratio: float = 0.0
     prefill_active_mfu: float = 0.4  # TGI: MFU while the engine computes prompts
-    peak_flops_per_gpu: float = 312e12
 
     @property
     def num_gpus(self) -> int:
@@ -76,11 +73,23 @@ class SimServingJob:
         """Mean context of a sequence being decoded: its prompt and half its output."""
         return self.prompt_tokens + self.output_tokens / 2
 
+    @property
+    def peak_flops_per_gpu(self) -> float:
+        """The dense bf16 peak of this job's GPUs, from the aggregator's peak table."""
+        peak = engine.default_peak_table().lookup(self.gpu_model, "bf16").peak_flops_per_gpu
+        assert peak is not None, f"{self.gpu_model} has no bf16 peak"
+        return peak
+
     def decode_tokens_per_second(self) -> float:
-        kv_bytes_per_token = 2 * self.layers * self.kv_heads * self.head_dim * 2
-        step_bytes = self.params * 2 + self.batch * self.context_tokens * kv_bytes_per_token
-        bandwidth = self.num_gpus * PEAK_MEMORY_BANDWIDTH[self.gpu_model]
-        return self.target_mbu * bandwidth * self.batch / step_bytes
+        shape = engine.ModelShape(
+            params=self.params, layers=self.layers, heads=self.heads, kv_heads=self.kv_heads, head_dim=self.head_dim
+        )
+        weights, kv_bytes_per_token = engine.weight_bytes(shape, "bf16"), engine.kv_cache_bytes_per_token(shape, "bf16")
+        assert weights is not None and kv_bytes_per_token is not None
+        step_bytes = engine.decode_step_bytes(weights, kv_bytes_per_token, self.batch, self.context_tokens)
+        bandwidth = engine.default_peak_table().bandwidth(self.gpu_model).bytes_per_second
+        assert bandwidth is not None, f"{self.gpu_model} has no peak memory bandwidth"
+        return self.target_mbu * self.num_gpus * bandwidth * self.batch / step_bytes
 
     def expected_mfu(self) -> float:
         """The MFU its reports should show: prompt tokens computed and tokens generated, 2N FLOPs each, over the peak.
@@ -99,7 +108,8 @@ class SimServingJob:
 
 
 class SimulatedEngine:
-    """One engine: counters advanced to the wall clock on every scrape, served on ``http://127.0.0.1:<port>/metrics``."""
+    """One engine: counters advanced to the wall clock on every scrape, served on
+    ``http://127.0.0.1:<port>/metrics``."""
 
     def __init__(self, job: SimServingJob, seed: int = 0, clock: Callable[[], float] = time.time) -> None:
         self.job = job

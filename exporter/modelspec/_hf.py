@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from exporter.modelspec._spec import ModelSpec
+from mfumon.exporter.modelspec._spec import ModelSpec
 
 # transformers' per-class defaults for tie_word_embeddings when config.json omits it.
 _TIED_BY_DEFAULT = {"gpt2", "gemma", "gemma2", "gemma3_text"}

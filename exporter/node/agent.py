@@ -18,24 +18,24 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 
-from exporter.errors import ConfigError, ExporterError, SourceUnavailable
-from exporter.node.attribution import DeviceOwners, JobResolver
-from exporter.node.inference.collector import InferenceCollector
-from exporter.node.inference.discovery import discover_endpoints
-from exporter.node.inference.endpoints import InferenceEndpoint, parse_endpoint, split_endpoint_list
-from exporter.node.pipeline import Agent, PortReader
-from exporter.node.push import RetryPolicy, Sender
-from exporter.node.selfmetrics import ExporterMetrics, MetricsServer
-from exporter.node.settings import Settings, build_parser, load_settings
-from exporter.node.sources import Source, open_source
-from exporter.node.sources.infiniband import InfinibandReader
-from exporter.node.sources.sim import SimIbPorts, SimPort, SimSource
-from exporter.node.spool import DiskSpool, MemorySpool, Spool
-from exporter.samples import NodeBatch
+from mfumon.exporter.errors import ConfigError, ExporterError, SourceUnavailable
+from mfumon.exporter.node.attribution import DeviceOwners, JobResolver
+from mfumon.exporter.node.inference.collector import InferenceCollector
+from mfumon.exporter.node.inference.discovery import discover_endpoints
+from mfumon.exporter.node.inference.endpoints import InferenceEndpoint, parse_endpoint, split_endpoint_list
+from mfumon.exporter.node.pipeline import Agent, PortReader
+from mfumon.exporter.node.push import RetryPolicy, Sender
+from mfumon.exporter.node.selfmetrics import ExporterMetrics, MetricsServer
+from mfumon.exporter.node.settings import Settings, build_parser, load_settings
+from mfumon.exporter.node.sources import Source, open_source
+from mfumon.exporter.node.sources.infiniband import InfinibandReader
+from mfumon.exporter.node.sources.sim import SimIbPorts, SimPort, SimSource
+from mfumon.exporter.node.spool import DiskSpool, MemorySpool, Spool
+from mfumon.exporter.samples import NodeBatch
 
 __all__ = ["build_agent", "build_inference_collector", "main", "open_configured_source", "open_port_reader"]
 
-logger = logging.getLogger("exporter.node.agent")
+logger = logging.getLogger("mfumon.exporter.node.agent")
 
 
 def _pod_devices(socket_path: str) -> DeviceOwners | None:
@@ -43,7 +43,7 @@ def _pod_devices(socket_path: str) -> DeviceOwners | None:
     if not socket_path or not Path(socket_path).is_socket():
         return None
     try:
-        from exporter.node.podresources import DeviceJobs, PodOwners, PodResourcesClient
+        from mfumon.exporter.node.podresources import DeviceJobs, PodOwners, PodResourcesClient
     except ImportError as exc:  # grpcio/protobuf not installed: pip install 'mfu-monitor[kubernetes]'
         logger.warning("pod-resources socket %s found but grpcio is missing (%s): not used", socket_path, exc)
         return None

@@ -5,7 +5,7 @@ Precedence, first match wins (documented in the README and ``deploy/EXPORTER.md`
 1. ``MFUMON_JOB_ID`` in the environment of any compute process on the GPU: the user said so explicitly, and it is
    the id ``mfumon wrap`` reports under.
 2. Kubernetes: the pod that the kubelet's pod-resources API says holds the GPU (by UUID, index or MIG instance),
-   as its job (:mod:`exporter.node.podresources`); it needs no process and no ``hostPID``.
+   as its job (:mod:`mfumon.exporter.node.podresources`); it needs no process and no ``hostPID``.
 3. The HPC job-mapping directory (``--job-mapping-dir``), the format dcgm-exporter's ``--hpc-job-mapping-dir`` reads:
    one file per GPU named by its index (``0``) or ``GPU.GI`` for a MIG instance (``2.1``), one job id per line,
    written by a Slurm prolog and removed by the epilog. The first non-empty line is used.
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from exporter.samples import sanitize_id
+from mfumon.exporter.samples import sanitize_id
 
 __all__ = ["JOB_ID_ENV_VARS", "GpuProcess", "JobResolver", "job_id_from_environ", "read_environ"]
 
@@ -49,7 +49,7 @@ _CACHE_MAX = 4096
 
 
 class DeviceOwners(Protocol):
-    """Which job holds a device, as a device manager says (:class:`exporter.node.podresources.DeviceJobs`)."""
+    """Which job holds a device, as a device manager says (:class:`mfumon.exporter.node.podresources.DeviceJobs`)."""
 
     def job_for(self, uuid: str | None, gpu_key: str, parent_uuid: str | None = None) -> str | None: ...
 

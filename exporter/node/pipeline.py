@@ -12,10 +12,10 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from exporter.node.push import Sender
-from exporter.node.selfmetrics import ExporterMetrics
-from exporter.node.sources import Source
-from exporter.samples import IbPortSample, NodeBatch, count_up
+from mfumon.exporter.node.push import Sender
+from mfumon.exporter.node.selfmetrics import ExporterMetrics
+from mfumon.exporter.node.sources import Source
+from mfumon.exporter.samples import IbPortSample, NodeBatch, count_up
 
 __all__ = ["Agent", "PortReader"]
 

@@ -20,10 +20,10 @@ from urllib.parse import quote
 
 import httpx
 
-from exporter.node.selfmetrics import ExporterMetrics
-from exporter.node.spool import Spool
-from exporter.retry_after import retry_after_seconds, spread
-from exporter.samples import NodeBatch, decode_record
+from mfumon.exporter.node.selfmetrics import ExporterMetrics
+from mfumon.exporter.node.spool import Spool
+from mfumon.exporter.retry_after import retry_after_seconds, spread
+from mfumon.exporter.samples import NodeBatch, decode_record
 
 __all__ = ["RetryPolicy", "Sender"]
 

@@ -16,8 +16,8 @@ from typing import Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from exporter.errors import ConfigError
-from exporter.samples import sanitize_id
+from mfumon.exporter.errors import ConfigError
+from mfumon.exporter.samples import sanitize_id
 
 __all__ = ["Settings", "build_parser", "load_settings", "parse_size"]
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import httpx
 
-from exporter.ops.html import render_html
-from exporter.ops.markdown import render_markdown
-from exporter.ops.prices import ENV as PRICES_ENV
-from exporter.ops.prices import parse_prices
-from exporter.ops.report import BELOW_BASELINE, TOP_WASTERS, ReportError, fetch_report
+from mfumon.exporter.ops.html import render_html
+from mfumon.exporter.ops.markdown import render_markdown
+from mfumon.exporter.ops.prices import ENV as PRICES_ENV
+from mfumon.exporter.ops.prices import parse_prices
+from mfumon.exporter.ops.report import BELOW_BASELINE, TOP_WASTERS, ReportError, fetch_report
 
 __all__ = ["build_parser", "main"]
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-from exporter.ops.report import COMPUTE, Group, JobLine, Report
-from exporter.ops.svg import stacked_bars
-from exporter.ops.text import BLANK, hours, money, name, pct, wasters_title, when
+from mfumon.exporter.ops.report import COMPUTE, Group, JobLine, Report
+from mfumon.exporter.ops.svg import stacked_bars
+from mfumon.exporter.ops.text import BLANK, hours, money, name, pct, wasters_title, when
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:#1d2327;margin:2em auto;max-width:980px}

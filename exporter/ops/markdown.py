@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from exporter.ops.report import COMPUTE, Group, JobLine, Report
-from exporter.ops.text import BLANK, hours, money, name, pct, wasters_title, when
+from mfumon.exporter.ops.report import COMPUTE, Group, JobLine, Report
+from mfumon.exporter.ops.text import BLANK, hours, money, name, pct, wasters_title, when
 
 
 def _table(header: Sequence[str], rows: Iterable[Sequence[str]], align: str = "") -> list[str]:

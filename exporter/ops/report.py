@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from exporter.ops.prices import Prices
+from mfumon.exporter.ops.prices import Prices
 
 HOUR = 3600.0
 COMPUTE = "compute"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-from exporter.ops.text import hours
+from mfumon.exporter.ops.text import hours
 
 #: Waterfall categories keep one colour everywhere (compute green, waits warm, idle grey).
 COLOURS: dict[str, str] = {

@@ -25,11 +25,11 @@ from typing import Any
 import httpx
 import yaml
 
-from exporter.scheduler.model import Quota, Snapshot
+from mfumon.exporter.scheduler.model import Quota, Snapshot
 
 __all__ = ["Syncer", "load_quotas", "main"]
 
-logger = logging.getLogger("exporter.scheduler")
+logger = logging.getLogger("mfumon.exporter.scheduler")
 
 
 def load_quotas(path: str | os.PathLike[str]) -> list[Quota]:
@@ -135,11 +135,11 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def _reader(args: argparse.Namespace) -> Callable[[], Snapshot]:
     if args.source == "slurm":
-        from exporter.scheduler import slurm
+        from mfumon.exporter.scheduler import slurm
 
         command = (args.squeue, "--all", "--json")
         return lambda: slurm.snapshot(command)
-    from exporter.scheduler import kubernetes
+    from mfumon.exporter.scheduler import kubernetes
 
     watcher = kubernetes.ClusterWatcher.from_environment(
         pool_labels=args.pool_labels, job_labels=args.job_labels, team_label=args.team_label, kueue=args.kueue

@@ -7,7 +7,7 @@ snapshot, so the rules below are tested on recorded API responses:
 
 - a pod asks for GPUs with ``nvidia.com/gpu`` or MIG resources ``nvidia.com/mig-<profile>`` (one device each):
   the larger of its containers' sum and any init container's request (limits when requests are absent);
-- pods are grouped into jobs by :func:`exporter.workloads.pod_job_id`; a job is *running* once any of its GPU
+- pods are grouped into jobs by :func:`mfumon.exporter.workloads.pod_job_id`; a job is *running* once any of its GPU
   pods is bound to a node (it holds those GPUs), *pending* while none is; each pod is one placement unit;
 - queued since the pod's creation, unless it carries scheduling gates (Kueue's admission gate, or any other):
   then it is pending but not queued; started when its first pod was bound (``PodScheduled``);
@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from exporter.scheduler.model import EndedJob, Quota, ScheduledJob, Snapshot
-from exporter.workloads import JOB_LABELS, pod_job_id
+from mfumon.exporter.scheduler.model import EndedJob, Quota, ScheduledJob, Snapshot
+from mfumon.exporter.workloads import JOB_LABELS, pod_job_id
 
 __all__ = ["POOL_LABELS", "ClusterWatcher", "build_snapshot", "pod_gpus"]
 

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.scheduler.model import EndedJob, ScheduledJob, Snapshot
+from mfumon.exporter.scheduler.model import EndedJob, ScheduledJob, Snapshot
 
 __all__ = [
     "MAX_ARRAY_TASKS",

@@ -1,9 +1,9 @@
 """PostgreSQL tells every replica which rows of the mirrored tables changed (triggers that NOTIFY).
 
 For every statement that inserts or updates a table every replica mirrors in memory (``KEYS``), a trigger sends
-the keys it wrote on channel ``mfumon_changes``, delivered when its transaction commits (``migrations.change_triggers``
-says how; ``api.state.notify`` listens). A table mirrored later adds its triggers in its own migration, in one line:
-``create_change_triggers(table, key)``. SQLite: nothing to do.
+the keys it wrote on channel ``mfumon_changes``, delivered when its transaction commits
+(``mfumon.migrations.change_triggers`` says how; ``mfumon.api.state.notify`` listens). A table mirrored later adds its
+triggers in its own migration, in one line: ``create_change_triggers(table, key)``. SQLite: nothing to do.
 
 Revision ID: 0010_change_notifications
 Revises: 0009_node_sample_document
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from alembic import op
 
-from migrations.change_triggers import FUNCTION, create_change_triggers, drop_change_triggers
+from mfumon.migrations.change_triggers import FUNCTION, create_change_triggers, drop_change_triggers
 
 revision = "0010_change_notifications"
 down_revision = "0009_node_sample_document"

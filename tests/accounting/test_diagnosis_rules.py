@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from api.diagnosis import GpuFacts, JobFacts, diagnose
-from api.diagnosis import rules as r
+from mfumon.api.diagnosis import GpuFacts, JobFacts, diagnose
+from mfumon.api.diagnosis import rules as r
 
 HEALTHY = {"init": 100.0, "checkpoint": 100.0, "data_wait": 200.0, "comm_exposed": 500.0, "compute": 9100.0}
 

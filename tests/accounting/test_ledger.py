@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.accounting import CATEGORIES, STEP_CATEGORIES, Ledger, StepSplit
+from mfumon.api.accounting import CATEGORIES, STEP_CATEGORIES, Ledger, StepSplit
 
 NO_CAP = math.inf
 

@@ -12,8 +12,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
-from api.core.config import Settings
-from api.main import create_app
+from mfumon.api.core.config import Settings
+from mfumon.api.main import create_app
 from tests.conftest import POSTGRES_URL_ENV
 
 

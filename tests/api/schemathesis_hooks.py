@@ -3,7 +3,7 @@
 JSON Schema says what one value may be, and (``anyOf``, ``required``) which fields go together; the document
 carries every such rule. A few rules compare values with each other, with the server's clock or with what is
 stored, and no JSON Schema keyword can state them; the document gives each in words, with the 422 that answers it
-(``api.openapi.invalid_when`` and the schemas' descriptions), and the server enforces each (tests in
+(``mfumon.api.openapi.invalid_when`` and the schemas' descriptions), and the server enforces each (tests in
 ``test_validation.py``). A generated "positive" case that breaks one of them is not valid data, so
 ``positive_data_acceptance`` would count the server's 422 as a failure: here each such case is brought within the
 rule, changing as little as it can (a value lowered to its bound, a duplicate dropped), before it is sent. Negative
@@ -26,8 +26,8 @@ from schemathesis.generation.modes import GenerationMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from api.schemas._common import BLANKS, MAX_TOKENS_PER_SECOND
-from api.services.usage import parse_time
+from mfumon.api.schemas._common import BLANKS, MAX_TOKENS_PER_SECOND
+from mfumon.api.services.usage import parse_time
 
 MAX_INT = 10_000_000  # PositiveInt's bound
 

@@ -11,11 +11,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.metrics.render import MetricsRenderer
-from api.metrics.self_metrics import SelfMetrics
-from api.mfu import PeakTable
-from api.schemas.nodes import GpuSample
-from api.state.aggregate import (
+from mfumon.api.metrics.render import MetricsRenderer
+from mfumon.api.metrics.self_metrics import SelfMetrics
+from mfumon.api.schemas.nodes import GpuSample
+from mfumon.api.state.aggregate import (
     STATES,
     gpu_state,
     idle_and_unreported,
@@ -23,9 +22,10 @@ from api.state.aggregate import (
     reporting_jobs,
     summarize,
 )
-from api.state.devices import DeviceResolver
-from api.state.store import Snapshot
-from api.state.views import JobView, NodeView, build_node_view, gpu_views
+from mfumon.api.state.devices import DeviceResolver
+from mfumon.api.state.store import Snapshot
+from mfumon.api.state.views import JobView, NodeView, build_node_view, gpu_views
+from mfumon.mfu import PeakTable
 from tests.utils.factories import metric_samples
 
 JOB_IDS = ("j0", "j1", "j2", "j3", "j4")

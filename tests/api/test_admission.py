@@ -17,9 +17,9 @@ from fastapi import APIRouter
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
-import api.routes as routes_package
-from api.admission import ANY_TOKEN, Admission, Refusal, required_scope
-from api.core.security import TokenVerifier, parse_tokens
+import mfumon.api.routes as routes_package
+from mfumon.api.admission import ANY_TOKEN, Admission, Refusal, required_scope
+from mfumon.api.core.security import TokenVerifier, parse_tokens
 from tests.utils.factories import metric_value, node_sample, report, scrape
 
 TOKEN = "admission-test-token-0123456789"
@@ -42,7 +42,7 @@ def _example_path(template: str) -> str:
 
 def _routes() -> list[APIRoute]:
     names = [info.name for info in pkgutil.iter_modules(routes_package.__path__)]
-    modules = [importlib.import_module(f"api.routes.{name}") for name in names]
+    modules = [importlib.import_module(f"mfumon.api.routes.{name}") for name in names]
     routers = [m.router for m in modules if isinstance(getattr(m, "router", None), APIRouter)]
     return [r for router in routers for r in router.routes if isinstance(r, APIRoute)]
 

@@ -13,7 +13,7 @@ from urllib.parse import quote
 import pytest
 from fastapi.testclient import TestClient
 
-from api.mfu import ModelShape, default_peak_table, flops_per_token
+from mfumon.mfu import ModelShape, default_peak_table, flops_per_token
 from tests.utils.factories import LLAMA_7B, metric_value, report, scrape
 
 SIG = "training|params=6.74e+09,layers=32,heads=32,head_dim=128,seq_len=4096|h100-sxm|8|bf16"
@@ -223,7 +223,7 @@ def test_writes_need_the_baselines_scope(make_client: Callable[..., TestClient],
 
 
 def test_a_team_token_cannot_hold_the_baselines_scope(tmp_path: Path) -> None:
-    from api.core.security import TokenConfigError, parse_tokens
+    from mfumon.api.core.security import TokenConfigError, parse_tokens
 
     with pytest.raises(TokenConfigError, match="baseline"):
         parse_tokens([], ["secret name=x scopes=jobs,baselines teams=nlp"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api.state.capacity import placeable
+from mfumon.api.state.capacity import placeable
 
 
 def test_units_must_fit_whole() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from api.mfu import ModelShape, flops_per_token
+from mfumon.mfu import ModelShape, flops_per_token
 from tests.utils.factories import LLAMA_7B, gpu, metric_value, report, scrape
 
 H100_BF16 = 989e12

@@ -18,7 +18,7 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
-from api.crud.nodes import decode_sample
+from mfumon.api.crud.nodes import decode_sample
 from tests.conftest import LiveServer, start_server
 from tests.utils.factories import node_sample, report
 from tests.utils.waiting import eventually

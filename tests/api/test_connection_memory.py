@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 import uvicorn
 
-from api.connections import ConnectionGuard, GuardedH11Protocol
-from api.core.config import Settings
-from api.main import create_app
-from api.server import bind_socket, url_of
+from mfumon.api.connections import ConnectionGuard, GuardedH11Protocol
+from mfumon.api.core.config import Settings
+from mfumon.api.main import create_app
+from mfumon.api.server import bind_socket, url_of
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.exc import OperationalError
 
-from api.crud.nodes import read_nodes
+from mfumon.api.crud.nodes import read_nodes
 from tests.conftest import start_server
 from tests.utils.factories import metric_value, node_sample, report
 from tests.utils.waiting import eventually

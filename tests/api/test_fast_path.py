@@ -1,4 +1,4 @@
-"""The node push's fast path (``api.routes.nodes._well_formed_push``) answers only what needs no error.
+"""The node push's fast path (``mfumon.api.routes.nodes._well_formed_push``) answers only what needs no error.
 
 Everything it declines goes to FastAPI's handler, whose answers the rest of the suite pins down (validation, tokens,
 scopes, limits); here: that it declines every kind of request that needs an error, and that what it answers is the
@@ -16,9 +16,9 @@ from fastapi import Response
 from fastapi.testclient import TestClient
 from starlette.types import Message
 
-from api.routes._one_pass import _OnePassRequest
-from api.routes.nodes import _well_formed_push
-from api.schemas.nodes import NodeSampleCreate
+from mfumon.api.routes._one_pass import _OnePassRequest
+from mfumon.api.routes.nodes import _well_formed_push
+from mfumon.api.schemas.nodes import NodeSampleCreate
 from tests.utils.factories import node_sample
 
 TOKENS = """\

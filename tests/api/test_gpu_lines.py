@@ -1,4 +1,4 @@
-"""A node's GPU series come from a template per node shape (``api.metrics.gpu_lines``): whatever changes from one
+"""A node's GPU series come from a template per node shape (``mfumon.api.metrics.gpu_lines``): whatever changes from one
 push to the next, labels, counters reported, checks, GPUs up or down, the scrape shows the node as it is now."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from api.metrics import gpu_lines
-from api.metrics.gpu_lines import render_gpu_lines
-from api.state.health import advance
-from api.state.views import NodeView
+from mfumon.api.metrics import gpu_lines
+from mfumon.api.metrics.gpu_lines import render_gpu_lines
+from mfumon.api.state.health import advance
+from mfumon.api.state.views import NodeView
 from tests.utils.factories import gpu, metric_samples, node_sample, node_view, scrape
 from tests.utils.waiting import eventually
 

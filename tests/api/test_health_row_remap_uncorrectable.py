@@ -2,7 +2,7 @@
 ``DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS``; the exporters send ``remapped_rows_uncorrectable_total``) grew within the
 health window. A drain check: the remap only takes effect at the next GPU reset.
 
-Units on :func:`api.state.health.advance` (clock and window set exactly), then the same cases through the API on
+Units on :func:`mfumon.api.state.health.advance` (clock and window set exactly), then the same cases through the API on
 SQLite and PostgreSQL (the ``client`` fixture), as the rest of ``test_health.py``.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from api.state.health import CHECKS, DRAIN_CHECKS, advance
-from api.state.views import GpuView, NodeView, build_node_view
+from mfumon.api.state.health import CHECKS, DRAIN_CHECKS, advance
+from mfumon.api.state.views import GpuView, NodeView, build_node_view
 from tests.utils.factories import gpu, metric_value, scrape
 
 CHECK = "row_remap_uncorrectable"

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 from fastapi.testclient import TestClient
 
-from api.services.expiry import expire_silent_jobs
+from mfumon.api.services.expiry import expire_silent_jobs
 from tests.utils.factories import metric_value, report, scrape
 
 

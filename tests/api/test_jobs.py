@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from api.mfu import ModelShape, default_peak_table, flops_per_token
+from mfumon.mfu import ModelShape, default_peak_table, flops_per_token
 from tests.utils.factories import LLAMA_7B, metric_value, node_sample, report, scrape
 
 
@@ -134,7 +134,7 @@ def test_ended_job_series_vanish_and_job_stays_readable(client: TestClient) -> N
 
 
 def test_an_ended_job_is_counted_as_forgotten_so_its_memory_is_handed_back(client: TestClient) -> None:
-    """What api.core.memory.Trimmer watches: the state's pruned views and the renderer's dropped series."""
+    """What mfumon.api.core.memory.Trimmer watches: the state's pruned views and the renderer's dropped series."""
     ctx = client.app.state.ctx  # type: ignore[attr-defined]
     client.post("/v1/jobs/done/reports", json=report())
     scrape(client)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from api.mfu import ModelShape, flops_per_token
+from mfumon.mfu import ModelShape, flops_per_token
 from tests.conftest import LiveServer
 from tests.utils.factories import LLAMA_7B, metric_value, report
 

@@ -12,15 +12,15 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, text
 
-from api.crud.nodes import decode_sample
-from api.db.migrate import alembic_config, upgrade_to_head
-from api.db.models import Base, Node
-from api.db.session import make_engine, make_sessionmaker
-from api.mfu import PeakTable
-from api.state.devices import DeviceResolver
-from api.state.notify import MIRRORED
-from api.state.refresh import Refresher
-from api.state.store import ClusterState
+from mfumon.api.crud.nodes import decode_sample
+from mfumon.api.db.migrate import alembic_config, upgrade_to_head
+from mfumon.api.db.session import make_engine, make_sessionmaker
+from mfumon.api.db.tables import Base, NodeRow
+from mfumon.api.state.devices import DeviceResolver
+from mfumon.api.state.notify import MIRRORED
+from mfumon.api.state.refresh import Refresher
+from mfumon.api.state.store import ClusterState
+from mfumon.mfu import PeakTable
 from tests.utils.factories import node_sample
 
 
@@ -84,7 +84,7 @@ def test_node_gpu_rows_move_into_the_node_document_and_back(database_url: str) -
 
 
 def test_every_mirrored_table_notifies_and_is_read_back(database_url: str) -> None:
-    """The one list of mirrored tables (api.state.notify.MIRRORED), the migrations' triggers and the refresher's
+    """The one list of mirrored tables (mfumon.api.state.notify.MIRRORED), the migrations' triggers and the refresher's
     readers agree: a table added to one and not the others fails here, not silently on a replica."""
     changed_calls: list[dict[str, object]] = []
 
@@ -146,7 +146,7 @@ def test_a_row_stored_under_laxer_rules_is_skipped_not_fatal(
     with sessions.begin() as session:
         for name, body in (("good", good), ("lax", lax)):
             session.add(
-                Node(
+                NodeRow(
                     name=name,
                     pool="train",
                     last_seen_at=now,
@@ -158,7 +158,7 @@ def test_a_row_stored_under_laxer_rules_is_skipped_not_fatal(
             )
     state = ClusterState(node_ttl_s=600, job_ttl_s=600, pending_job_ttl_s=600, health_window_s=600, scheduler_ttl_s=600)
     refresher = Refresher(state, sessions, DeviceResolver(PeakTable()), overlap_s=5)
-    with caplog.at_level(logging.WARNING, logger="api.state.refresh"):
+    with caplog.at_level(logging.WARNING, logger="mfumon.api.state.refresh"):
         assert refresher.load() >= 1
     assert state.node("good") is not None and state.node("lax") is None
     assert any(

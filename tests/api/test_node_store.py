@@ -1,4 +1,4 @@
-"""The node rows' group commit (api.crud.nodes.upsert_nodes) on both databases: many nodes in one flush."""
+"""The node rows' group commit (mfumon.api.crud.nodes.upsert_nodes) on both databases: many nodes in one flush."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from pathlib import Path
 import psycopg
 from sqlalchemy import event, func, select
 
-from api.crud.nodes import NodeWrite, upsert_nodes
-from api.db.migrate import upgrade_to_head
-from api.db.models import Node
-from api.db.session import make_engine, make_sessionmaker
-from migrations.change_triggers import CHANNEL
+from mfumon.api.crud.nodes import NodeWrite, upsert_nodes
+from mfumon.api.db.migrate import upgrade_to_head
+from mfumon.api.db.session import make_engine, make_sessionmaker
+from mfumon.api.db.tables import NodeRow
+from mfumon.migrations.change_triggers import CHANNEL
 from tests.utils.factories import node_sample
 
 
@@ -35,7 +35,7 @@ def test_a_flush_of_many_nodes_stores_all_and_tells_replicas_in_a_few_notificati
             newer = [replace(w, last_sample_timestamp=200.0, last_seen_at=200.0) for w in writes]
             upsert_nodes(session=session, writes=newer, now=200.0)
         with sessions() as session:
-            query = select(func.count(), func.min(Node.samples_received), func.min(Node.last_sample_timestamp))
+            query = select(func.count(), func.min(NodeRow.samples_received), func.min(NodeRow.last_sample_timestamp))
             stored = session.execute(query).one()
         assert tuple(stored) == (1500, 2, 200.0)
         if listener is not None:
@@ -66,7 +66,7 @@ def test_a_flush_stores_each_sample_exactly_as_received(database_url: str) -> No
         with sessions.begin() as session:
             upsert_nodes(session=session, writes=writes, now=5.0)
         with sessions() as session:
-            rows = {n.name: (n.pool, n.sample, n.samples_received) for n in session.scalars(select(Node))}
+            rows = {n.name: (n.pool, n.sample, n.samples_received) for n in session.scalars(select(NodeRow))}
         assert rows == {"node-a": (None, sample, 1), "node-b": ("p", raw, 3)}
     finally:
         engine.dispose()
@@ -95,7 +95,8 @@ def test_on_sqlite_a_flush_is_a_few_statements_not_one_per_row(tmp_path: Path) -
             upsert_nodes(session=session, writes=mixed, now=200.0)
         with sessions() as session:
             rows = {
-                n.name: (n.sample, n.last_sample_timestamp, n.samples_received) for n in session.scalars(select(Node))
+                n.name: (n.sample, n.last_sample_timestamp, n.samples_received)
+                for n in session.scalars(select(NodeRow))
             }
         assert rows == {w.name: ((w.sample, 100.0) if i % 2 else ("{}", 101.0)) + (2,) for i, w in enumerate(writes)}
     finally:

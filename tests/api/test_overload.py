@@ -15,12 +15,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from api.overload import IngestGate
-from exporter.job.reporter import JobReporter
-from exporter.node.push import RetryPolicy, Sender
-from exporter.node.spool import MemorySpool
-from exporter.retry_after import retry_after_seconds, spread
-from exporter.samples import GpuSample, NodeBatch
+from mfumon.api.overload import IngestGate
+from mfumon.exporter.job.reporter import JobReporter
+from mfumon.exporter.node.push import RetryPolicy, Sender
+from mfumon.exporter.node.spool import MemorySpool
+from mfumon.exporter.retry_after import retry_after_seconds, spread
+from mfumon.exporter.samples import GpuSample, NodeBatch
 from tests.conftest import LiveServer, start_server
 from tests.utils.factories import metric_value, node_sample
 from tests.utils.waiting import eventually

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from api.middleware import ReadLimit
+from mfumon.api.middleware import ReadLimit
 from tests.utils.factories import node_sample, report
 
 

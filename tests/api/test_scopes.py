@@ -228,7 +228,7 @@ def test_writes_are_logged_and_counted_by_token_name(tmp_path: Path, tokens_file
 def _serve_refuses(tmp_path: Path, env: dict[str, str]) -> str:
     """Start ``mfumon serve`` with this environment; it must exit 1 at once. Its stderr."""
     result = subprocess.run(
-        [sys.executable, "-m", "exporter", "serve", "--port", "0"],
+        [sys.executable, "-m", "mfumon", "serve", "--port", "0"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from fastapi.testclient import TestClient
 
-from api.metrics.scrapes import MAX_BODIES, ScrapeCache
+from mfumon.api.metrics.scrapes import MAX_BODIES, ScrapeCache
 from tests.utils.factories import metric_value, node_sample
 
 

@@ -10,7 +10,13 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from api.core.security import InsecureConfigError, TokenVerifier, check_startup_security, is_loopback, parse_tokens
+from mfumon.api.core.security import (
+    InsecureConfigError,
+    TokenVerifier,
+    check_startup_security,
+    is_loopback,
+    parse_tokens,
+)
 from tests.conftest import start_server
 from tests.utils.factories import node_sample, report
 
@@ -81,7 +87,7 @@ def test_a_weak_token_cannot_guard_a_network_port() -> None:
 
 def test_serve_names_the_weak_token(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "exporter", "serve", "--host", "0.0.0.0", "--port", "1"],
+        [sys.executable, "-m", "mfumon", "serve", "--host", "0.0.0.0", "--port", "1"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -99,7 +105,7 @@ def test_verifier_compares_every_token() -> None:
 
 def test_serve_refuses_network_address_without_tokens(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "exporter", "serve", "--host", "0.0.0.0", "--port", "1"],
+        [sys.executable, "-m", "mfumon", "serve", "--host", "0.0.0.0", "--port", "1"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -8,13 +8,13 @@ import sys
 
 import pytest
 
-from api.core.memory import Trimmer
-from api.server import GC_THRESHOLDS
+from mfumon.api.core.memory import Trimmer
+from mfumon.api.server import GC_THRESHOLDS
 
 _PROBE = """
 import gc, json
-from api.core.memory import limit_malloc_arenas
-from api.server import quiet_gc
+from mfumon.api.core.memory import limit_malloc_arenas
+from mfumon.api.server import quiet_gc
 before = gc.get_freeze_count()
 quiet_gc()
 print(json.dumps({"frozen": gc.get_freeze_count() - before, "thresholds": gc.get_threshold(),
@@ -33,7 +33,7 @@ def test_the_server_process_freezes_what_imports_built_and_caps_arenas() -> None
 
 _TRIM_PROBE = """
 import json
-from api.core.memory import release_free_memory
+from mfumon.api.core.memory import release_free_memory
 def rss():
     return int(next(l for l in open('/proc/self/status') if l.startswith('VmRSS')).split()[1]) * 1024
 held = [bytes(4000) for _ in range(50_000)]  # 200 MB in malloc's heap (too large for Python's own pools)

@@ -22,7 +22,7 @@ from unittest import mock
 import httpx
 import pytest
 
-from api.core.logs import RepeatLimit
+from mfumon.api.core.logs import RepeatLimit
 from tests.conftest import LiveServer, start_server
 from tests.utils.factories import metric_value
 
@@ -199,7 +199,7 @@ def test_repeat_limit_counts_what_it_drops() -> None:
 
 def test_a_client_that_stops_reading_is_dropped() -> None:
     """The write deadline, on the protocol itself: a response the client does not read for long is abandoned."""
-    from api.connections import ConnectionGuard, GuardedH11Protocol
+    from mfumon.api.connections import ConnectionGuard, GuardedH11Protocol
 
     loop = asyncio.new_event_loop()
     try:

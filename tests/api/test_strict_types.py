@@ -17,9 +17,9 @@ import pytest
 from fastapi.testclient import TestClient
 from starlette.types import Message
 
-from api.routes._one_pass import _OnePassRequest
-from api.routes.nodes import _well_formed_push
-from api.schemas.nodes import NodeSampleCreate
+from mfumon.api.routes._one_pass import _OnePassRequest
+from mfumon.api.routes.nodes import _well_formed_push
+from mfumon.api.schemas.nodes import NodeSampleCreate
 from tests.utils.factories import gpu, ib_port, node_sample, report, scrape
 
 SIGNATURE = "training|llama-8b|h100-sxm|8|bf16"

@@ -9,9 +9,9 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from api.crud.counters import HOUR
-from api.db.models import CounterHour
-from api.services.accounting import maintain_hours
+from mfumon.api.crud.counters import HOUR
+from mfumon.api.db.tables import CounterHourRow
+from mfumon.api.services.accounting import maintain_hours
 from tests.utils.clock import Clock
 from tests.utils.factories import report
 
@@ -73,7 +73,7 @@ def test_past_hours_fold_into_one_shard_without_changing_a_sum(client: TestClien
 
     def shards() -> int:
         with ctx.sessions.begin() as session:
-            return int(session.scalar(select(func.count(func.distinct(CounterHour.shard)))) or 0)
+            return int(session.scalar(select(func.count(func.distinct(CounterHourRow.shard)))) or 0)
 
     assert shards() > 1
     maintain_hours(ctx)  # the first run only sets the mark

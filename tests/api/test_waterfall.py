@@ -9,8 +9,8 @@ from collections.abc import Callable
 import pytest
 from fastapi.testclient import TestClient
 
-from api.accounting import CATEGORIES
-from api.services.accounting import bill_gpu_states
+from mfumon.api.accounting import CATEGORIES
+from mfumon.api.services.accounting import bill_gpu_states
 from tests.utils.clock import Clock
 from tests.utils.factories import gpu, metric_samples, metric_value, report, scrape
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from api.metrics import families
+from mfumon.api.metrics import families
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -66,7 +66,7 @@ def require_tool(name: str) -> str:
 
 
 def exposed_metric_names() -> set[str]:
-    """Every metric family the aggregator renders on /metrics (api.metrics.families)."""
+    """Every metric family the aggregator renders on /metrics (mfumon.api.metrics.families)."""
     names: set[str] = set()
     for value in vars(families).values():
         if isinstance(value, dict):

@@ -219,7 +219,7 @@ def test_dockerfile_builds_a_non_root_aggregator_from_existing_paths() -> None:
     for source in sources:
         assert f"!{source}" in allowed or f"!{source.rstrip('/')}/" in allowed, f"{source} is not in the context"
     runs = " ".join(args for op, args in instructions if op == "RUN")
-    assert re.search(r"pip (?:wheel|install)[^&]*\.\[postgres", runs)
+    assert re.search(r"pip (?:wheel|install)[^&]*\.\[server,postgres", runs)
     user = [args for op, args in instructions if op == "USER"][-1]
     assert user.split(":")[0] not in {"0", "root"}
     entrypoint = [yaml.safe_load(args) for op, args in instructions if op == "ENTRYPOINT"][-1]

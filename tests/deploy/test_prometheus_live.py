@@ -28,8 +28,8 @@ import httpx
 import pytest
 import yaml
 
-from exporter.demo.cli import run_simulation
-from exporter.demo.simcluster import ClusterSpec, default_cluster
+from mfumon.exporter.demo.cli import run_simulation
+from mfumon.exporter.demo.simcluster import ClusterSpec, default_cluster
 from tests.conftest import LiveServer, start_server, stop_process, wait_for_listening
 from tests.deploy._support import (
     AGGREGATOR_JOB,

@@ -8,8 +8,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.job.models import from_module
-from exporter.job.reporter import JobReporter
+from mfumon.exporter.job.models import from_module
+from mfumon.exporter.job.reporter import JobReporter
 from tests.conftest import LiveServer
 
 torch = pytest.importorskip("torch")

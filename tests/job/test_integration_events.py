@@ -31,7 +31,7 @@ def test_hf_trainer_sends_eval_checkpoint_and_resume_events(server: LiveServer, 
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("accelerate")
-    from exporter.job.integrations import MfumonTrainerCallback
+    from mfumon.exporter.job.integrations import MfumonTrainerCallback
 
     torch.manual_seed(0)
     config = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=2, n_positions=SEQ, vocab_size=VOCAB)
@@ -90,7 +90,7 @@ def test_hf_trainer_sends_eval_checkpoint_and_resume_events(server: LiveServer, 
 def test_lightning_sends_eval_checkpoint_resume_and_failure_events(server: LiveServer, tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     lightning = pytest.importorskip("lightning")
-    from exporter.job.integrations import MfumonLightningCallback
+    from mfumon.exporter.job.integrations import MfumonLightningCallback
 
     class TinyLM(lightning.LightningModule):
         def __init__(self, fail_at: int | None = None) -> None:
@@ -167,7 +167,7 @@ def test_wrap_sends_restart_init_and_failure(server: LiveServer, tmp_path: Path)
         "sys.exit(3)\n"
     )
     env = {**os.environ, "SLURM_RESTART_COUNT": "1"}
-    command = [sys.executable, "-m", "exporter", "wrap", "--url", server.url, "--job-id", "wrap-events"]
+    command = [sys.executable, "-m", "mfumon", "wrap", "--url", server.url, "--job-id", "wrap-events"]
     command += ["--num-gpus", "2", "--peak-flops-per-gpu", "1e15", "--", sys.executable, str(child)]
     command += ["--seq-length", "1024"]
     result = subprocess.run(command, env=env, capture_output=True, timeout=60, cwd=Path(__file__).parents[2])

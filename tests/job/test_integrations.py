@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from exporter.job.models import count_parameters
-from exporter.job.wrap.patterns import LogParser, ParseContext
+from mfumon.exporter.job.models import count_parameters
+from mfumon.exporter.job.wrap.patterns import LogParser, ParseContext
 from tests.conftest import LiveServer, start_server
 
 REPO = Path(__file__).parents[2]
@@ -28,7 +28,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 def test_importing_integrations_imports_no_framework() -> None:
     code = (
-        "import sys, exporter.job.integrations, exporter.job.reporter, exporter.job.wrap.cli\n"
+        "import sys, mfumon.exporter.job.integrations, mfumon.exporter.job.reporter, mfumon.exporter.job.wrap.cli\n"
         "heavy = {'transformers', 'lightning', 'pytorch_lightning', 'torch', 'fastapi', 'sqlalchemy', 'api'}\n"
         "print(sorted(heavy & set(sys.modules)))\n"
     )
@@ -57,7 +57,7 @@ def _hf_run(server: LiveServer, job_id: str, tmp_path: Path, load_seconds: float
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("accelerate")  # the Trainer needs it
-    from exporter.job.integrations import MfumonTrainerCallback
+    from mfumon.exporter.job.integrations import MfumonTrainerCallback
 
     torch.manual_seed(0)
     config = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=2, n_positions=SEQ, vocab_size=VOCAB)
@@ -134,7 +134,7 @@ def test_hf_trainer_callback_measures_input_wait(server: LiveServer, tmp_path: P
 def test_lightning_callback_reports_a_real_fit(server: LiveServer, tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     lightning = pytest.importorskip("lightning")
-    from exporter.job.integrations import MfumonLightningCallback
+    from mfumon.exporter.job.integrations import MfumonLightningCallback
 
     class TinyLM(lightning.LightningModule):
         def __init__(self) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from exporter.job.models import ModelSpec, count_parameters, describe_model, from_hf_config, from_module
-from exporter.modelspec import serving_dtype_from_hf_config
+from mfumon.exporter.job.models import ModelSpec, count_parameters, describe_model, from_hf_config, from_module
+from mfumon.exporter.modelspec import serving_dtype_from_hf_config
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LLAMA2 = FIXTURES / "meta-llama__Llama-2-7b-hf.config.json"

@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from exporter.job.reporter import JobReporter, default_job_id, default_rank, default_world_size
-from exporter.job.reporter._env import sanitize_job_id
+from mfumon.exporter.job.reporter import JobReporter, default_job_id, default_rank, default_world_size
+from mfumon.exporter.job.reporter._env import sanitize_job_id
 from tests.conftest import LiveServer, start_server
 
 
@@ -108,7 +108,7 @@ def test_exit_without_close_ends_the_job_at_exit(server: LiveServer, tmp_path: P
     script = textwrap.dedent(
         f"""
         import time
-        from exporter.job.reporter import JobReporter
+        from mfumon.exporter.job.reporter import JobReporter
         reporter = JobReporter("rep-atexit", url={server.url!r}, model={{"params": 1e6}}, num_gpus=1)
         reporter.step(10)
         time.sleep(0.05)
@@ -123,7 +123,7 @@ def test_exit_without_close_ends_the_job_at_exit(server: LiveServer, tmp_path: P
 def test_down_aggregator_never_raises_and_keeps_a_bounded_queue(
     caplog: pytest.LogCaptureFixture, held_port: int
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="exporter.job.reporter")
+    caplog.set_level(logging.WARNING, logger="mfumon.exporter.job.reporter")
     url = f"http://127.0.0.1:{held_port}"  # nothing listens there
     reporter = JobReporter("rep-down", url=url, model={"params": 1e6}, max_pending_reports=3, start=False)
     reporter.step(1)
@@ -158,7 +158,7 @@ def test_buffered_reports_are_sent_once_the_aggregator_is_back(tmp_path: Path, h
 
 
 def test_rejected_requests_are_dropped_not_retried(server: LiveServer, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, logger="exporter.job.reporter")
+    caplog.set_level(logging.WARNING, logger="mfumon.exporter.job.reporter")
     reporter = JobReporter("rep-bad", url=server.url, start=False)  # no model: the aggregator refuses reports
     _steps(reporter, 2, tokens=10)
     assert reporter.flush(timeout_seconds=10)
@@ -231,7 +231,7 @@ def test_lifecycle_events_are_sent_without_user_code(server: LiveServer, monkeyp
     events = httpx.get(f"{server.url}/v1/jobs/rep-events/events").json()["data"]
     assert [e["type"] for e in events] == ["restart", "checkpoint_load", "init", "checkpoint_save", "eval", "failure"]
     by_type = {e["type"]: e for e in events}
-    from exporter.job.reporter._env import process_start_time
+    from mfumon.exporter.job.reporter._env import process_start_time
 
     started = process_start_time()
     assert started is not None  # Linux
@@ -253,7 +253,7 @@ def test_an_uncaught_exception_at_exit_is_a_failure(server: LiveServer) -> None:
     script = textwrap.dedent(
         f"""
         import time
-        from exporter.job.reporter import JobReporter
+        from mfumon.exporter.job.reporter import JobReporter
         reporter = JobReporter("rep-crash", url={server.url!r}, model={{"params": 1e6}}, num_gpus=1)
         reporter.step(10)
         time.sleep(0.05)

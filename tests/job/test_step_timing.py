@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from exporter.job.reporter import JobReporter
-from exporter.job.reporter._phases import StepPhases
+from mfumon.exporter.job.reporter import JobReporter
+from mfumon.exporter.job.reporter._phases import StepPhases
 from tests.conftest import reserved_port
 
 REPO = Path(__file__).parents[2]
@@ -100,7 +100,7 @@ def test_an_error_in_the_hooks_disables_timing_and_never_reaches_the_step(caplog
             return None
 
     reporter._phases._marks = Broken()  # type: ignore[assignment]
-    with caplog.at_level(logging.WARNING, logger="exporter.job.reporter"):
+    with caplog.at_level(logging.WARNING, logger="mfumon.exporter.job.reporter"):
         _train(model, reporter, steps=4, wait=0.0)
     assert [r.message for r in caplog.records].count("mfumon: step timing disabled after an error in its hooks") == 1
     reporter.flush(timeout_seconds=0.1)
@@ -118,7 +118,7 @@ _DDP = """
 import json, sys, time
 import torch, torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
-from exporter.job.reporter import JobReporter
+from mfumon.exporter.job.reporter import JobReporter
 
 def worker(rank, store, url, out):
     torch.set_num_threads(1)

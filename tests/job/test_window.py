@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from exporter.job.reporter._window import StepWindow
+from mfumon.exporter.job.reporter._window import StepWindow
 
 
 class Clock:

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from exporter.job.wrap.cli import main
+from mfumon.exporter.job.wrap.cli import main
 from tests.conftest import LiveServer, start_server
 
 REPO = Path(__file__).parents[2]
@@ -26,7 +26,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 def _wrap(*args: str, **kwargs: object) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "exporter", "wrap", *args],
+        [sys.executable, "-m", "mfumon", "wrap", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=REPO,
@@ -191,7 +191,7 @@ def test_argument_errors_speak_the_users_words(args: list[str], said: str) -> No
 
 
 def test_params_are_read_the_way_people_write_them() -> None:
-    from exporter.job.wrap.cli import build_parser
+    from mfumon.exporter.job.wrap.cli import build_parser
 
     parser = build_parser()
     for text, value in (("8030261248", 8030261248), ("8.03e9", 8_030_000_000), ("8B", 8_000_000_000),

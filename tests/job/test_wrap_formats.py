@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from exporter.job.wrap.cmdline import micro_batch_from_command, seq_len_from_command
-from exporter.job.wrap.patterns import LogParser, Observation, ParseContext, compile_user_pattern, to_number
-from exporter.job.wrap.relay import Relay
+from mfumon.exporter.job.wrap.cmdline import micro_batch_from_command, seq_len_from_command
+from mfumon.exporter.job.wrap.patterns import LogParser, Observation, ParseContext, compile_user_pattern, to_number
+from mfumon.exporter.job.wrap.relay import Relay
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 
@@ -196,7 +196,7 @@ def test_a_note_is_said_once_on_stderr(caplog: pytest.LogCaptureFixture) -> None
     reporter = Reporter()
     relay = Relay(reporter, None, ParseContext(), kind_given=False)  # type: ignore[arg-type]
     observed, _ = read("litgpt_pretrain_summary.log")
-    with caplog.at_level(logging.WARNING, logger="exporter.job.wrap"):
+    with caplog.at_level(logging.WARNING, logger="mfumon.exporter.job.wrap"):
         for obs in observed * 2:
             relay.observe(obs)
     assert reporter.recorded == [999_424 / 48.30] * 2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from api.mfu import PeakTable, parse_mig_profile, split_mig_suffix
+from mfumon.mfu import PeakTable, parse_mig_profile, split_mig_suffix
 
 TABLE = PeakTable()
 

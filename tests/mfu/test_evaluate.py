@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from api.mfu import ModelShape, evaluate
+from mfumon.mfu import ModelShape, evaluate
 
 DENSE_7B = ModelShape(params=7e9)  # 6 * 7e9 = 42e9 training FLOPs per token, 14e9 for inference
 H100 = "NVIDIA H100 80GB HBM3"

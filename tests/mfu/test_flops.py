@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from api.mfu import ModelShape, flops_per_token, hardware_flops_per_token
+from mfumon.mfu import ModelShape, flops_per_token, hardware_flops_per_token
 
 # Llama-2-7B-like shape: L=32, H=32, Q=128, T=4096 → L·H·Q·T = 536_870_912.
 LLAMA_7B = ModelShape(params=6.74e9, layers=32, heads=32, head_dim=128, seq_len=4096)

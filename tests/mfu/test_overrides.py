@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from api.mfu import ModelShape, PeakTable, PeakTableError, evaluate, load_peak_overrides
+from mfumon.mfu import ModelShape, PeakTable, PeakTableError, evaluate, load_peak_overrides
 
 OVERRIDES_YAML = r"""
 devices:

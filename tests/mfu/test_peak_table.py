@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from api.mfu import DEFAULT_DEVICES, DTYPES, DeviceSpec, PeakTable, PeakTableError
+from mfumon.mfu import DEFAULT_DEVICES, DTYPES, DeviceSpec, PeakTable, PeakTableError
 
 TABLE = PeakTable()
 IDS = [spec.key for spec in DEFAULT_DEVICES]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from api.mfu import ModelShape, compute_mfu, evaluate, flops_per_token
+from mfumon.mfu import ModelShape, compute_mfu, evaluate, flops_per_token
 
 
 def test_palm_540b_reports_46_2_percent_mfu() -> None:

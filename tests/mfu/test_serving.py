@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from api.mfu import (
+from mfumon.mfu import (
     FORMULAS,
     ModelShape,
     PeakTable,

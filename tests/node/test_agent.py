@@ -15,9 +15,9 @@ from types import ModuleType
 import httpx
 import pytest
 
-from exporter.errors import ConfigError
-from exporter.node import agent
-from exporter.node.settings import build_parser, load_settings, parse_size
+from mfumon.exporter.errors import ConfigError
+from mfumon.exporter.node import agent
+from mfumon.exporter.node.settings import build_parser, load_settings, parse_size
 from tests.conftest import start_server
 
 
@@ -113,7 +113,7 @@ def test_exporter_process_pushes_and_serves_its_health(tmp_path: Path) -> None:
     with start_server(tmp_path, env={"MFUMON_INGEST_TOKENS": "s3cret"}) as server:
         env = {k: v for k, v in os.environ.items() if not k.startswith("MFUMON_")}
         env |= {"MFUMON_URL": server.url, "MFUMON_INTERVAL": "0.2"}
-        cmd = [sys.executable, "-m", "exporter", "exporter", "--source", "sim", "--sim.gpus", "4", "--node", "node-cli"]
+        cmd = [sys.executable, "-m", "mfumon", "exporter", "--source", "sim", "--sim.gpus", "4", "--node", "node-cli"]
         cmd += ["--token-file", str(tmp_path / "token"), "--spool-dir", str(tmp_path / "spool")]
         cmd += ["--web.listen-address", "127.0.0.1:0"]
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -167,10 +167,10 @@ def test_once_reads_the_infiniband_ports_of_the_host_with_the_nvml_source(
 
 
 def test_a_failing_port_reader_costs_the_ports_not_the_gpus() -> None:
-    from exporter.node.pipeline import Agent
-    from exporter.node.push import Sender
-    from exporter.node.sources.sim import SimSource
-    from exporter.node.spool import MemorySpool
+    from mfumon.exporter.node.pipeline import Agent
+    from mfumon.exporter.node.push import Sender
+    from mfumon.exporter.node.sources.sim import SimSource
+    from mfumon.exporter.node.spool import MemorySpool
 
     class Broken:
         name = "broken"

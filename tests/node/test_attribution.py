@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from exporter.node.attribution import GpuProcess, JobResolver, job_id_from_environ, read_environ
-from exporter.samples import sanitize_id
+from mfumon.exporter.node.attribution import GpuProcess, JobResolver, job_id_from_environ, read_environ
+from mfumon.exporter.samples import sanitize_id
 
 
 @pytest.mark.parametrize(

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from exporter.errors import SourceUnavailable
-from exporter.node.attribution import JobResolver
-from exporter.node.sources import open_source
-from exporter.node.sources.dcgm import DcgmSource
+from mfumon.exporter.errors import SourceUnavailable
+from mfumon.exporter.node.attribution import JobResolver
+from mfumon.exporter.node.sources import open_source
+from mfumon.exporter.node.sources.dcgm import DcgmSource
 
 FIXTURES = Path(__file__).parent / "fixtures" / "dcgm"
 MIB = 1024 * 1024

@@ -10,12 +10,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from exporter.node.pipeline import Agent
-from exporter.node.push import RetryPolicy, Sender
-from exporter.node.selfmetrics import ExporterMetrics
-from exporter.node.sources.sim import SimSource, SimWorkload
-from exporter.node.spool import DiskSpool, MemorySpool
-from exporter.samples import GpuSample, NodeBatch
+from mfumon.exporter.node.pipeline import Agent
+from mfumon.exporter.node.push import RetryPolicy, Sender
+from mfumon.exporter.node.selfmetrics import ExporterMetrics
+from mfumon.exporter.node.sources.sim import SimSource, SimWorkload
+from mfumon.exporter.node.spool import DiskSpool, MemorySpool
+from mfumon.exporter.samples import GpuSample, NodeBatch
 from tests.conftest import LiveServer, start_server
 
 

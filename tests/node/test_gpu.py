@@ -17,10 +17,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from exporter.node.attribution import JobResolver
-from exporter.node.sources.nvml import GPM_MIN_INTERVAL_S, NvmlSource
-from exporter.node.sources.nvml_api import NvmlApi
-from exporter.samples import THROTTLE_REASONS, GpuSample
+from mfumon.exporter.node.attribution import JobResolver
+from mfumon.exporter.node.sources.nvml import GPM_MIN_INTERVAL_S, NvmlSource
+from mfumon.exporter.node.sources.nvml_api import NvmlApi
+from mfumon.exporter.samples import THROTTLE_REASONS, GpuSample
 
 pytestmark = pytest.mark.gpu
 

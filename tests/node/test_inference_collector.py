@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from exporter.node.inference.collector import InferenceCollector
-from exporter.node.inference.endpoints import parse_endpoint
+from mfumon.exporter.node.inference.collector import InferenceCollector
+from mfumon.exporter.node.inference.endpoints import parse_endpoint
 from tests.conftest import LiveServer
 from tests.utils.factories import metric_value
 
@@ -204,7 +204,7 @@ def test_an_unreachable_engine_is_counted_not_fatal() -> None:
 
 
 def test_cli_lists_endpoints_with_a_reading(engine: EngineServer) -> None:
-    cmd = [sys.executable, "-m", "exporter", "exporter", "--inference.list", "--inference.discovery", "off"]
+    cmd = [sys.executable, "-m", "mfumon", "exporter", "--inference.list", "--inference.discovery", "off"]
     cmd += ["--inference.url", f"{engine.url},job_id=chat-70b,num_gpus=8"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
@@ -214,7 +214,7 @@ def test_cli_lists_endpoints_with_a_reading(engine: EngineServer) -> None:
 
 
 def test_cli_rejects_a_bad_inference_url() -> None:
-    cmd = [sys.executable, "-m", "exporter", "exporter", "--inference.url", "http://h/metrics,engine=triton"]
+    cmd = [sys.executable, "-m", "mfumon", "exporter", "--inference.url", "http://h/metrics,engine=triton"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2
     assert "engine must be vllm, sglang or tgi" in done.stderr

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from exporter.errors import ConfigError
-from exporter.node.inference.discovery import discover_endpoints, engine_of, find_serving_processes
-from exporter.node.inference.endpoints import describe_model, find_hf_config, parse_endpoint, split_endpoint_list
+from mfumon.exporter.errors import ConfigError
+from mfumon.exporter.node.inference.discovery import discover_endpoints, engine_of, find_serving_processes
+from mfumon.exporter.node.inference.endpoints import describe_model, find_hf_config, parse_endpoint, split_endpoint_list
 
 LLAMA3_CONFIG = Path(__file__).parents[1] / "job" / "fixtures" / "meta-llama__Meta-Llama-3-8B.config.json"
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from exporter.node.inference.engines import EngineReading, parse_engine_metrics
-from exporter.node.inference.window import serving_interval
+from mfumon.exporter.node.inference.engines import EngineReading, parse_engine_metrics
+from mfumon.exporter.node.inference.window import serving_interval
 
 FIXTURES = Path(__file__).parent / "fixtures" / "inference"
 

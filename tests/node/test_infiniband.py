@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.node.sources.infiniband import InfinibandReader, parse_rate, parse_state
+from mfumon.exporter.node.sources.infiniband import InfinibandReader, parse_rate, parse_state
 
 TREE = Path(__file__).parent / "fixtures" / "sysfs" / "class" / "infiniband"
 

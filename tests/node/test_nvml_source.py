@@ -10,11 +10,11 @@ from types import ModuleType
 
 import pytest
 
-from exporter.errors import SourceUnavailable
-from exporter.node.attribution import JobResolver
-from exporter.node.sources import open_source
-from exporter.node.sources.nvml import GPM_MIN_INTERVAL_S, NvmlSource
-from exporter.node.sources.nvml_api import NvmlApi
+from mfumon.exporter.errors import SourceUnavailable
+from mfumon.exporter.node.attribution import JobResolver
+from mfumon.exporter.node.sources import open_source
+from mfumon.exporter.node.sources.nvml import GPM_MIN_INTERVAL_S, NvmlSource
+from mfumon.exporter.node.sources.nvml_api import NvmlApi
 
 MIB = 1024 * 1024
 
@@ -63,7 +63,7 @@ def test_unsupported_counter_is_left_out_never_retried_and_logged_once(
     gpu = fake_nvml.FakeGpu(
         uuid="GPU-1", unsupported={"nvmlDeviceGetPowerUsage"}, no_permission={"nvmlDeviceGetTotalEccErrors"}
     )
-    caplog.set_level(logging.INFO, logger="exporter.node.sources.nvml")
+    caplog.set_level(logging.INFO, logger="mfumon.exporter.node.sources.nvml")
     source = _source(fake_nvml, [gpu])
     try:
         bodies = [source.collect()[0].to_json() for _ in range(3)]
@@ -106,7 +106,7 @@ def test_gpm_metrics_come_from_samples_at_least_100ms_apart(fake_nvml: ModuleTyp
 
 
 def test_gpm_metric_refused_by_nvml_is_left_out(fake_nvml: ModuleType, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="exporter.node.sources.nvml")
+    caplog.set_level(logging.INFO, logger="mfumon.exporter.node.sources.nvml")
     source = _source(fake_nvml, [fake_nvml.FakeGpu(uuid="GPU-H", gpm_values={2: 50.0, 5: 20.0})])
     try:
         time.sleep(GPM_MIN_INTERVAL_S + 0.02)
@@ -285,7 +285,7 @@ def test_nvml_that_cannot_enumerate_is_unavailable(fake_nvml: ModuleType) -> Non
 def test_health_counters_as_the_h200_answered_them(fake_nvml: ModuleType, caplog: pytest.LogCaptureFixture) -> None:
     """Defaults of FakeGpu mirror bench/results/h200-2026-11-30/nvml_calls.json: energy in mJ, zero replays and
     remaps, and every NVLink error field answering NOT_SUPPORTED in its own nvmlReturn (a single-GPU VM)."""
-    caplog.set_level(logging.INFO, logger="exporter.node.sources.nvml")
+    caplog.set_level(logging.INFO, logger="mfumon.exporter.node.sources.nvml")
     h200 = fake_nvml.FakeGpu(uuid="GPU-ef48", name="NVIDIA H200", gpm_supported=False, nvlink_links=0)
     source = _source(fake_nvml, [h200])
     try:

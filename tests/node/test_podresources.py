@@ -15,11 +15,11 @@ import grpc
 import pytest
 from google.protobuf import descriptor_pb2
 
-from exporter.node.attribution import JobResolver
-from exporter.node.podresources import DeviceJobs, PodOwners, PodResourcesClient, device_keys
-from exporter.node.podresources import messages as pb
-from exporter.node.sources.nvml import NvmlSource
-from exporter.node.sources.nvml_api import NvmlApi
+from mfumon.exporter.node.attribution import JobResolver
+from mfumon.exporter.node.podresources import DeviceJobs, PodOwners, PodResourcesClient, device_keys
+from mfumon.exporter.node.podresources import messages as pb
+from mfumon.exporter.node.sources.nvml import NvmlSource
+from mfumon.exporter.node.sources.nvml_api import NvmlApi
 
 PODS = Path(__file__).parents[1] / "scheduler" / "fixtures" / "kubernetes" / "pods.json"
 PROTO = Path(__file__).parents[2] / "exporter" / "node" / "podresources" / "api.proto"

@@ -7,13 +7,13 @@ from typing import Any
 import httpx
 import pytest
 
-from exporter.errors import SourceUnavailable
-from exporter.node.pipeline import Agent
-from exporter.node.push import Sender
-from exporter.node.selfmetrics import ExporterMetrics, MetricsServer, parse_listen_address
-from exporter.node.sources.sim import SimSource
-from exporter.node.spool import MemorySpool
-from exporter.samples import GpuSample
+from mfumon.exporter.errors import SourceUnavailable
+from mfumon.exporter.node.pipeline import Agent
+from mfumon.exporter.node.push import Sender
+from mfumon.exporter.node.selfmetrics import ExporterMetrics, MetricsServer, parse_listen_address
+from mfumon.exporter.node.sources.sim import SimSource
+from mfumon.exporter.node.spool import MemorySpool
+from mfumon.exporter.samples import GpuSample
 
 
 def test_parse_listen_address() -> None:

@@ -7,8 +7,8 @@ import statistics
 
 import pytest
 
-from exporter.errors import ConfigError
-from exporter.node.sources.sim import GPU_MODELS, SimSource, SimWorkload, job_mfu_at, smooth_noise
+from mfumon.exporter.errors import ConfigError
+from mfumon.exporter.node.sources.sim import GPU_MODELS, SimSource, SimWorkload, job_mfu_at, smooth_noise
 
 T0 = 1_800_000_000.0  # a fixed wall-clock time
 

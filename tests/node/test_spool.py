@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.node.spool import DiskSpool, MemorySpool, Spool
+from mfumon.exporter.node.spool import DiskSpool, MemorySpool, Spool
 
 
 def _drain(spool: Spool) -> list[bytes]:

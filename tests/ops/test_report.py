@@ -16,12 +16,12 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from exporter.ops import cli
-from exporter.ops.html import render_html
-from exporter.ops.markdown import render_markdown
-from exporter.ops.prices import parse_prices
-from exporter.ops.report import Report, fetch_report
-from exporter.ops.text import hours, money, pct
+from mfumon.exporter.ops import cli
+from mfumon.exporter.ops.html import render_html
+from mfumon.exporter.ops.markdown import render_markdown
+from mfumon.exporter.ops.prices import parse_prices
+from mfumon.exporter.ops.report import Report, fetch_report
+from mfumon.exporter.ops.text import hours, money, pct
 from tests.utils.clock import Clock
 from tests.utils.factories import node_sample, report
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from exporter.scheduler.kubernetes import ClusterWatcher, build_snapshot, pod_gpus
-from exporter.workloads import pod_job_id
+from mfumon.exporter.scheduler.kubernetes import ClusterWatcher, build_snapshot, pod_gpus
+from mfumon.exporter.workloads import pod_job_id
 from tests.conftest import start_server
 from tests.scheduler.fake_kube import FIXTURES, fake_kube
 
@@ -124,7 +124,7 @@ def test_mfumon_scheduler_kubernetes_end_to_end(tmp_path: Path) -> None:
             f"clusters: [{{name: fake, cluster: {{server: '{url}'}}}}]\n"
             "contexts: [{name: fake, context: {cluster: fake, user: nobody}}]\nusers: [{name: nobody, user: {}}]\n"
         )
-        cmd = [sys.executable, "-m", "exporter", "scheduler", "--source", "kubernetes", "--url", server.url, "--once"]
+        cmd = [sys.executable, "-m", "mfumon", "scheduler", "--source", "kubernetes", "--url", server.url, "--once"]
         env = {"KUBECONFIG": str(config), "PATH": "/usr/bin:/bin"}
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr

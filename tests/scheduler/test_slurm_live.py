@@ -31,7 +31,7 @@ def server(tmp_path: Path) -> Iterator[LiveServer]:
 
 
 def _sync(slurm: SlurmCluster, server: LiveServer) -> None:
-    cmd = [sys.executable, "-m", "exporter", "scheduler", "--source", "slurm", "--url", server.url, "--once"]
+    cmd = [sys.executable, "-m", "mfumon", "scheduler", "--source", "slurm", "--url", server.url, "--once"]
     done = subprocess.run(cmd, env=slurm.env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
 

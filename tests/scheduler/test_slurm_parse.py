@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from exporter.scheduler.slurm import (
+from mfumon.exporter.scheduler.slurm import (
     array_tasks,
     base_state,
     exit_code,

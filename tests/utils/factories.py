@@ -8,10 +8,10 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from api.mfu._mfu import default_peak_table
-from api.schemas.nodes import NodeSampleCreate
-from api.state.devices import DeviceResolver
-from api.state.views import NodeView, build_node_view, gpu_views
+from mfumon.api.schemas.nodes import NodeSampleCreate
+from mfumon.api.state.devices import DeviceResolver
+from mfumon.api.state.views import NodeView, build_node_view, gpu_views
+from mfumon.mfu._mfu import default_peak_table
 
 LLAMA_7B: dict[str, Any] = {"params": 6.74e9, "layers": 32, "heads": 32, "head_dim": 128, "seq_len": 4096}
 

@@ -1,7 +1,7 @@
 """Callbacks for training frameworks; each framework is imported only when its callback is first used.
 
-``from exporter.job.integrations import MfumonTrainerCallback`` imports transformers at that moment;
-``import exporter.job.integrations`` alone imports neither transformers nor lightning.
+``from mfumon.exporter.job.integrations import MfumonTrainerCallback`` imports transformers at that moment;
+``import mfumon.exporter.job.integrations`` alone imports neither transformers nor lightning.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 __all__ = ["MfumonLightningCallback", "MfumonTrainerCallback"]
 
 _LAZY = {
-    "MfumonTrainerCallback": "exporter.job.integrations.hf",
-    "MfumonLightningCallback": "exporter.job.integrations.lightning",
+    "MfumonTrainerCallback": "mfumon.exporter.job.integrations.hf",
+    "MfumonLightningCallback": "mfumon.exporter.job.integrations.lightning",
 }
 
 

@@ -9,7 +9,7 @@ Job events come from the Trainer's own hooks: ``checkpoint_load`` when training 
 (``global_step > 0`` at ``on_train_begin``), ``eval`` (``on_evaluate``) and ``checkpoint_save`` (``on_save``), each
 timed from the end of the step before it; start-up, restarts and failures come from the reporter itself.
 
-Step times (`exporter.job.reporter._phases`): the input wait runs from ``on_step_end`` to the next
+Step times (`mfumon.exporter.job.reporter._phases`): the input wait runs from ``on_step_end`` to the next
 ``on_step_begin``, where the Trainer has fetched the step's batches (transformers >= 4.46 fetches all micro-batches
 of a step there); gaps with an evaluation or a checkpoint save are dropped. The exposed gradient sync is measured
 under DDP and FSDP; under DeepSpeed, which reduces after ``backward()`` returns, it is not reported. A single process
@@ -23,9 +23,9 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from exporter.job.integrations._common import dtype_of_module, seq_len_of, tokens_in
-from exporter.job.reporter import JobReporter, describe_model
-from exporter.job.reporter._phases import StepPhases, distributed
+from mfumon.exporter.job.integrations._common import dtype_of_module, seq_len_of, tokens_in
+from mfumon.exporter.job.reporter import JobReporter, describe_model
+from mfumon.exporter.job.reporter._phases import StepPhases, distributed
 
 
 class MfumonTrainerCallback(TrainerCallback):  # type: ignore[misc]

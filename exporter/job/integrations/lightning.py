@@ -8,7 +8,7 @@ Job events come from Lightning's hooks: ``checkpoint_load`` (``on_load_checkpoin
 ``eval`` (validation start to end) and ``checkpoint_save`` (from ``on_save_checkpoint``, called as a save begins,
 to the next hook: Lightning has none after the write), and a ``failure`` on ``on_exception``.
 
-Step times (`exporter.job.reporter._phases`): the input wait runs from ``on_train_batch_end`` to the next
+Step times (`mfumon.exporter.job.reporter._phases`): the input wait runs from ``on_train_batch_end`` to the next
 ``on_train_batch_start`` (Lightning has then fetched the batch and moved it to the device); gaps with validation or a
 checkpoint save are dropped. The exposed gradient sync is timed from the loss (``on_before_backward``) under the DDP
 and FSDP strategies; under DeepSpeed it is not reported; a single device reports no communication (0).
@@ -26,9 +26,9 @@ try:
 except ImportError:  # the standalone package name used before Lightning 2.0
     from pytorch_lightning import Callback  # type: ignore[assignment]
 
-from exporter.job.integrations._common import dtype_from_precision, find_token_tensor, seq_len_of, tokens_in
-from exporter.job.reporter import JobReporter, describe_model
-from exporter.job.reporter._phases import StepPhases
+from mfumon.exporter.job.integrations._common import dtype_from_precision, find_token_tensor, seq_len_of, tokens_in
+from mfumon.exporter.job.reporter import JobReporter, describe_model
+from mfumon.exporter.job.reporter._phases import StepPhases
 
 logger = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from exporter.job.models._torch import count_parameters, from_module
-from exporter.modelspec import ModelSpec, from_hf_config, load_hf_config
+from mfumon.exporter.job.models._torch import count_parameters, from_module
+from mfumon.exporter.modelspec import ModelSpec, from_hf_config, load_hf_config
 
 __all__ = ["ModelSpec", "count_parameters", "describe_model", "from_hf_config", "from_module", "load_hf_config"]
 

@@ -10,8 +10,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from exporter.modelspec._hf import from_hf_config
-from exporter.modelspec._spec import ModelSpec
+from mfumon.exporter.modelspec._hf import from_hf_config
+from mfumon.exporter.modelspec._spec import ModelSpec
 
 # Attribute spellings of the attention shape in model configs (HF, nanoGPT, torchtitan, Megatron).
 _LAYER_KEYS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers")

@@ -21,9 +21,9 @@ from time import monotonic, sleep
 from typing import Any
 from urllib.parse import urlsplit
 
-from exporter.retry_after import retry_after_seconds, spread
+from mfumon.exporter.retry_after import retry_after_seconds, spread
 
-logger = logging.getLogger("exporter.job.reporter")
+logger = logging.getLogger("mfumon.exporter.job.reporter")
 
 _LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
 

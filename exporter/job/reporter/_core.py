@@ -19,13 +19,13 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from exporter.job.models import ModelSpec, describe_model
-from exporter.job.reporter import _env
-from exporter.job.reporter._client import Delivery, DeliveryStats
-from exporter.job.reporter._phases import StepPhases, for_module
-from exporter.job.reporter._window import StepWindow
+from mfumon.exporter.job.models import ModelSpec, describe_model
+from mfumon.exporter.job.reporter import _env
+from mfumon.exporter.job.reporter._client import Delivery, DeliveryStats
+from mfumon.exporter.job.reporter._phases import StepPhases, for_module
+from mfumon.exporter.job.reporter._window import StepWindow
 
-logger = logging.getLogger("exporter.job.reporter")
+logger = logging.getLogger("mfumon.exporter.job.reporter")
 
 _AUTO = "auto"
 _BETWEEN_STEPS = ("checkpoint_save", "checkpoint_load", "eval")  # events whose time is not input wait

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from time import perf_counter
 from typing import Any, NamedTuple
 
-logger = logging.getLogger("exporter.job.reporter")
+logger = logging.getLogger("mfumon.exporter.job.reporter")
 
 _MAX_PENDING = 64  # intervals waiting for their events; past that the oldest are dropped (a stalled device)
 

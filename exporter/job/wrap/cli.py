@@ -13,15 +13,15 @@ import logging
 import os
 from collections.abc import Sequence
 
-from exporter.job.models import ModelSpec, from_hf_config
-from exporter.job.reporter import JobReporter
-from exporter.job.reporter._env import default_world_size, read_token
-from exporter.job.wrap.cmdline import micro_batch_from_command, seq_len_from_command
-from exporter.job.wrap.patterns import RATE_GROUPS, LogParser, ParseContext, compile_user_pattern, to_number
-from exporter.job.wrap.proc import run_child
-from exporter.job.wrap.relay import Relay
+from mfumon.exporter.job.models import ModelSpec, from_hf_config
+from mfumon.exporter.job.reporter import JobReporter
+from mfumon.exporter.job.reporter._env import default_world_size, read_token
+from mfumon.exporter.job.wrap.cmdline import micro_batch_from_command, seq_len_from_command
+from mfumon.exporter.job.wrap.patterns import RATE_GROUPS, LogParser, ParseContext, compile_user_pattern, to_number
+from mfumon.exporter.job.wrap.proc import run_child
+from mfumon.exporter.job.wrap.relay import Relay
 
-logger = logging.getLogger("exporter.job.wrap")
+logger = logging.getLogger("mfumon.exporter.job.wrap")
 
 
 def _whole(text: str) -> int:
@@ -173,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = logging.CRITICAL + 1 if args.quiet else logging.INFO if args.verbose else logging.WARNING
     logging.basicConfig(level=level, format="%(asctime)s mfumon wrap %(levelname)s: %(message)s")
     if args.verbose:  # every report and the aggregator's answer (logged by the reporter at DEBUG)
-        logging.getLogger("exporter.job.reporter").setLevel(logging.DEBUG)
+        logging.getLogger("mfumon.exporter.job.reporter").setLevel(logging.DEBUG)
     try:
         patterns = tuple(compile_user_pattern(p) for p in args.pattern)
         model = _model_spec(args)

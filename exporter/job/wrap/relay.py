@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import logging
 
-from exporter.job.models import ModelSpec
-from exporter.job.reporter import JobReporter
-from exporter.job.wrap.patterns import FALLBACK_PATTERNS, Observation, ParseContext, title_of
+from mfumon.exporter.job.models import ModelSpec
+from mfumon.exporter.job.reporter import JobReporter
+from mfumon.exporter.job.wrap.patterns import FALLBACK_PATTERNS, Observation, ParseContext, title_of
 
-logger = logging.getLogger("exporter.job.wrap")
+logger = logging.getLogger("mfumon.exporter.job.wrap")
 
 #: What each kind of missing input is, and the flag that supplies it.
 MISSING_HELP = {
@@ -23,7 +23,7 @@ MISSING_HELP = {
     "tokens_per_step": "the tokens one iteration processes on all GPUs together: pass --tokens-per-step N",
     "hf_token_counter": (
         "a token count: run the Trainer with include_num_input_tokens_seen=True, or report from inside it with "
-        "exporter.integrations.MfumonTrainerCallback"
+        "mfumon.exporter.integrations.MfumonTrainerCallback"
     ),
     "model": "the model, to turn its FLOP/s into tokens/s: pass --model config.json, --params N or --flops-per-token",
 }

@@ -20,10 +20,10 @@ from urllib.parse import quote
 
 import httpx
 
-from exporter.node.inference.endpoints import InferenceEndpoint, describe_model
-from exporter.node.inference.engines import EngineReading, parse_engine_metrics
-from exporter.node.inference.window import serving_interval
-from exporter.node.selfmetrics import ExporterMetrics
+from mfumon.exporter.node.inference.endpoints import InferenceEndpoint, describe_model
+from mfumon.exporter.node.inference.engines import EngineReading, parse_engine_metrics
+from mfumon.exporter.node.inference.window import serving_interval
+from mfumon.exporter.node.selfmetrics import ExporterMetrics
 
 __all__ = ["InferenceCollector"]
 

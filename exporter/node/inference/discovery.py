@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from exporter.node.attribution import job_id_from_environ, read_environ
-from exporter.node.inference.endpoints import InferenceEndpoint, describe_model
+from mfumon.exporter.node.attribution import job_id_from_environ, read_environ
+from mfumon.exporter.node.inference.endpoints import InferenceEndpoint, describe_model
 
 __all__ = ["ServingProcess", "discover_endpoints", "find_serving_processes", "listening_ports"]
 

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from exporter.errors import ConfigError
-from exporter.modelspec import from_hf_config, serving_dtype_from_hf_config
-from exporter.samples import sanitize_id
+from mfumon.exporter.errors import ConfigError
+from mfumon.exporter.modelspec import from_hf_config, serving_dtype_from_hf_config
+from mfumon.exporter.samples import sanitize_id
 
 __all__ = ["InferenceEndpoint", "describe_model", "find_hf_config", "parse_endpoint", "split_endpoint_list"]
 

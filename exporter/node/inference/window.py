@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.node.inference.engines import EngineReading
+from mfumon.exporter.node.inference.engines import EngineReading
 
 __all__ = ["COUNTS_AT_COMPLETION", "MAX_COMPLETION_WAIT_S", "ServingInterval", "serving_interval"]
 

@@ -1,6 +1,6 @@
 """The kubelet pod-resources gRPC API (v1): which pod and container hold which devices on this node."""
 
-from exporter.node.podresources.client import (
+from mfumon.exporter.node.podresources.client import (
     DEFAULT_SOCKET,
     ContainerDevices,
     DeviceJobs,

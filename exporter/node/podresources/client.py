@@ -6,7 +6,7 @@ Device ids as the NVIDIA device plugin and GKE report them, all understood:
 - ``0`` (``DEVICE_ID_STRATEGY=index``), ``nvidia0`` and ``nvidia0/gi1[/vgpu2]`` (GKE): GPU index, MIG instance;
 - a ``::<n>`` suffix (time-slicing replicas) is dropped: every replica of a GPU maps to that GPU.
 
-The job of a pod is :func:`exporter.workloads.pod_job_id` on its labels and owners, read from the API server when
+The job of a pod is :func:`mfumon.exporter.workloads.pod_job_id` on its labels and owners, read from the API server when
 this node agent has a service account allowed to ``get`` pods, else ``<namespace>:<pod>``.
 """
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from exporter.workloads import pod_job_id
+from mfumon.exporter.workloads import pod_job_id
 
 __all__ = ["DEFAULT_SOCKET", "ContainerDevices", "DeviceJobs", "PodOwners", "PodResourcesClient", "device_keys"]
 
@@ -50,7 +50,7 @@ class PodResourcesClient:
     def __init__(self, socket_path: str = DEFAULT_SOCKET, timeout_s: float = 5.0) -> None:
         import grpc
 
-        from exporter.node.podresources import messages
+        from mfumon.exporter.node.podresources import messages
 
         self._messages = messages
         self._channel = grpc.insecure_channel(f"unix://{socket_path}")

@@ -5,7 +5,7 @@
 - ``sim``: simulated GPUs with workload profiles, for demos and tests without hardware.
 
 Each source has ``name``, ``error_count`` (per-device read failures so far, for the self-metrics), ``collect()``
-returning one :class:`~exporter.samples.GpuSample` per device, and ``close()``.
+returning one :class:`~mfumon.exporter.samples.GpuSample` per device, and ``close()``.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from exporter.errors import ConfigError, DeviceError, SourceUnavailable
-from exporter.node.attribution import JobResolver
-from exporter.samples import GpuSample
+from mfumon.exporter.errors import ConfigError, DeviceError, SourceUnavailable
+from mfumon.exporter.node.attribution import JobResolver
+from mfumon.exporter.samples import GpuSample
 
 __all__ = ["SOURCE_KINDS", "Source", "open_source"]
 
@@ -56,8 +56,8 @@ def open_source(
     if kind not in SOURCE_KINDS:
         raise ConfigError(f"unknown source {kind!r} (choose from {', '.join(SOURCE_KINDS)})")
     if kind in ("nvml", "auto"):
-        from exporter.node.sources.nvml import NvmlSource
-        from exporter.node.sources.nvml_api import NvmlApi
+        from mfumon.exporter.node.sources.nvml import NvmlSource
+        from mfumon.exporter.node.sources.nvml_api import NvmlApi
 
         try:
             api = NvmlApi.load()
@@ -71,7 +71,7 @@ def open_source(
                 raise
             logger.info("NVML unavailable (%s); trying dcgm-exporter at %s", exc, dcgm_url)
     if kind in ("dcgm", "auto"):
-        from exporter.node.sources.dcgm import DcgmSource
+        from mfumon.exporter.node.sources.dcgm import DcgmSource
 
         source = DcgmSource(dcgm_url, resolver)
         try:
@@ -85,7 +85,7 @@ def open_source(
                 "(use --source sim for a simulated node)"
             ) from None
         return source
-    from exporter.node.sources.sim import SimSource, SimWorkload
+    from mfumon.exporter.node.sources.sim import SimSource, SimWorkload
 
     workload = SimWorkload(profile=sim_profile, target_mfu=sim_mfu)
     return SimSource(node=node, model=sim_model, count=sim_gpus, seed=sim_seed, workload=workload)

@@ -33,9 +33,9 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.errors import SourceUnavailable
-from exporter.node.attribution import JobResolver
-from exporter.samples import GpuSample, sanitize_id
+from mfumon.exporter.errors import SourceUnavailable
+from mfumon.exporter.node.attribution import JobResolver
+from mfumon.exporter.samples import GpuSample, sanitize_id
 
 __all__ = ["DcgmSource", "parse_dcgm_text"]
 

@@ -23,7 +23,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from exporter.samples import IbPortSample
+from mfumon.exporter.samples import IbPortSample
 
 __all__ = ["DEFAULT_ROOT", "InfinibandReader", "parse_rate", "parse_state"]
 

@@ -17,11 +17,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from exporter.errors import CounterUnsupported, DeviceError, GpuLost
-from exporter.node.attribution import GpuProcess, JobResolver
-from exporter.node.sources.nvml_api import DeviceInfo, NvlinkTotals, NvmlApi
-from exporter.node.sources.xid import XidWatcher
-from exporter.samples import GpuSample
+from mfumon.exporter.errors import CounterUnsupported, DeviceError, GpuLost
+from mfumon.exporter.node.attribution import GpuProcess, JobResolver
+from mfumon.exporter.node.sources.nvml_api import DeviceInfo, NvlinkTotals, NvmlApi
+from mfumon.exporter.node.sources.xid import XidWatcher
+from mfumon.exporter.samples import GpuSample
 
 __all__ = ["GPM_MIN_INTERVAL_S", "NvmlSource"]
 

@@ -1,6 +1,6 @@
 """The only module that imports pynvml (from the ``nvidia-ml-py`` package), lazily.
 
-Every call goes through :meth:`NvmlApi._call`, which translates ``NVMLError`` into :mod:`exporter.errors`
+Every call goes through :meth:`NvmlApi._call`, which translates ``NVMLError`` into :mod:`mfumon.exporter.errors`
 (``GpuLost``, ``CounterUnsupported``, ``DeviceError``), and every result leaves this module as a plain number or a
 frozen dataclass with units in its field names, converted at the source: mW -> W, MHz -> Hz, % -> ratio,
 MiB/s -> B/s, KiB -> bytes. Handles stay opaque to the rest of the exporter.
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, TypeVar
 
-from exporter.errors import CounterUnsupported, DeviceError, GpuLost, SourceUnavailable
-from exporter.samples import THROTTLE_REASONS
+from mfumon.exporter.errors import CounterUnsupported, DeviceError, GpuLost, SourceUnavailable
+from mfumon.exporter.samples import THROTTLE_REASONS
 
 __all__ = ["DeviceInfo", "GpmMetrics", "NvmlApi", "RemappedRows", "XidEvent"]
 

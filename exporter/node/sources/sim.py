@@ -26,8 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from exporter.errors import ConfigError
-from exporter.samples import GpuSample, IbPortSample
+from mfumon.exporter.errors import ConfigError
+from mfumon.exporter.samples import GpuSample, IbPortSample
 
 __all__ = [
     "GPU_MODELS",

@@ -13,8 +13,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from exporter.errors import DeviceError, GpuLost
-from exporter.node.sources.nvml_api import NvmlApi
+from mfumon.exporter.errors import DeviceError, GpuLost
+from mfumon.exporter.node.sources.nvml_api import NvmlApi
 
 __all__ = ["XidWatcher"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from exporter.job.wrap.patterns import (
+from mfumon.exporter.job.wrap.patterns import (
     composer,
     deepspeed,
     hf,
@@ -24,8 +24,8 @@ from exporter.job.wrap.patterns import (
     torchtitan,
     vllm,
 )
-from exporter.job.wrap.patterns._core import NUMBER, Format, Observation, ParseContext, to_number
-from exporter.job.wrap.patterns.user import RATE_GROUPS, compile_user_pattern, user_format
+from mfumon.exporter.job.wrap.patterns._core import NUMBER, Format, Observation, ParseContext, to_number
+from mfumon.exporter.job.wrap.patterns.user import RATE_GROUPS, compile_user_pattern, user_format
 
 __all__ = [
     "BUILTIN_FORMATS",

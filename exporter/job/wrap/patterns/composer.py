@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 
-from exporter.job.wrap.patterns._core import NUMBER, Format, Observation, ParseContext, Result, to_number
+from mfumon.exporter.job.wrap.patterns._core import NUMBER, Format, Observation, ParseContext, Result, to_number
 
 _HEADER = re.compile(r"^\[(?:epoch=\d+\])?\[?(?:batch|ba|sample|token|tok|iteration|ep)=(?P<step>\d+)(?:/\d+)?\]:\s*$")
 _METRIC = re.compile(r"^[ \t]+Train (?P<key>[\w/]+): (?P<v>" + NUMBER + r")\s*$")

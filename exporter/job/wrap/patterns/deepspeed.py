@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-from exporter.job.wrap.patterns._core import NUMBER, Format, ParseContext, Result, to_number
+from mfumon.exporter.job.wrap.patterns._core import NUMBER, Format, ParseContext, Result, to_number
 
 _TIMER = re.compile(
     r"(?:global_step=(?P<step>\d+)|(?<![\w./])\d+/(?P<local>\d+)), "

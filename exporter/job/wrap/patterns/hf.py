@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import re
 
-from exporter.job.wrap.patterns._core import NUMBER, Format, Observation, ParseContext, Result, to_number
+from mfumon.exporter.job.wrap.patterns._core import NUMBER, Format, Observation, ParseContext, Result, to_number
 
 _DICT = re.compile(r"^\s*\{'(?:loss|train_\w+|eval_\w+|epoch|num_input_tokens_seen|grad_norm|learning_rate)'")
 _FIELD = re.compile(r"'(?P<key>[a-z_]+)':\s*'?(?P<v>" + NUMBER + ")'?")

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import re
 
-from exporter.job.wrap.patterns._core import NUMBER, Format, Observation, ParseContext, Result, to_number
+from mfumon.exporter.job.wrap.patterns._core import NUMBER, Format, Observation, ParseContext, Result, to_number
 
 _ITER = re.compile(r"\biter (?P<iter>\d+)(?: step (?P<step>\d+))?\]?(?::| \|) .*?\biter time: (?P<ms>[\d.]+) ?ms")
 _PAUSE = re.compile(r"^(?:Validating \.\.\.|Saving checkpoint to |iter \d+: val loss )")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from exporter.job.wrap.patterns._core import NUMBER, Format, Observation, ParseContext, Result, to_number
+from mfumon.exporter.job.wrap.patterns._core import NUMBER, Format, Observation, ParseContext, Result, to_number
 
 _STEP = re.compile(
     r"completed step: (?P<step>\d+), seconds: (?P<t>" + NUMBER + r"),.*?TFLOP/s/device: (?P<tflops>" + NUMBER + r"), "

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 
-from exporter.job.wrap.patterns._core import NUMBER, Format, Observation, ParseContext, Result, to_number
+from mfumon.exporter.job.wrap.patterns._core import NUMBER, Format, Observation, ParseContext, Result, to_number
 
 _ITERATION = re.compile(r"\biteration\s+(?P<step>\d+)\s*/\s*\d+\s*\|.*?elapsed time per iteration \((?P<unit>ms|s)\):")
 _ELAPSED = re.compile(r"elapsed time per iteration \((?P<unit>ms|s)\):\s*(?P<t>" + NUMBER + ")")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from exporter.job.wrap.patterns._core import Format, Observation, ParseContext, Result, to_number
+from mfumon.exporter.job.wrap.patterns._core import Format, Observation, ParseContext, Result, to_number
 
 _TOKENS = re.compile(r"tokens per iteration will be:\s*(?P<tokens>[\d,]+)")
 _ITER = re.compile(r"\biter (?P<step>\d+): loss [^,]+, time (?P<ms>[\d.]+)ms(?:, mfu (?P<mfu>-?[\d.]+)%)?")

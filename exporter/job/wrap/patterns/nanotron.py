@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from exporter.job.wrap.patterns._core import NUMBER, Format, Observation, ParseContext, Result, to_number
+from mfumon.exporter.job.wrap.patterns._core import NUMBER, Format, Observation, ParseContext, Result, to_number
 
 _LINE = re.compile(r"\biteration: (?P<step>\d+) / \d+ \|.*?\| tokens_per_sec: (?P<tps>" + NUMBER + ")")
 _FIELD = re.compile(r"\| (?P<key>elapsed_time_per_iteration_ms|model_tflops_per_gpu): (?P<v>" + NUMBER + ")")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-from exporter.job.wrap.patterns._core import NUMBER, Format, Observation, ParseContext, Result, to_number
+from mfumon.exporter.job.wrap.patterns._core import NUMBER, Format, Observation, ParseContext, Result, to_number
 
 _NEMO2 = re.compile(
     r"Training epoch \d+, iteration (?P<step>\d+)/\d+ \|.*?\| train_step_timing in s: (?P<t>" + NUMBER + ")"

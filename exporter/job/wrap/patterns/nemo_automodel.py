@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from exporter.job.wrap.patterns._core import NUMBER, Format, ParseContext, Result, to_number
+from mfumon.exporter.job.wrap.patterns._core import NUMBER, Format, ParseContext, Result, to_number
 
 _HEAD = r"\bstep (?P<step>\d+) \| epoch \d+ \|.*?\| mem [\d.]+ GiB \| "
 _PER_GPU = r"(?:\(" + NUMBER + r"/gpu\))?"  # read past, never used (see above)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from exporter.job.wrap.patterns._core import NUMBER, Format, ParseContext, Result, to_number
+from mfumon.exporter.job.wrap.patterns._core import NUMBER, Format, ParseContext, Result, to_number
 
 _METRICS = re.compile(r"(?<!validate )\bstep:\s*(?P<step>\d+)\b.*?\b(?:tps|wps):\s*(?P<rate>" + NUMBER + ")")
 _STARTS = re.compile(r"Training starts at step \d+, .*?sequence length (?P<seq>\d+)")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from exporter.job.wrap.patterns._core import NUMBER, Format, ParseContext, Result, to_number
+from mfumon.exporter.job.wrap.patterns._core import NUMBER, Format, ParseContext, Result, to_number
 
 #: Rate groups in the order they are preferred when a pattern has several.
 RATE_GROUPS = (

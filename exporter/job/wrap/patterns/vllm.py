@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from exporter.job.wrap.patterns._core import NUMBER, Format, Observation, ParseContext, Result, to_number
+from mfumon.exporter.job.wrap.patterns._core import NUMBER, Format, Observation, ParseContext, Result, to_number
 
 _ENGINE = re.compile(
     r"(?:Engine (?P<engine>\d+): )?Avg prompt throughput:\s*(?P<prompt>" + NUMBER + r") tokens/s, "

@@ -19,11 +19,11 @@ class Base(DeclarativeBase):
     pass
 
 
-class Node(Base):
+class NodeRow(Base):
     """A GPU node, as last described by its exporter: one row holds the node's newest sample.
 
     ``sample`` is the body of that push as received (it was validated on the way in, and is validated again when
-    read back, see ``api.crud.nodes``): a push replaces the node's whole GPU list, so one row per node makes the
+    read back, see ``mfumon.api.crud.nodes``): a push replaces the node's whole GPU list, so one row per node makes the
     write one conditional upsert and the read one row, whatever the number of GPUs. Counters absent from it are
     unsupported, not zero.
     """
@@ -39,7 +39,7 @@ class Node(Base):
     sample: Mapped[str] = mapped_column(Text)
 
 
-class Job(Base):
+class JobRow(Base):
     """A job's metadata and the numbers derived from its latest report."""
 
     __tablename__ = "jobs"
@@ -70,7 +70,7 @@ class Job(Base):
     # The latest derived numbers, so every replica can serve them without recomputing history.
     latest: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     updated_at: Mapped[float] = mapped_column(Float, index=True)
-    # Lifecycle and accounting (api.accounting): restarts and failures seen, how the job ended, the GPU-seconds
+    # Lifecycle and accounting (mfumon.api.accounting): restarts and failures seen, how the job ended, the GPU-seconds
     # ledger (waterfall, FLOPs, lost-progress debt) and, once ended, its frozen lifetime summary.
     restarts: Mapped[int] = mapped_column(Integer, default=0)
     failures: Mapped[int] = mapped_column(Integer, default=0)
@@ -88,11 +88,11 @@ class Job(Base):
     request_units: Mapped[list[list[int]] | None] = mapped_column(JSON)  # [[gpus per unit, units]]: one node each
     end_state: Mapped[str | None] = mapped_column(String(32))  # the scheduler's final state (COMPLETED, Failed...)
     # How the model is laid out over the GPUs (tensor, pipeline, ... parallel sizes, micro-batch): with it, the
-    # baseline signature ignores the data-parallel degree (api.services.baselines).
+    # baseline signature ignores the data-parallel degree (mfumon.api.services.baselines).
     parallelism: Mapped[dict[str, int] | None] = mapped_column(JSON)
 
 
-class JobEvent(Base):
+class JobEventRow(Base):
     """A lifecycle event a job reported (``POST /v1/jobs/{id}/events``) or the aggregator inferred (a restart)."""
 
     __tablename__ = "job_events"
@@ -110,7 +110,7 @@ class JobEvent(Base):
     inferred: Mapped[str | None] = mapped_column(Text)  # why the aggregator recorded it itself, else None
 
 
-class Counter(Base):
+class CounterRow(Base):
     """A durable counter: Prometheus counters that must survive restarts and read the same on every replica.
 
     Each series is split over a few ``shard`` rows (by job id) so concurrent writers rarely wait on one row;
@@ -127,12 +127,12 @@ class Counter(Base):
     updated_at: Mapped[float] = mapped_column(Float, index=True)
 
 
-class CounterHour(Base):
+class CounterHourRow(Base):
     """The durable counters' increments by the hour they were written in: what windowed questions read (how many
     GPU-seconds went where between two times, per team, pool or the cluster; ``GET /v1/usage``).
 
     Written with the same increments as :class:`Counter`, sharded the same way while the hour is current; hours
-    that are over are folded into shard 0 (``api.crud.counters.compact_hours``) and dropped after the retention.
+    that are over are folded into shard 0 (``mfumon.api.crud.counters.compact_hours``) and dropped after the retention.
     """
 
     __tablename__ = "counter_hours"
@@ -144,7 +144,7 @@ class CounterHour(Base):
     value: Mapped[float] = mapped_column(Float)
 
 
-class BillingMark(Base):
+class BillingMarkRow(Base):
     """How far a periodic, cluster-wide billing has got (``name``): the replica that moves the mark bills the
     interval, so every interval is billed once whichever replicas run."""
 
@@ -154,7 +154,7 @@ class BillingMark(Base):
     until: Mapped[float] = mapped_column(Float)
 
 
-class JobReport(Base):
+class JobReportRow(Base):
     """One report as received, with what was derived from it: the job's history."""
 
     __tablename__ = "job_reports"
@@ -182,8 +182,8 @@ class JobReport(Base):
     decode_mfu: Mapped[float | None] = mapped_column(Float)
 
 
-class Baseline(Base):
-    """The MFU a workload signature is held to (``api.services.baselines``): captured from a job's stable window,
+class BaselineRow(Base):
+    """The MFU a workload signature is held to (``mfumon.api.services.baselines``): captured from a job's stable window,
     raised when a later run is steadily better, or pinned by someone. ``mfu`` null: reset, the next stable window
     captures a new one (the row stays so that every replica learns of the reset)."""
 
@@ -212,7 +212,7 @@ class Baseline(Base):
     version: Mapped[int] = mapped_column(Integer, default=1)
 
 
-class SchedulerSource(Base):
+class SchedulerSourceRow(Base):
     """One scheduler adapter's view (``mfumon scheduler``): when it last synced, and the team quotas it read."""
 
     __tablename__ = "scheduler_sources"
@@ -225,7 +225,7 @@ class SchedulerSource(Base):
     updated_at: Mapped[float] = mapped_column(Float, index=True)
 
 
-class QueueWaitHistogram(Base):
+class QueueWaitHistogramRow(Base):
     """Cumulative histogram of the queue waits of jobs that started, per pool and team (same on every replica)."""
 
     __tablename__ = "queue_wait_histograms"

@@ -1,3 +1,0 @@
-from exporter.cli import main
-
-raise SystemExit(main())

@@ -1,0 +1,3 @@
+from mfumon.cli import main
+
+raise SystemExit(main())
