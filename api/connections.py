@@ -66,8 +66,8 @@ class ConnectionGuard:
     def __init__(
         self,
         *,
-        header_timeout_s: float,
-        write_timeout_s: float,
+        header_timeout_seconds: float,
+        write_timeout_seconds: float,
         max_connections: int,
         max_untrusted: int | None = None,
         gate: IngestGate | None = None,
@@ -82,8 +82,8 @@ class ConnectionGuard:
             gate.door = True  # every ingest request is counted, or refused, as its head is parsed
             response = h11.Response(status_code=503, headers=gate.headers, reason=b"Service Unavailable")
             self.refusal = (response, h11.Data(data=gate.body), h11.EndOfMessage())
-        self.header_timeout_s = header_timeout_s
-        self.write_timeout_s = write_timeout_s
+        self.header_timeout_seconds = header_timeout_seconds
+        self.write_timeout_seconds = write_timeout_seconds
         self.max_connections = max_connections
         self.max_untrusted = max_connections if max_untrusted is None else max_untrusted
         self.waiting: dict[GuardedH11Protocol, None] = {}  # insertion order: the longest waiting first
@@ -258,7 +258,7 @@ class GuardedH11Protocol(H11Protocol):
     def pause_writing(self) -> None:
         super().pause_writing()
         if self._write_timer is None:
-            self._write_timer = self.loop.call_later(self.guard.write_timeout_s, self._on_write_timeout)
+            self._write_timer = self.loop.call_later(self.guard.write_timeout_seconds, self._on_write_timeout)
 
     def resume_writing(self) -> None:
         super().resume_writing()
@@ -269,7 +269,7 @@ class GuardedH11Protocol(H11Protocol):
         self.guard.waiting[self] = None
         if self._head_timer is not None:
             self._head_timer.cancel()
-        self._head_timer = self.loop.call_later(self.guard.header_timeout_s, self._on_head_timeout)
+        self._head_timer = self.loop.call_later(self.guard.header_timeout_seconds, self._on_head_timeout)
 
     def _head_arrived(self) -> None:
         self.guard.waiting.pop(self, None)

@@ -66,21 +66,26 @@ def build_context(settings: Settings, verifier: TokenVerifier | None = None) -> 
     table = PeakTable() if settings.PEAKS_FILE is None else PeakTable.from_file(settings.PEAKS_FILE)
     resolver = DeviceResolver(table)
     state = ClusterState(
-        node_ttl_s=settings.NODE_TTL_SECONDS,
-        job_ttl_s=settings.JOB_TTL_SECONDS,
-        pending_job_ttl_s=settings.PENDING_JOB_TTL_SECONDS,
-        health_window_s=settings.HEALTH_WINDOW_SECONDS,
-        scheduler_ttl_s=settings.SCHEDULER_TTL_SECONDS,
+        node_ttl_seconds=settings.NODE_TTL_SECONDS,
+        job_ttl_seconds=settings.JOB_TTL_SECONDS,
+        pending_job_ttl_seconds=settings.PENDING_JOB_TTL_SECONDS,
+        health_window_seconds=settings.HEALTH_WINDOW_SECONDS,
+        scheduler_ttl_seconds=settings.SCHEDULER_TTL_SECONDS,
     )
-    refresher = Refresher(state, sessions, resolver, overlap_s=settings.REFRESH_OVERLAP_SECONDS)
-    sample_writer = SampleWriter(sessions, interval_s=settings.SAMPLE_FLUSH_SECONDS)
+    refresher = Refresher(state, sessions, resolver, overlap_seconds=settings.REFRESH_OVERLAP_SECONDS)
+    sample_writer = SampleWriter(sessions, interval_seconds=settings.SAMPLE_FLUSH_SECONDS)
     self_metrics = SelfMetrics()
     scrapes = self_metrics.scrapes = ScrapeCache(settings.METRICS_MAX_AGE_SECONDS)
     self_metrics.max_unknown_devices = settings.MAX_UNKNOWN_GPU_MODELS
     renderer = MetricsRenderer(
         self_metrics,
-        lambda: (refresher.last_duration_s, refresher.errors),
-        lambda: (sample_writer.pending(), sample_writer.lag_s(), sample_writer.last_duration_s, sample_writer.errors),
+        lambda: (refresher.last_duration_seconds, refresher.errors),
+        lambda: (
+            sample_writer.pending(),
+            sample_writer.lag_seconds(),
+            sample_writer.last_duration_seconds,
+            sample_writer.errors,
+        ),
         baseline_of=lambda signature: held.mfu if (held := state.baseline(signature)) else None,
     )
     state.on_node, state.on_job = (lambda view: renderer.node_changed(view.name)), renderer.prepare_job
@@ -210,20 +215,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         limit_of=lambda path: admission.body_limit(path) if admission is not None else settings.MAX_BODY_BYTES,
     )
     app.add_middleware(
-        BodyTimeout, timeout_s=settings.BODY_TIMEOUT_SECONDS, on_timeout=lambda: _count_body_timeout(app)
+        BodyTimeout, timeout_seconds=settings.BODY_TIMEOUT_SECONDS, on_timeout=lambda: _count_body_timeout(app)
     )
     app.add_middleware(
         ReadLimit,
         max_concurrent=settings.MAX_CONCURRENT_READS,
-        wait_s=settings.READ_WAIT_SECONDS,
+        wait_seconds=settings.READ_WAIT_SECONDS,
         on_rejected=lambda group: _count_read_rejected(app, group),
     )
     # Added last, so it runs first: an ingest request past the limit costs nothing more than its refusal. The gate
     # is on app.state for mfumon serve's door, which refuses before the request reaches any of this.
     app.state.ingest_gate = IngestGate(
         limit=settings.MAX_INGEST_IN_FLIGHT,
-        max_queue_s=settings.MAX_INGEST_QUEUE_SECONDS,
-        retry_after_s=settings.OVERLOAD_RETRY_AFTER_SECONDS,
+        max_queue_seconds=settings.MAX_INGEST_QUEUE_SECONDS,
+        retry_after_seconds=settings.OVERLOAD_RETRY_AFTER_SECONDS,
         on_refused=lambda endpoint: _count_overloaded(app, endpoint),
     )
     app.add_middleware(IngestLimit, gate=app.state.ingest_gate)

@@ -91,13 +91,13 @@ class ReadLimit:
         self,
         app: ASGIApp,
         max_concurrent: int,
-        wait_s: float,
+        wait_seconds: float,
         on_rejected: Callable[[str], None] | None = None,
         scrape_slots: int = 2,
         exempt: frozenset[str] = frozenset({"/healthz", "/readyz"}),
     ) -> None:
         self.app = app
-        self.wait_s = wait_s
+        self.wait_seconds = wait_seconds
         self.on_rejected = on_rejected
         self.exempt = exempt
         self._slots = {"api": max_concurrent, "metrics": scrape_slots}
@@ -112,7 +112,7 @@ class ReadLimit:
         if semaphore is None:  # created in the server's event loop
             semaphore = self._semaphores[group] = asyncio.Semaphore(self._slots[group])
         try:
-            await asyncio.wait_for(semaphore.acquire(), self.wait_s)
+            await asyncio.wait_for(semaphore.acquire(), self.wait_seconds)
         except asyncio.TimeoutError:
             if self.on_rejected is not None:
                 self.on_rejected(group)
@@ -160,16 +160,16 @@ class BodyTimeout:
     On a timeout the 408 goes out at once and the application sees a disconnect; whatever it answers is dropped.
     """
 
-    def __init__(self, app: ASGIApp, timeout_s: float, on_timeout: Callable[[], None] | None = None) -> None:
+    def __init__(self, app: ASGIApp, timeout_seconds: float, on_timeout: Callable[[], None] | None = None) -> None:
         self.app = app
-        self.timeout_s = timeout_s
+        self.timeout_seconds = timeout_seconds
         self.on_timeout = on_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        deadline = time.monotonic() + self.timeout_s
+        deadline = time.monotonic() + self.timeout_seconds
         responded = timed_out = body_done = False
 
         async def timed_receive() -> Message:

@@ -40,18 +40,23 @@ class IngestGate:
     :class:`IngestLimit`."""
 
     def __init__(
-        self, *, limit: int, retry_after_s: int, max_queue_s: float, on_refused: Callable[[str], None] | None = None
+        self,
+        *,
+        limit: int,
+        retry_after_seconds: int,
+        max_queue_seconds: float,
+        on_refused: Callable[[str], None] | None = None,
     ) -> None:
         self.limit = limit
-        self.max_queue_s = max_queue_s
+        self.max_queue_seconds = max_queue_seconds
         self.on_refused = on_refused  # called with the endpoint of each refusal (the ingest counter)
         self.pending = 0
         self.door = False  # True when the server counts requests as it parses them (mfumon serve)
-        self.retry_after = str(retry_after_s).encode()
+        self.retry_after = str(retry_after_seconds).encode()
         self.body = json.dumps(
             {
-                "detail": f"overloaded: more than {limit} ingest requests in flight or queued over {max_queue_s:g} s; "
-                f"retry after {retry_after_s} s"
+                "detail": f"overloaded: more than {limit} ingest requests in flight or queued over "
+                f"{max_queue_seconds:g} s; retry after {retry_after_seconds} s"
             }
         ).encode()
         self.headers = [  # of the 503, whoever writes it: this middleware or the door
@@ -97,7 +102,7 @@ class IngestLimit:
             return
         try:
             arrived = scope.get(ARRIVED)
-            if arrived is not None and time.monotonic() - arrived > gate.max_queue_s:
+            if arrived is not None and time.monotonic() - arrived > gate.max_queue_seconds:
                 await self._refuse(send, endpoint)
                 return
             await self.app(scope, receive, send)

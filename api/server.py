@@ -117,8 +117,8 @@ def run_app(app: ASGIApp, settings: Settings, sock: socket.socket | None = None)
     max_connections = min(settings.MAX_CONNECTIONS, raise_fd_limit())
     state = getattr(app, "state", None)
     guard = ConnectionGuard(
-        header_timeout_s=settings.HEADER_TIMEOUT_SECONDS,
-        write_timeout_s=settings.WRITE_TIMEOUT_SECONDS,
+        header_timeout_seconds=settings.HEADER_TIMEOUT_SECONDS,
+        write_timeout_seconds=settings.WRITE_TIMEOUT_SECONDS,
         max_connections=max_connections,
         max_untrusted=max(1, int(max_connections * settings.UNAUTHENTICATED_CONNECTIONS_RATIO)),
         gate=getattr(state, "ingest_gate", None),
@@ -136,7 +136,7 @@ def run_app(app: ASGIApp, settings: Settings, sock: socket.socket | None = None)
         backlog=2048,
     )
     config.connection_guard = guard  # type: ignore[attr-defined]
-    limit_repeats(RepeatLimit(burst=settings.LOG_REPEATS_PER_MINUTE, period_s=60.0))
+    limit_repeats(RepeatLimit(burst=settings.LOG_REPEATS_PER_MINUTE, period_seconds=60.0))
     print(f"{LISTENING_PREFIX}{url_of(sock)}", file=sys.stderr, flush=True)
     logging.getLogger(__name__).info("at most %d connections", max_connections)
     uvicorn.Server(config).run(sockets=[sock])

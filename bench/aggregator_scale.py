@@ -170,8 +170,8 @@ class Server:
         return 0
 
 
-def _wait_ready(url: str, path: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 600) -> None:
-    deadline = time.monotonic() + timeout_s
+def _wait_ready(url: str, path: str, proc: subprocess.Popen[bytes], log: Path, timeout_seconds: float = 600) -> None:
+    deadline = time.monotonic() + timeout_seconds
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
@@ -303,14 +303,14 @@ def scrape_once(url: str, encoding: str = "identity", query: str = "") -> tuple[
 
 
 @contextlib.contextmanager
-def scraping(url: str, every_s: float) -> Iterator[list[float]]:
+def scraping(url: str, every_seconds: float) -> Iterator[list[float]]:
     """Scrape ``/metrics`` (gzip) every ``every_s`` seconds from a thread while the block runs; yields the
     durations, filled as they come."""
     durations: list[float] = []
     stop = threading.Event()
 
     def scrape_on() -> None:
-        while not stop.wait(every_s):
+        while not stop.wait(every_seconds):
             durations.append(scrape_once(url, encoding="gzip")[0])
 
     thread = threading.Thread(target=scrape_on, daemon=True)
@@ -640,9 +640,9 @@ def measure_pushgateway(args: argparse.Namespace, gpus: int, workdir: Path) -> d
             server.url, targets, seconds=max(3.0, nodes / 300), processes=args.processes, connections=args.connections
         )
         r = run_load(server.url, targets, seconds=args.seconds, processes=args.processes, connections=args.connections)
-        scrape_s, size = scrape_median(server.url, 3)
+        scrape_seconds, size = scrape_median(server.url, 3)
         rss = server.rss_bytes()
-        return {"gpus": gpus, "ingest": r.units_per_second, "scrape_s": scrape_s, "bytes": size, "rss": rss}
+        return {"gpus": gpus, "ingest": r.units_per_second, "scrape_s": scrape_seconds, "bytes": size, "rss": rss}
 
 
 def _cpu_seconds(pids: Sequence[int]) -> float:
@@ -656,7 +656,7 @@ def _cpu_seconds(pids: Sequence[int]) -> float:
     return total
 
 
-def with_cpu(server: Server, work: Callable[[], LoadResult], poll_s: float = 0.5) -> tuple[LoadResult, float]:
+def with_cpu(server: Server, work: Callable[[], LoadResult], poll_seconds: float = 0.5) -> tuple[LoadResult, float]:
     """``work()`` and the server's CPU seconds it cost, including what the server deferred and did after the load
     stopped: under saturation the renderer falls behind and catches up later, so the closed-loop rate alone
     overstates what the server sustains with its ``/metrics`` kept current. Counted until the server is back to its
@@ -670,9 +670,9 @@ def with_cpu(server: Server, work: Callable[[], LoadResult], poll_s: float = 0.5
     deadline = time.monotonic() + 60
     last = _cpu_seconds(pid)
     while time.monotonic() < deadline:
-        time.sleep(poll_s)
+        time.sleep(poll_seconds)
         now = _cpu_seconds(pid)
-        if now - last <= idle * poll_s + 0.03:  # within a few clock ticks of idle
+        if now - last <= idle * poll_seconds + 0.03:  # within a few clock ticks of idle
             break
         last = now
     return result, (_cpu_seconds(pid) - c0) - idle * (time.monotonic() - t0)
@@ -702,7 +702,7 @@ def _machine_busy() -> tuple[float, float]:
     return (total - idle) / tick, total / tick
 
 
-def _visibility_lag_s(urls: list[str], node: int) -> float:
+def _visibility_lag_seconds(urls: list[str], node: int) -> float:
     """How long a push to the first replica takes to show on the last one (group commit + NOTIFY + read)."""
     stamp = time.time()
     body = node_sample(node, stamp)
@@ -753,7 +753,7 @@ def measure_replicas(args: argparse.Namespace, dbs: Databases, workdir: Path) ->
                 machine.add((after[2][0] - before[2][0]) / wall)
             lags = Series()
             for k in range(5 if count > 1 else 0):
-                lags.add(_visibility_lag_s(urls, k))
+                lags.add(_visibility_lag_seconds(urls, k))
             row = {
                 "replicas": count,
                 "ingest": rates.median,

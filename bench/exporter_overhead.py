@@ -70,13 +70,13 @@ class _Drain:
     def start(self) -> None:
         pass
 
-    def stop(self, timeout_s: float = 0.0) -> None:
+    def stop(self, timeout_seconds: float = 0.0) -> None:
         pass
 
 
 def make_sim_agent() -> Agent:
     source = SimSource(node="bench", count=GPUS, workload=SimWorkload("training", 0.45, job_id="bench"))
-    return Agent(source=source, sender=_Drain(), node="bench", interval_s=5.0)  # type: ignore[arg-type]
+    return Agent(source=source, sender=_Drain(), node="bench", interval_seconds=5.0)  # type: ignore[arg-type]
 
 
 def make_fake_nvml_agent() -> tuple[Agent, Callable[[], None]]:
@@ -103,8 +103,8 @@ def make_fake_nvml_agent() -> tuple[Agent, Callable[[], None]]:
     # reading makes every cycle compute GPM metrics, as a real 5 s interval does; with ~9 readings per cycle,
     # rescan_s=110 re-enumerates every ~12 cycles, as the default 60 s does at a 5 s interval.
     ticks = iter(range(10**9))
-    source = NvmlSource(NvmlApi.load(), JobResolver("/proc"), clock=lambda: float(next(ticks)), rescan_s=110)
-    agent = Agent(source=source, sender=_Drain(), node="bench", interval_s=5.0)  # type: ignore[arg-type]
+    source = NvmlSource(NvmlApi.load(), JobResolver("/proc"), clock=lambda: float(next(ticks)), rescan_seconds=110)
+    agent = Agent(source=source, sender=_Drain(), node="bench", interval_seconds=5.0)  # type: ignore[arg-type]
     return agent, source.close
 
 

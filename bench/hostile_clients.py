@@ -70,11 +70,11 @@ def _summary(values: list[float]) -> str:
     return f"p50 {statistics.median(values) * 1e3:7.1f} ms  p99 {p99 * 1e3:7.1f} ms  max {values[-1] * 1e3:7.1f} ms"
 
 
-def slow(clients: int, header_timeout_s: float) -> None:
+def slow(clients: int, header_timeout_seconds: float) -> None:
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     with tempfile.TemporaryDirectory() as tmp:
-        server = _start(Path(tmp), HEADER_TIMEOUT_SECONDS=header_timeout_s)
+        server = _start(Path(tmp), HEADER_TIMEOUT_SECONDS=header_timeout_seconds)
         try:
             with httpx.Client(base_url=server.url, timeout=30) as http:
                 health = lambda: http.get("/healthz").raise_for_status()  # noqa: E731
@@ -99,7 +99,8 @@ def slow(clients: int, header_timeout_s: float) -> None:
             print(f"/healthz, {clients} slow clients:     {_summary(loaded)}")
             print(f"ratio p50 {statistics.median(loaded) / statistics.median(idle):.2f}x, max {max(loaded):.3f} s")
             print(
-                f"all {clients} closed by the server {cleared:.1f} s after opening (head deadline {header_timeout_s} s)"
+                f"all {clients} closed by the server {cleared:.1f} s after opening "
+                f"(head deadline {header_timeout_seconds} s)"
             )
         finally:
             stop_process(server.process)
@@ -192,7 +193,7 @@ def _line(name: str, result: LoadResult) -> str:
     )
 
 
-def _trickle_attack(port: int, clients: int, reopen_s: float, stop: Any) -> None:
+def _trickle_attack(port: int, clients: int, reopen_seconds: float, stop: Any) -> None:
     """Keep ``clients`` unauthenticated requests that send a head and one byte of a 1,000-byte body; a slot whose
     connection the server closed is opened again ``reopen_s`` after it was last opened (0: at once, a flood). It
     waits in ``select`` for the server's answers, so the attacker's own CPU stays off the measurement."""
@@ -203,7 +204,7 @@ def _trickle_attack(port: int, clients: int, reopen_s: float, stop: Any) -> None
     while not stop.is_set():
         now = time.monotonic()
         for i in range(clients):
-            if i in socks or now - opened[i] < reopen_s:
+            if i in socks or now - opened[i] < reopen_seconds:
                 continue
             opened[i] = now
             with contextlib.suppress(OSError):
@@ -222,7 +223,7 @@ def _trickle_attack(port: int, clients: int, reopen_s: float, stop: Any) -> None
         sock.close()
 
 
-def trickle(seconds: float, rate: float, rounds: int, reopen_s: float) -> None:
+def trickle(seconds: float, rate: float, rounds: int, reopen_seconds: float) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         server = _start(Path(tmp), INGEST_TOKENS=TOKEN)
         try:
@@ -232,7 +233,7 @@ def trickle(seconds: float, rate: float, rounds: int, reopen_s: float) -> None:
                 alone.merge(run_load(server.url, targets, seconds=seconds, rate=rate, connections=4, headers=AUTH))
                 stop = multiprocessing.get_context("fork").Event()
                 attacker = multiprocessing.get_context("fork").Process(
-                    target=_trickle_attack, args=(server.port, 64, reopen_s, stop)
+                    target=_trickle_attack, args=(server.port, 64, reopen_seconds, stop)
                 )
                 attacker.start()
                 time.sleep(1.0)  # every slow request open before the window
@@ -241,7 +242,7 @@ def trickle(seconds: float, rate: float, rounds: int, reopen_s: float) -> None:
                 attacker.join()
             print(
                 f"authorised pushes at {rate:g}/s, {rounds} x {seconds:g} s windows each, 8 connections; "
-                f"each slow request reopened {reopen_s:g} s after the last"
+                f"each slow request reopened {reopen_seconds:g} s after the last"
             )
             print(_line("undisturbed", alone))
             print(_line("64 slow unauthenticated requests", attacked))
@@ -298,7 +299,7 @@ def bodies(size_mb: int, concurrency: tuple[int, ...]) -> None:
             stop_process(server.process)
 
 
-def storm(connections: int, rounds: int, hold_s: float) -> None:
+def storm(connections: int, rounds: int, hold_seconds: float) -> None:
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     with tempfile.TemporaryDirectory() as tmp:
@@ -313,7 +314,7 @@ def storm(connections: int, rounds: int, hold_s: float) -> None:
                     sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                     socks.append(sock)
-                time.sleep(hold_s)
+                time.sleep(hold_seconds)
                 peak = _rss_mb(pid)
                 for sock in socks:
                     sock.close()

@@ -41,10 +41,10 @@ def reserved_port() -> Iterator[int]:
 
 
 def wait_for_listening(
-    proc: subprocess.Popen[bytes], log_path: Path, pattern: re.Pattern[str] = _LISTENING, timeout_s: float = 60.0
+    proc: subprocess.Popen[bytes], log_path: Path, pattern: re.Pattern[str] = _LISTENING, timeout_seconds: float = 60.0
 ) -> re.Match[str]:
     """Wait until a child process's log shows the address it listens on (a server started on port 0 says it)."""
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + timeout_seconds
     while True:
         text = log_path.read_text(errors="replace") if log_path.exists() else ""
         match = pattern.search(text)
@@ -89,7 +89,7 @@ def start_server(
     *,
     port: int = 0,
     database_url: str | None = None,
-    timeout_s: float = 60.0,
+    timeout_seconds: float = 60.0,
 ) -> Iterator[LiveServer]:
     """Start ``mfumon serve`` and wait until ``/healthz`` answers.
 
@@ -98,7 +98,7 @@ def start_server(
     """
     server = launch_server(tmp_path, env, args, port=port, database_url=database_url)
     try:
-        wait_healthy(server, timeout_s)
+        wait_healthy(server, timeout_seconds)
         yield server
     finally:
         stop_process(server.process)
@@ -131,10 +131,10 @@ def launch_server(
     return LiveServer(match.group(1), int(match.group(2)), database_url, proc, log_path)
 
 
-def wait_healthy(server: LiveServer, timeout_s: float = 60.0) -> None:
+def wait_healthy(server: LiveServer, timeout_seconds: float = 60.0) -> None:
     """Poll ``/healthz`` until the server answers (migrations run before it does)."""
     proc = server.process
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + timeout_seconds
     while True:
         if proc.poll() is not None:
             raise RuntimeError(f"mfumon serve exited with {proc.returncode}:\n{server.log()}")
@@ -148,12 +148,12 @@ def wait_healthy(server: LiveServer, timeout_s: float = 60.0) -> None:
         time.sleep(0.1)
 
 
-def stop_process(proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
+def stop_process(proc: subprocess.Popen[bytes], timeout_seconds: float = 10.0) -> None:
     """Terminate a child process, killing it if it does not exit in time."""
     if proc.poll() is None:
         proc.terminate()
         try:
-            proc.wait(timeout=timeout_s)
+            proc.wait(timeout=timeout_seconds)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

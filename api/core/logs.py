@@ -27,10 +27,12 @@ class _Window:
 class RepeatLimit(logging.Filter):
     """Let ``burst`` records of one kind through per ``period_s``; count the rest and say so on the next one through."""
 
-    def __init__(self, burst: int = 10, period_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, burst: int = 10, period_seconds: float = 60.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         super().__init__()
         self.burst = burst
-        self.period_s = period_s
+        self.period_seconds = period_seconds
         self._clock = clock
         self._windows: OrderedDict[tuple[str, int, str], _Window] = OrderedDict()
         self._lock = threading.Lock()
@@ -40,11 +42,11 @@ class RepeatLimit(logging.Filter):
         now = self._clock()
         with self._lock:
             window = self._windows.get(key)
-            if window is None or now - window.started >= self.period_s:
+            if window is None or now - window.started >= self.period_seconds:
                 suppressed = window.suppressed if window is not None else 0
                 window = self._windows[key] = _Window(now)
                 if suppressed:
-                    record.msg = f"{record.msg} [and {suppressed} more like this in the last {self.period_s:g} s]"
+                    record.msg = f"{record.msg} [and {suppressed} more like this in the last {self.period_seconds:g} s]"
             self._windows.move_to_end(key)
             while len(self._windows) > _MAX_KEYS:
                 self._windows.popitem(last=False)

@@ -328,7 +328,7 @@ class MetricsRenderer:
             parts.append(_render_durable(snapshot.counters).encode())
             parts.append(render_capacity(snapshot, summary).encode())
         body = b"".join(parts)
-        self._self_metrics.last_scrape_duration_s = time.perf_counter() - started
+        self._self_metrics.last_scrape_duration_seconds = time.perf_counter() - started
         return body
 
     def _node_chunk(self, node: NodeView) -> _Cached:
@@ -438,20 +438,20 @@ class MetricsRenderer:
         if open_connections is not None:
             emit("mfumon_http_connections", [([], open_connections)])
         emit("mfumon_http_connections_closed_total", [([("reason", r)], n) for r, n in sorted(closed.items())])
-        emit("mfumon_scrape_duration_seconds", [([], self._self_metrics.last_scrape_duration_s)])
+        emit("mfumon_scrape_duration_seconds", [([], self._self_metrics.last_scrape_duration_seconds)])
         with self._lock:
             renders = sorted(self.renders.items())
         emit("mfumon_metrics_renders_total", [([("kind", kind)], n) for kind, n in renders])
         emit("mfumon_metrics_renders_pending", [([], self.waiting())])
         if (scrapes := self._self_metrics.scrapes) is not None:
             emit("mfumon_metrics_scrapes_total", [([("outcome", o)], n) for o, n in scrapes.counts().items()])
-        refresh_s, refresh_errors = self._refresh_stats()
-        emit("mfumon_state_refresh_duration_seconds", [([], refresh_s)])
+        refresh_seconds, refresh_errors = self._refresh_stats()
+        emit("mfumon_state_refresh_duration_seconds", [([], refresh_seconds)])
         emit("mfumon_state_refresh_errors_total", [([], refresh_errors)])
-        queued, age_s, flush_s, flush_errors = self._flush_stats()
+        queued, age_seconds, flush_seconds, flush_errors = self._flush_stats()
         emit("mfumon_sample_queue_nodes", [([], queued)])
-        emit("mfumon_sample_queue_age_seconds", [([], age_s)])
-        emit("mfumon_sample_flush_duration_seconds", [([], flush_s)])
+        emit("mfumon_sample_queue_age_seconds", [([], age_seconds)])
+        emit("mfumon_sample_flush_duration_seconds", [([], flush_seconds)])
         emit("mfumon_sample_flush_errors_total", [([], flush_errors)])
         emit("mfumon_build_info", [([("version", _VERSION)], 1)])
         return "".join(out)
@@ -536,7 +536,7 @@ def render_capacity(snapshot: Snapshot, summary: Summary) -> str:
     out.append(_render_queue_wait_histograms(snapshot))
     pools = sorted(capacity.pools.items())
     emit("mfumon_pool_gpus_queued", [([("pool", p)], c.gpus_queued) for p, c in pools])
-    emit("mfumon_pool_max_queue_wait_seconds", [([("pool", p)], c.max_queue_wait_s) for p, c in pools])
+    emit("mfumon_pool_max_queue_wait_seconds", [([("pool", p)], c.max_queue_wait_seconds) for p, c in pools])
     with_nodes = [(p, c) for p, c in pools if c.free_per_node]
     emit("mfumon_pool_free_gpus", [([("pool", p)], c.free_gpus) for p, c in with_nodes])
     emit(
@@ -547,7 +547,7 @@ def render_capacity(snapshot: Snapshot, summary: Summary) -> str:
     emit("mfumon_pool_fragmented_gpus", [([("pool", p)], c.fragmented_gpus) for p, c in with_nodes])
     teams = sorted(capacity.teams.items())
     emit("mfumon_team_gpus_queued", [([("team", t)], q.gpus_queued) for t, q in teams])
-    emit("mfumon_team_max_queue_wait_seconds", [([("team", t)], q.max_queue_wait_s) for t, q in teams])
+    emit("mfumon_team_max_queue_wait_seconds", [([("team", t)], q.max_queue_wait_seconds) for t, q in teams])
     emit(
         "mfumon_team_resource_satisfaction_ratio",
         _per("team", sorted(summary.teams.items()), lambda g: g.resource_satisfaction),

@@ -22,8 +22,8 @@ MAX_BODIES = 64  # distinct (shard, shards, encoding) kept: a reader cannot fill
 class ScrapeCache:
     """The last body per scrape key, reused while younger than ``max_age_s``; counts of renders and reuses."""
 
-    def __init__(self, max_age_s: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self.max_age_s = max_age_s
+    def __init__(self, max_age_seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_age_seconds = max_age_seconds
         self._clock = clock
         self._render_lock = threading.Lock()  # one render at a time: the GIL is shared with the event loop
         self._bodies: OrderedDict[Hashable, tuple[float, bytes]] = OrderedDict()
@@ -34,13 +34,13 @@ class ScrapeCache:
         """The body for ``key``: the one held if rendered within ``max_age_s``, else ``render()``'s."""
         with self._render_lock:
             held = self._bodies.get(key)
-            if held is not None and self._clock() - held[0] <= self.max_age_s:
+            if held is not None and self._clock() - held[0] <= self.max_age_seconds:
                 self.reused += 1
                 return held[1]
             started = self._clock()  # the body shows the state as of now, however long it takes to render
             body = render()
             self.rendered += 1
-            if self.max_age_s > 0:
+            if self.max_age_seconds > 0:
                 self._bodies[key] = (started, body)
                 self._bodies.move_to_end(key)
                 while len(self._bodies) > MAX_BODIES:

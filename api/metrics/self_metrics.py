@@ -21,7 +21,7 @@ class SelfMetrics:
         self.ingest: Counter[tuple[str, str]] = Counter()  # (endpoint, outcome) -> count
         self.unknown_devices: Counter[str] = Counter()  # reported gpu_model -> reports
         self.gpu_samples = 0
-        self.last_scrape_duration_s = 0.0
+        self.last_scrape_duration_seconds = 0.0
         self.token_writes: Counter[tuple[str, str, str]] = Counter()  # (token name, endpoint, outcome) -> writes
         self.body_timeouts = 0
         self.refused: Counter[str] = Counter()  # cardinality limit -> requests refused (or labels folded)

@@ -46,9 +46,9 @@ logger = logging.getLogger(__name__)
 class SamplesBacklogged(Exception):
     """The writer is further behind than the durability bound allows: refuse the push (503, retry later)."""
 
-    def __init__(self, lag_s: float) -> None:
-        super().__init__(f"node samples are {lag_s:.1f} s behind the database; retry later")
-        self.lag_s = lag_s
+    def __init__(self, lag_seconds: float) -> None:
+        super().__init__(f"node samples are {lag_seconds:.1f} s behind the database; retry later")
+        self.lag_seconds = lag_seconds
 
 
 def record_sample(ctx: AppContext, node: str, sample: NodeSampleCreate, body: bytes) -> bool:
@@ -59,7 +59,7 @@ def record_sample(ctx: AppContext, node: str, sample: NodeSampleCreate, body: by
     node alive, but leaves its GPUs as they are.
     """
     writer = ctx.sample_writer
-    lag = writer.lag_s()
+    lag = writer.lag_seconds()
     if lag > ctx.settings.SAMPLE_MAX_UNFLUSHED_SECONDS:
         raise SamplesBacklogged(lag)
     now = ctx.clock()
@@ -136,11 +136,11 @@ class SampleWriter:
         self,
         sessions: sessionmaker[Session],
         *,
-        interval_s: float,
+        interval_seconds: float,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._sessions = sessions
-        self._interval_s = interval_s
+        self._interval_seconds = interval_seconds
         self._clock = clock
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
@@ -148,7 +148,7 @@ class SampleWriter:
         self._in_flight_since: float | None = None  # oldest push of the round being written
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.last_duration_s = 0.0
+        self.last_duration_seconds = 0.0
         self.errors = 0
 
     def queue(self, node: str, pool: str | None, sample: str, sample_timestamp: float, now: float) -> None:
@@ -164,7 +164,7 @@ class SampleWriter:
         with self._lock:
             return len(self._queued)
 
-    def lag_s(self) -> float:
+    def lag_seconds(self) -> float:
         """Age of the oldest push not yet stored (0 when everything is stored); O(1) per push."""
         with self._lock:
             # The queue is in order of each node's first push since the last round, so its first entry is oldest.
@@ -199,7 +199,7 @@ class SampleWriter:
             finally:
                 with self._lock:
                     self._in_flight_since = None
-            self.last_duration_s = time.perf_counter() - started
+            self.last_duration_seconds = time.perf_counter() - started
         return len(writes)
 
     # -- the thread ---------------------------------------------------------------------------------------------
@@ -219,7 +219,7 @@ class SampleWriter:
             logger.exception("final flush of %d node sample(s) failed", self.pending())
 
     def _run(self) -> None:
-        while not self._stop.wait(self._interval_s):
+        while not self._stop.wait(self._interval_seconds):
             try:
                 self.flush()
             except Exception:

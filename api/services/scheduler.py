@@ -67,7 +67,14 @@ def _columns(job: JobRow) -> tuple[Any, ...]:
 
 
 def _apply(
-    session: Session, job: JobRow, listed: SchedulerJob, source: str, new: bool, now: float, ttl_s: float, out: _Changes
+    session: Session,
+    job: JobRow,
+    listed: SchedulerJob,
+    source: str,
+    new: bool,
+    now: float,
+    ttl_seconds: float,
+    out: _Changes,
 ) -> None:
     was = job.status if not new else "new"
     more = listed.restarts > (job.scheduler_restarts or 0) and job.scheduler_restarts is not None
@@ -97,7 +104,7 @@ def _apply(
             job.started_at = listed.started_at or now
             job.ended_at = job.exit_code = job.end_state = None
             # Seen waiting, or new and started since the adapter could last have seen it: one observed wait.
-            recent = listed.started_at is not None and now - listed.started_at <= ttl_s
+            recent = listed.started_at is not None and now - listed.started_at <= ttl_seconds
             since = listed.queued_at or listed.submitted_at
             if (was == "pending" or (new and recent)) and since is not None and listed.started_at is not None:
                 key = (job.pool or "", job.team or "")

@@ -33,7 +33,7 @@ class PoolCapacity:
     fragmented_gpus: int = 0
     gpus_queued: int = 0
     jobs_queued: int = 0
-    max_queue_wait_s: float | None = None
+    max_queue_wait_seconds: float | None = None
 
     @property
     def free_gpus(self) -> int:
@@ -55,7 +55,7 @@ class PoolCapacity:
 class TeamQueue:
     gpus_queued: int = 0
     jobs_queued: int = 0
-    max_queue_wait_s: float | None = None
+    max_queue_wait_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +135,7 @@ def capacity(snapshot: Snapshot, allocated: Mapping[str, int]) -> Capacity:
             group.gpus_queued += requested
             group.jobs_queued += 1
             if wait is not None:
-                group.max_queue_wait_s = _later(group.max_queue_wait_s, max(0.0, wait))
+                group.max_queue_wait_seconds = _later(group.max_queue_wait_seconds, max(0.0, wait))
         target = pools.get(job.pool) if job.pool else None
         if target is None or not job.request_units or requested > free_total.get(job.pool or "", 0):
             continue

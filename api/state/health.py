@@ -231,7 +231,7 @@ def _fails_drain(checks: Mapping[str, bool]) -> bool:
     return not all(checks.values()) and any(not ok and name in DRAIN_CHECKS for name, ok in checks.items())
 
 
-def advance(held: NodeView | None, view: NodeView, window_s: float) -> NodeView:
+def advance(held: NodeView | None, view: NodeView, window_seconds: float) -> NodeView:
     """``view`` with its health, given the view held before it (``None`` for a node seen for the first time)."""
     at = view.updated_at
     old_grew = held.health.grew_at if held is not None and held.health is not None else {}
@@ -251,7 +251,7 @@ def advance(held: NodeView | None, view: NodeView, window_s: float) -> NodeView:
     old_ports = _ports(held)
     for key, port in _ports(view).items():
         _grew(key, _PORT_TRACKED, port, old_ports.get(key), old_grew, at, grew_at)
-    since = at - window_s
+    since = at - window_seconds
     grew_at = {k: t for k, t in grew_at.items() if t >= since}  # bounded: only what can still fail a check
     gpu_checks = {gpu.uuid: _gpu_checks(gpu, grew_at) for gpu in view.gpus}
     node_checks = _node_checks(view, grew_at)

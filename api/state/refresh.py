@@ -135,27 +135,27 @@ class Refresher:
         sessions: sessionmaker[Session],
         resolver: DeviceResolver,
         *,
-        overlap_s: float,
+        overlap_seconds: float,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._state = state
         self._sessions = sessions
         self._resolver = resolver
-        self._overlap_s = overlap_s
+        self._overlap_seconds = overlap_seconds
         self._clock = clock
         self._lock = threading.Lock()
         self.watermark = 0.0  # newest updated_at read so far
         self._counters_read_at: float | None = None  # durable counters: the first read takes them all
         self._queue_waits_read_at: float | None = None  # and so do queue-wait histograms
-        self.last_duration_s = 0.0
+        self.last_duration_seconds = 0.0
         self.errors = 0
 
     def load(self) -> int:
         """Every row changed since the watermark (minus the overlap), or that can still be visible; at start
         and after the listener lost its connection. Returns the number of views applied."""
         state = self._state
-        horizon = max(state.node_ttl_s, state.job_ttl_s, state.pending_job_ttl_s)
-        since = max(self.watermark - self._overlap_s, self._clock() - horizon)
+        horizon = max(state.node_ttl_seconds, state.job_ttl_seconds, state.pending_job_ttl_seconds)
+        since = max(self.watermark - self._overlap_seconds, self._clock() - horizon)
         with self._sessions() as session:
             applied = self._apply(
                 read_nodes(session=session, since=since),
@@ -218,13 +218,13 @@ class Refresher:
 
     def _read_counters(self, session: Session) -> None:
         now = self._clock()
-        since = -1.0 if self._counters_read_at is None else self._counters_read_at - self._overlap_s
+        since = -1.0 if self._counters_read_at is None else self._counters_read_at - self._overlap_seconds
         self._state.counters.apply(read_counters(session, changed_after=since))
         self._counters_read_at = now
 
     def _read_queue_waits(self, session: Session) -> None:
         now = self._clock()
-        since = -1.0 if self._queue_waits_read_at is None else self._queue_waits_read_at - self._overlap_s
+        since = -1.0 if self._queue_waits_read_at is None else self._queue_waits_read_at - self._overlap_seconds
         for histogram in session.scalars(select(QueueWaitHistogramRow).where(QueueWaitHistogramRow.updated_at > since)):
             self._state.apply_queue_wait(histogram_view(histogram))
         self._queue_waits_read_at = now
@@ -270,13 +270,13 @@ class Refresher:
                 applied += 1
         with self._lock:
             self.watermark = max(self.watermark, newest)
-        self.last_duration_s = time.perf_counter() - started
+        self.last_duration_seconds = time.perf_counter() - started
         return applied
 
-    def prune_history(self, retention_s: float) -> int:
+    def prune_history(self, retention_seconds: float) -> int:
         """Delete job reports and events older than the retention; any replica may do it, the result is the same."""
         with self._sessions.begin() as session:
-            older_than = self._clock() - retention_s
+            older_than = self._clock() - retention_seconds
             return prune_history(session=session, older_than=older_than) + prune_events(
                 session=session, older_than=older_than
             )
@@ -299,16 +299,16 @@ class MaintenanceThread(threading.Thread):
         self,
         state: ClusterState,
         refresher: Refresher,
-        interval_s: float,
-        history_retention_s: float,
+        interval_seconds: float,
+        history_retention_seconds: float,
         periodic: Sequence[tuple[float, Callable[[], object]]] = (),
         clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__(name="mfumon-maintenance", daemon=True)
         self._state = state
         self._refresher = refresher
-        self._interval_s = interval_s
-        self._retention_s = history_retention_s
+        self._interval_seconds = interval_seconds
+        self._retention_seconds = history_retention_seconds
         self._clock = clock
         self._stop_event = threading.Event()
         self._next_prune = 0.0
@@ -316,19 +316,19 @@ class MaintenanceThread(threading.Thread):
         self._due = [0.0] * len(self._periodic)  # monotonic time each periodic task runs next
 
     def run(self) -> None:
-        while not self._stop_event.wait(self._interval_s):
+        while not self._stop_event.wait(self._interval_seconds):
             try:
                 self._state.prune(self._clock())
                 if time.monotonic() >= self._next_prune:
                     self._next_prune = time.monotonic() + self.PRUNE_EVERY_S
-                    self._refresher.prune_history(self._retention_s)
+                    self._refresher.prune_history(self._retention_seconds)
             except Exception:
                 self._refresher.errors += 1
                 logger.exception("state maintenance failed; retrying")
-            for k, (every_s, task) in enumerate(self._periodic):
+            for k, (every_seconds, task) in enumerate(self._periodic):
                 if time.monotonic() < self._due[k]:
                     continue
-                self._due[k] = time.monotonic() + every_s
+                self._due[k] = time.monotonic() + every_seconds
                 try:
                     task()
                 except Exception:

@@ -47,11 +47,11 @@ class ClusterState:
     def __init__(
         self,
         *,
-        node_ttl_s: float,
-        job_ttl_s: float,
-        pending_job_ttl_s: float,
-        health_window_s: float = 900.0,
-        scheduler_ttl_s: float = 300.0,
+        node_ttl_seconds: float,
+        job_ttl_seconds: float,
+        pending_job_ttl_seconds: float,
+        health_window_seconds: float = 900.0,
+        scheduler_ttl_seconds: float = 300.0,
     ) -> None:
         self._lock = threading.Lock()
         self._nodes: dict[str, NodeView] = {}
@@ -61,14 +61,14 @@ class ClusterState:
         self._job_nodes: dict[str, set[str]] = {}  # job_id -> nodes whose GPUs exporters attribute to it
         self._sources: dict[str, SourceView] = {}
         self._queue_waits: dict[tuple[str, str], HistogramView] = {}
-        self.scheduler_ttl_s = scheduler_ttl_s
+        self.scheduler_ttl_seconds = scheduler_ttl_seconds
         self._gpu_count = 0  # GPUs of the nodes held, for the cardinality limits
         self._open_jobs = 0  # jobs held that have not ended
         self._reserved: Counter[str] = Counter()  # job ids being created: writes past the limit check, not applied
-        self.node_ttl_s = node_ttl_s
-        self.job_ttl_s = job_ttl_s
-        self.pending_job_ttl_s = pending_job_ttl_s
-        self.health_window_s = health_window_s
+        self.node_ttl_seconds = node_ttl_seconds
+        self.job_ttl_seconds = job_ttl_seconds
+        self.pending_job_ttl_seconds = pending_job_ttl_seconds
+        self.health_window_seconds = health_window_seconds
         self._pool_health: dict[str, PoolHealthTotals] = {}
         self.counters = DurableCounters()
         self.forgotten = 0  # nodes and jobs pruned so far (see mfumon.api.core.memory.Trimmer)
@@ -91,7 +91,7 @@ class ClusterState:
                     return False
             elif held is not replaces:
                 return False
-            view = advance(held, view, self.health_window_s)  # health needs the view it replaces
+            view = advance(held, view, self.health_window_seconds)  # health needs the view it replaces
             self._count_pool_health(view)
             self._index_jobs(held, remove=True)
             self._gpu_count += len(view.gpus) - (len(held.gpus) if held is not None else 0)
@@ -178,11 +178,11 @@ class ClusterState:
 
     # --- reads ---------------------------------------------------------------------------------------------
     def _node_visible(self, node: NodeView, now: float) -> bool:
-        return now - node.last_seen_at <= self.node_ttl_s
+        return now - node.last_seen_at <= self.node_ttl_seconds
 
     def _source_fresh(self, name: str, now: float) -> bool:
         source = self._sources.get(name)
-        return source is not None and now - source.synced_at <= self.scheduler_ttl_s
+        return source is not None and now - source.synced_at <= self.scheduler_ttl_seconds
 
     def _job_visible(self, job: JobView, now: float) -> bool:
         if job.status != "ended" and job.source is not None:
@@ -191,9 +191,9 @@ class ClusterState:
             if job.status == "pending":
                 return False  # the adapter went silent: its queue is no longer known
         if job.status == "running":
-            return now - (job.last_report_at or job.updated_at) <= self.job_ttl_s
+            return now - (job.last_report_at or job.updated_at) <= self.job_ttl_seconds
         if job.status == "pending":
-            return now - job.updated_at <= self.pending_job_ttl_s
+            return now - job.updated_at <= self.pending_job_ttl_seconds
         return False
 
     def snapshot(self, now: float) -> Snapshot:

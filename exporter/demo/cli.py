@@ -75,18 +75,18 @@ def _ports(node: SimNode, started: float) -> SimIbPorts:
     traffic = node.ib_traffic_bytes_per_second
     ports = [
         SimPort("mlx5_0", traffic_bytes_per_second=traffic),
-        SimPort("mlx5_1", traffic_bytes_per_second=traffic, flap_every_s=node.flapping_link_every_s),
+        SimPort("mlx5_1", traffic_bytes_per_second=traffic, flap_every_seconds=node.flapping_link_every_seconds),
     ]
     return SimIbPorts(ports, started=started)
 
 
-def _start_nodes(url: str, cluster: ClusterSpec, interval_s: float, seed: int, token: str | None) -> list[Agent]:
+def _start_nodes(url: str, cluster: ClusterSpec, interval_seconds: float, seed: int, token: str | None) -> list[Agent]:
     agents = []
     started = time.time()
     for node in cluster.nodes:
         source = SimSource(node=node.name, model=node.gpu_model, count=node.gpu_count, seed=seed)
         if node.fault_gpu is not None:
-            source.schedule_fault(node.fault_gpu, started + node.fault_after_s)
+            source.schedule_fault(node.fault_gpu, started + node.fault_after_seconds)
         for job in cluster.jobs:
             for node_name, index in job.placement:
                 if node_name == node.name:
@@ -113,14 +113,17 @@ def _start_nodes(url: str, cluster: ClusterSpec, interval_s: float, seed: int, t
             if node_name == node.name:  # a notebook's kernels: busy, no job id
                 source.assign(index, SimWorkload(profile="inference", target_mfu=0.05))
         sender = Sender(
-            url, MemorySpool(16 * 1024**2), token=token, retry=RetryPolicy(initial_s=0.2, max_s=max(2.0, interval_s))
+            url,
+            MemorySpool(16 * 1024**2),
+            token=token,
+            retry=RetryPolicy(initial_seconds=0.2, max_seconds=max(2.0, interval_seconds)),
         )
         agent = Agent(
             source=source,
             sender=sender,
             node=node.name,
             pool=node.pool,
-            interval_s=interval_s,
+            interval_seconds=interval_seconds,
             ports=_ports(node, started),
         )
         agent.start()
@@ -164,7 +167,7 @@ class _Life:
         life = self.job.lifecycle
         assert life is not None
         phase = life.phase(now - self.started)
-        per_save = (life.checkpoint_every_s - life.checkpoint_s) / self.job.step_seconds
+        per_save = (life.checkpoint_every_seconds - life.checkpoint_seconds) / self.job.step_seconds
         if (phase.name == "down" or phase.attempt > self.attempt) and not self.failed:
             _post_event(client, self.job, {"type": "failure", "exit_code": 1})
             self.failed = True
@@ -172,14 +175,14 @@ class _Life:
             _post_event(client, self.job, {"type": "restart"})
             self.attempt, self.initialised, self.saves, self.base_step = phase.attempt, False, 0, self.saved_step
         if phase.name in ("step", "checkpoint") and not self.initialised:
-            _post_event(client, self.job, {"type": "init", "seconds": life.init_s})
+            _post_event(client, self.job, {"type": "init", "seconds": life.init_seconds})
             self.initialised = True
         while phase.name in ("step", "checkpoint") and self.saves < phase.saves:
             self.saves += 1
             self.saved_step = self.base_step + int(self.saves * per_save)
-            body = {"type": "checkpoint_save", "seconds": life.checkpoint_s, "step": self.saved_step}
+            body = {"type": "checkpoint_save", "seconds": life.checkpoint_seconds, "step": self.saved_step}
             _post_event(client, self.job, body)
-        return self.base_step + int(phase.stepped_s / self.job.step_seconds) if phase.name == "step" else None
+        return self.base_step + int(phase.stepped_seconds / self.job.step_seconds) if phase.name == "step" else None
 
 
 def _post_report(client: httpx.Client, job: SimJob, body: dict[str, object]) -> bool:
@@ -193,8 +196,8 @@ def _post_report(client: httpx.Client, job: SimJob, body: dict[str, object]) -> 
 
 def run_simulation(
     url: str,
-    duration_s: float | None = None,
-    interval_s: float = 5.0,
+    duration_seconds: float | None = None,
+    interval_seconds: float = 5.0,
     stop_event: threading.Event | None = None,
     *,
     token: str | None = None,
@@ -209,21 +212,21 @@ def run_simulation(
     """
     cluster = cluster or default_cluster()
     stop = stop_event or threading.Event()
-    deadline = None if duration_s is None else time.monotonic() + duration_s
+    deadline = None if duration_seconds is None else time.monotonic() + duration_seconds
     client = httpx.Client(base_url=url.rstrip("/"), headers=_auth(token), timeout=5.0)
     _register_jobs(client, cluster)
-    agents = _start_nodes(url, cluster, interval_s, seed, token)
+    agents = _start_nodes(url, cluster, interval_seconds, seed, token)
     engines = [SimulatedEngine(job, seed).start() for job in cluster.serving]
     collector = InferenceCollector(
         url=url,
         endpoints=[parse_endpoint(f"{engine.url},{engine.job.endpoint_options()}") for engine in engines],
         node="demo",
         token=token,
-        interval_s=interval_s,
+        interval_seconds=interval_seconds,
     )
     collector.start()
     cycles = posted = failed = 0
-    last = started = time.time() - interval_s
+    last = started = time.time() - interval_seconds
     lives = {job.job_id: _Life(job, started) for job in cluster.jobs if job.reports and job.lifecycle}
     synced = 0.0
     try:
@@ -246,15 +249,15 @@ def run_simulation(
                     failed += 1
             last = now
             cycles += 1
-            wait = interval_s if deadline is None else min(interval_s, deadline - time.monotonic())
+            wait = interval_seconds if deadline is None else min(interval_seconds, deadline - time.monotonic())
             if wait <= 0 or stop.wait(wait):
                 break
     finally:
-        collector.stop(timeout_s=5.0)
+        collector.stop(timeout_seconds=5.0)
         for engine in engines:
             engine.stop()
         for agent in agents:
-            agent.stop(timeout_s=5.0)
+            agent.stop(timeout_seconds=5.0)
         client.close()
     delivered = sum(agent.sender.delivered for agent in agents)
     return SimulationResult(cycles=cycles, reports_posted=posted, report_failures=failed, batches_delivered=delivered)
@@ -282,9 +285,9 @@ def _start_server(host: str, port: int, data_dir: Path) -> subprocess.Popen[byte
         return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=data_dir)
 
 
-def _wait_listening(log_path: Path, proc: subprocess.Popen[bytes], timeout_s: float = 60.0) -> str | None:
+def _wait_listening(log_path: Path, proc: subprocess.Popen[bytes], timeout_seconds: float = 60.0) -> str | None:
     """The URL our own server bound (never whatever else answers on the port), or None if it exited first."""
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + timeout_seconds
     while time.monotonic() < deadline:
         for line in log_path.read_text(errors="replace").splitlines():
             if line.startswith(LISTENING_PREFIX):
@@ -302,8 +305,8 @@ def _startup_error(log_path: Path) -> str:
     return reasons[-1].removeprefix("mfumon serve: ") if reasons else text[-2000:]
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 60.0) -> bool:
-    deadline = time.monotonic() + timeout_s
+def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_seconds: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout_seconds
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             return False

@@ -76,8 +76,8 @@ class SimNode:
     # Fleet health: seconds after the start at which GPU ``fault_gpu`` takes an uncorrectable ECC error whose row
     # remap then waits for a reset (None: no fault); how often one InfiniBand link flaps (None: never).
     fault_gpu: int | None = None
-    fault_after_s: float = 20.0
-    flapping_link_every_s: float | None = None
+    fault_after_seconds: float = 20.0
+    flapping_link_every_seconds: float | None = None
     ib_traffic_bytes_per_second: float = 2e9
 
 
@@ -90,24 +90,24 @@ class Lifecycle:
     them (``POST /v1/jobs/{id}/events``).
     """
 
-    init_s: float = 20.0
-    checkpoint_every_s: float = 30.0
-    checkpoint_s: float = 10.0
-    fail_at_s: float | None = 75.0
-    down_s: float = 20.0
+    init_seconds: float = 20.0
+    checkpoint_every_seconds: float = 30.0
+    checkpoint_seconds: float = 10.0
+    fail_at_seconds: float | None = 75.0
+    down_seconds: float = 20.0
 
     def phase(self, elapsed: float) -> LifePhase:
         """Where the job is ``elapsed`` seconds after the simulation started."""
         start, attempt = 0.0, 0
-        if self.fail_at_s is not None and elapsed >= self.fail_at_s:
-            if elapsed < self.fail_at_s + self.down_s:
+        if self.fail_at_seconds is not None and elapsed >= self.fail_at_seconds:
+            if elapsed < self.fail_at_seconds + self.down_seconds:
                 return LifePhase("down", 0, 0.0, 0)
-            start, attempt = self.fail_at_s + self.down_s, 1
-        t = elapsed - start - self.init_s
+            start, attempt = self.fail_at_seconds + self.down_seconds, 1
+        t = elapsed - start - self.init_seconds
         if t < 0:
             return LifePhase("init", attempt, 0.0, 0)
-        stepping = self.checkpoint_every_s - self.checkpoint_s
-        periods, into = divmod(t, self.checkpoint_every_s)
+        stepping = self.checkpoint_every_seconds - self.checkpoint_seconds
+        periods, into = divmod(t, self.checkpoint_every_seconds)
         stepped = periods * stepping + min(into, stepping)
         return LifePhase("checkpoint" if into >= stepping else "step", attempt, stepped, int(periods))
 
@@ -116,7 +116,7 @@ class Lifecycle:
 class LifePhase:
     name: str  # init, step, checkpoint or down
     attempt: int  # 0 until the failure, then 1
-    stepped_s: float  # seconds spent stepping in this attempt
+    stepped_seconds: float  # seconds spent stepping in this attempt
     saves: int  # checkpoints completed in this attempt
 
 
@@ -137,7 +137,7 @@ class SimJob:
     step_seconds: float = 2.0
     comm_fraction: float = 0.05
     data_wait_fraction: float = 0.01
-    checkpoint_every_s: float | None = 900.0
+    checkpoint_every_seconds: float | None = 900.0
     #: full activation recompute: the GPUs execute 8/6 of the model FLOPs, and the reports say so (HFU)
     recompute_activations: bool = False
     #: the model the job *reports*, when it is not the one that runs (a report that over-claims)
@@ -161,7 +161,7 @@ class SimJob:
             target_mfu=self.target_mfu,
             job_id=self.job_id,
             step_seconds=self.step_seconds,
-            checkpoint_every_s=self.checkpoint_every_s,
+            checkpoint_every_seconds=self.checkpoint_every_seconds,
             tensor_scale=8 / 6 if self.recompute_activations else 1.0,
         )
 
@@ -205,15 +205,15 @@ class SimJob:
             body["recompute_activations"] = True
         return body
 
-    def report(self, mfu: float, interval_s: float, step: int) -> dict[str, Any]:
+    def report(self, mfu: float, interval_seconds: float, step: int) -> dict[str, Any]:
         """A ``POST /v1/jobs/{id}/reports`` body for an interval at ``mfu``."""
-        step_s = self.step_seconds
+        step_seconds = self.step_seconds
         return {
             **self.metadata(),
             "tokens_per_second": max(self.tokens_per_second(mfu), 1e-3),
-            "step_seconds": step_s,
-            "comm_seconds": step_s * self.comm_fraction,
-            "data_wait_seconds": step_s * self.data_wait_fraction,
+            "step_seconds": step_seconds,
+            "comm_seconds": step_seconds * self.comm_fraction,
+            "data_wait_seconds": step_seconds * self.data_wait_fraction,
             "step": step,
         }
 
@@ -254,11 +254,11 @@ class QueuedJob:
     pool: str
     gpus_per_unit: int
     units: int = 1
-    waited_s: float = 600.0
+    waited_seconds: float = 600.0
     reason: str = "Resources"
 
     def as_json(self, started_at: float) -> dict[str, Any]:
-        queued_at = started_at - self.waited_s
+        queued_at = started_at - self.waited_seconds
         return {
             "job_id": self.job_id,
             "status": "pending",
@@ -285,7 +285,9 @@ class BatchJob:
     target_mfu: float = 0.3
 
     def workload(self) -> SimWorkload:
-        return SimWorkload(profile="training", target_mfu=self.target_mfu, job_id=self.job_id, checkpoint_every_s=None)
+        return SimWorkload(
+            profile="training", target_mfu=self.target_mfu, job_id=self.job_id, checkpoint_every_seconds=None
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -364,7 +366,7 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
     every = 900.0 if checkpoints else None
     nodes = (
         SimNode("gpu-h100-01", "train-h100", H100, ib_traffic_bytes_per_second=6e9),
-        SimNode("gpu-h100-02", "train-h100", H100, flapping_link_every_s=60.0, ib_traffic_bytes_per_second=20e9),
+        SimNode("gpu-h100-02", "train-h100", H100, flapping_link_every_seconds=60.0, ib_traffic_bytes_per_second=20e9),
         SimNode("gpu-a100-01", "infer-a100", A100, ib_traffic_bytes_per_second=1e8),
         SimNode("gpu-a100-02", "infer-a100", A100, fault_gpu=5, ib_traffic_bytes_per_second=1e6),
         SimNode("gpu-h100-03", "reserve-h100", H100, ib_traffic_bytes_per_second=1e6),
@@ -387,7 +389,7 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
             placement=_on("gpu-h100-01", range(8)),
             step_seconds=2.5,
             comm_fraction=0.06,
-            checkpoint_every_s=every,
+            checkpoint_every_seconds=every,
             recompute_activations=True,
         ),
         SimJob(
@@ -404,7 +406,7 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
             step_seconds=4.0,
             comm_fraction=0.45,
             data_wait_fraction=0.02,
-            checkpoint_every_s=every,
+            checkpoint_every_seconds=every,
         ),
         SimJob(
             job_id="serve-llama3-70b",
@@ -434,7 +436,7 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
             claimed_model=llama2_13b,  # reported MFU ~0.56 on tensor pipes that show ~0.35: agreement ~1.6
             placement=_on("gpu-h100-04", range(4)),
             step_seconds=2.0,
-            checkpoint_every_s=every,
+            checkpoint_every_seconds=every,
         ),
         SimJob(
             job_id="sweep-unwrapped-17",
@@ -447,7 +449,7 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
             target_mfu=0.35,
             model=ModelShape("gpt2-xl", 1.56e9, layers=48, heads=25, head_dim=64, seq_len=1024),
             placement=_on("gpu-h100-04", range(4, 8)),
-            checkpoint_every_s=every,
+            checkpoint_every_seconds=every,
             reports=False,
         ),
         # Where the GPU-hours go: a job that saves synchronously (a third of its time), fails once and restarts; a
@@ -464,7 +466,7 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
             model=ModelShape("llama3.2-3b", 3.21e9, layers=28, heads=24, head_dim=128, seq_len=8192),
             placement=_on("gpu-h100-05", range(4)),
             step_seconds=1.5,
-            checkpoint_every_s=None,  # the checkpoints are its lifecycle's: it does not report while it saves
+            checkpoint_every_seconds=None,  # the checkpoints are its lifecycle's: it does not report while it saves
             lifecycle=Lifecycle(),
         ),
         SimJob(
@@ -480,7 +482,7 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
             placement=_on("gpu-h100-05", range(4, 8)),
             step_seconds=3.0,
             data_wait_fraction=0.35,
-            checkpoint_every_s=every,
+            checkpoint_every_seconds=every,
         ),
         SimJob(
             job_id="pretrain-13b-straggler",
@@ -494,7 +496,7 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
             model=llama2_13b,
             placement=_on("gpu-h100-06", range(8)),
             step_seconds=2.0,
-            checkpoint_every_s=every,
+            checkpoint_every_seconds=every,
             slow_gpu=("gpu-h100-06", 5),
         ),
     )

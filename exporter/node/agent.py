@@ -95,15 +95,15 @@ def build_agent(settings: Settings, source: Source, metrics: ExporterMetrics | N
         spool,
         token=settings.token(),
         metrics=metrics,
-        timeout_s=settings.PUSH_TIMEOUT,
-        retry=RetryPolicy(max_s=settings.BACKOFF_MAX),
+        timeout_seconds=settings.PUSH_TIMEOUT,
+        retry=RetryPolicy(max_seconds=settings.BACKOFF_MAX),
     )
     return Agent(
         source=source,
         sender=sender,
         node=settings.NODE,
         pool=settings.POOL,
-        interval_s=settings.INTERVAL,
+        interval_seconds=settings.INTERVAL,
         metrics=metrics,
         ports=open_port_reader(settings, source),
     )
@@ -129,7 +129,7 @@ def build_inference_collector(
         discover=discover,
         node=settings.NODE,
         token=settings.inference_token(),
-        interval_s=settings.INFERENCE_INTERVAL or settings.INTERVAL,
+        interval_seconds=settings.INFERENCE_INTERVAL or settings.INTERVAL,
         metrics=metrics,
         node_gpu_model=node_gpu_model,
     )

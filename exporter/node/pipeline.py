@@ -40,7 +40,7 @@ class Agent:
         sender: Sender,
         node: str,
         pool: str | None = None,
-        interval_s: float = 10.0,
+        interval_seconds: float = 10.0,
         metrics: ExporterMetrics | None = None,
         clock: Callable[[], float] = time.time,
         ports: PortReader | None = None,
@@ -50,7 +50,7 @@ class Agent:
         self.sender = sender
         self.node = node
         self.pool = pool
-        self.interval_s = interval_s
+        self.interval_seconds = interval_seconds
         self.metrics = metrics or ExporterMetrics()
         self._clock = clock
         self._stop = threading.Event()
@@ -68,12 +68,12 @@ class Agent:
         self._thread = threading.Thread(target=self._run, name="mfumon-collector", daemon=True)
         self._thread.start()
 
-    def stop(self, timeout_s: float = 10.0) -> None:
+    def stop(self, timeout_seconds: float = 10.0) -> None:
         """Stop collecting, then let the sender deliver or spool what is queued."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=timeout_s)
-        self.sender.stop(timeout_s=timeout_s)
+            self._thread.join(timeout=timeout_seconds)
+        self.sender.stop(timeout_seconds=timeout_seconds)
 
     def collect_once(self) -> NodeBatch | None:
         """Run one cycle: collect, submit, record self-metrics. ``None`` when the source failed."""
@@ -120,9 +120,9 @@ class Agent:
     def health(self) -> tuple[bool, dict[str, Any]]:
         """Healthy while the last successful collection is recent (within 3 intervals, after a start-up grace)."""
         now = time.monotonic()
-        limit_s = 3 * self.interval_s + 5.0
+        limit_seconds = 3 * self.interval_seconds + 5.0
         reference = self._last_success if self._last_success is not None else self._started_at
-        ok = now - reference <= limit_s
+        ok = now - reference <= limit_seconds
         return ok, {
             "node": self.node,
             "source": self.source.name,
@@ -135,7 +135,7 @@ class Agent:
         next_due = time.monotonic()
         while not self._stop.is_set():
             self.collect_once()
-            next_due += self.interval_s
+            next_due += self.interval_seconds
             now = time.monotonic()
             if next_due < now:  # a slow cycle: skip the missed slots rather than bursting
                 next_due = now

@@ -37,13 +37,13 @@ _STOP = object()
 class RetryPolicy:
     """Exponential backoff with "equal jitter": the n-th delay is uniform in [d/2, d], d = min(cap, base x 2^n)."""
 
-    initial_s: float = 0.5
-    max_s: float = 30.0
+    initial_seconds: float = 0.5
+    max_seconds: float = 30.0
     multiplier: float = 2.0
 
     def delay(self, failures: int, rng: random.Random) -> float:
         """Seconds to wait after ``failures`` consecutive failed pushes (``failures`` >= 1)."""
-        ceiling = min(self.max_s, self.initial_s * self.multiplier ** max(0, failures - 1))
+        ceiling = min(self.max_seconds, self.initial_seconds * self.multiplier ** max(0, failures - 1))
         return ceiling / 2 + rng.uniform(0, ceiling / 2)
 
 
@@ -64,7 +64,7 @@ class Sender:
         *,
         token: str | None = None,
         metrics: ExporterMetrics | None = None,
-        timeout_s: float = 5.0,
+        timeout_seconds: float = 5.0,
         retry: RetryPolicy | None = None,
         queue_max: int = 1000,
         seed: int | None = None,
@@ -72,7 +72,7 @@ class Sender:
         headers = {"User-Agent": "mfumon-exporter"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        timeout = httpx.Timeout(timeout_s, connect=min(2.0, timeout_s))
+        timeout = httpx.Timeout(timeout_seconds, connect=min(2.0, timeout_seconds))
         self._client = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout)
         self._spool = spool
         self._metrics = metrics or ExporterMetrics()
@@ -103,11 +103,11 @@ class Sender:
         self._thread = threading.Thread(target=self._run, name="mfumon-sender", daemon=True)
         self._thread.start()
 
-    def stop(self, timeout_s: float = 10.0) -> None:
+    def stop(self, timeout_seconds: float = 10.0) -> None:
         """Deliver or spool what is queued, then stop the thread and close the HTTP client."""
         if self._thread is not None and self._thread.is_alive():
             self._queue.put(_STOP)
-            self._thread.join(timeout=timeout_s)
+            self._thread.join(timeout=timeout_seconds)
         self._client.close()
         if len(self._spool):
             logger.warning("stopping with %d undelivered batch(es) in the spool", len(self._spool))
@@ -194,7 +194,7 @@ class Sender:
             delay = self._retry.delay(self._failures, self._rng)
             wait = retry_after_seconds(retry_after)
             if wait is not None:  # the aggregator said how long to stay away: never sooner, and not in lockstep
-                delay = max(delay, spread(min(wait, self._retry.max_s), self._rng))
+                delay = max(delay, spread(min(wait, self._retry.max_seconds), self._rng))
             self._next_attempt = time.monotonic() + delay
             return outcome
         if self._failures:

@@ -59,7 +59,7 @@ class Syncer:
         source: str,
         token: str | None = None,
         quotas: Sequence[Quota] = (),
-        timeout_s: float = 30.0,
+        timeout_seconds: float = 30.0,
     ) -> None:
         self._read = read
         self._source = source
@@ -67,7 +67,7 @@ class Syncer:
         headers = {"User-Agent": "mfumon-scheduler"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        self._client = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout_s)
+        self._client = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout_seconds)
         self.syncs = self.failures = 0
         self.last_result: dict[str, Any] | None = None
 
@@ -100,11 +100,11 @@ class Syncer:
         logger.info("synced %s", self.last_result)
         return True
 
-    def run(self, interval_s: float, stop: threading.Event) -> None:
+    def run(self, interval_seconds: float, stop: threading.Event) -> None:
         while not stop.is_set():
             started = time.monotonic()
             self.sync_once()
-            stop.wait(max(0.0, interval_s - (time.monotonic() - started)))
+            stop.wait(max(0.0, interval_seconds - (time.monotonic() - started)))
 
     def close(self) -> None:
         self._client.close()

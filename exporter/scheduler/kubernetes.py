@@ -355,7 +355,7 @@ class ClusterWatcher:
         job_labels: Sequence[str] | None = None,
         team_label: str | None = None,
         kueue: str = "auto",
-        watch_timeout_s: int = 300,
+        watch_timeout_seconds: int = 300,
     ) -> None:
         from lightkube.resources.core_v1 import Node, Pod
 
@@ -373,7 +373,7 @@ class ClusterWatcher:
                 name,
                 lambda: client.list(resource, **scope),
                 lambda version: client.watch(
-                    resource, resource_version=version, server_timeout=watch_timeout_s, **scope
+                    resource, resource_version=version, server_timeout=watch_timeout_seconds, **scope
                 ),
             )
 
@@ -404,10 +404,10 @@ class ClusterWatcher:
             return None
         return resources
 
-    def start(self, timeout_s: float = 60.0) -> None:
+    def start(self, timeout_seconds: float = 60.0) -> None:
         for informer in self._informers.values():
             informer.start()
-        deadline = time.monotonic() + timeout_s
+        deadline = time.monotonic() + timeout_seconds
         for name, informer in self._informers.items():
             if not informer.synced.wait(max(0.0, deadline - time.monotonic())):
                 raise RuntimeError(f"could not list {name}: {informer.error}")

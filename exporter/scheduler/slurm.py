@@ -348,12 +348,12 @@ def read_squeue(
     command: Sequence[str] = ("squeue", "--all", "--json"),
     *,
     env: Mapping[str, str] | None = None,
-    timeout_s: float = 60.0,
+    timeout_seconds: float = 60.0,
 ) -> dict[str, Any]:
     """Run squeue and return its JSON document."""
     try:
         done = subprocess.run(
-            list(command), capture_output=True, timeout=timeout_s, check=False, env=dict(env) if env else None
+            list(command), capture_output=True, timeout=timeout_seconds, check=False, env=dict(env) if env else None
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise SlurmError(f"{command[0]} failed: {exc}") from exc

@@ -32,8 +32,8 @@ def port(tmp_path: Path) -> Iterator[int]:
     )
     sock = bind_socket("127.0.0.1", 0)
     guard = ConnectionGuard(
-        header_timeout_s=10,
-        write_timeout_s=10,
+        header_timeout_seconds=10,
+        write_timeout_seconds=10,
         max_connections=1000,
         gate=app.state.ingest_gate,
         admission=lambda: getattr(app.state, "admission", None),

@@ -201,10 +201,10 @@ def test_job_detail_has_history_and_gpus(client: TestClient) -> None:
 def test_history_older_than_retention_is_pruned(client: TestClient) -> None:
     client.post("/v1/jobs/old/reports", json=report())
     ctx = client.app.state.ctx  # type: ignore[attr-defined]
-    assert ctx.refresher.prune_history(retention_s=3600) == 0
+    assert ctx.refresher.prune_history(retention_seconds=3600) == 0
     real_clock = ctx.refresher._clock
     ctx.refresher._clock = lambda: real_clock() + 7200
-    assert ctx.refresher.prune_history(retention_s=3600) == 1
+    assert ctx.refresher.prune_history(retention_seconds=3600) == 1
     assert client.get("/v1/jobs/old").json()["history"] == []
 
 

@@ -156,8 +156,14 @@ def test_a_row_stored_under_laxer_rules_is_skipped_not_fatal(
                     sample=json.dumps(body),
                 )
             )
-    state = ClusterState(node_ttl_s=600, job_ttl_s=600, pending_job_ttl_s=600, health_window_s=600, scheduler_ttl_s=600)
-    refresher = Refresher(state, sessions, DeviceResolver(PeakTable()), overlap_s=5)
+    state = ClusterState(
+        node_ttl_seconds=600,
+        job_ttl_seconds=600,
+        pending_job_ttl_seconds=600,
+        health_window_seconds=600,
+        scheduler_ttl_seconds=600,
+    )
+    refresher = Refresher(state, sessions, DeviceResolver(PeakTable()), overlap_seconds=5)
     with caplog.at_level(logging.WARNING, logger="mfumon.api.state.refresh"):
         assert refresher.load() >= 1
     assert state.node("good") is not None and state.node("lax") is None

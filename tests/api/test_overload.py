@@ -50,7 +50,7 @@ def _held_in_flight(server: LiveServer, count: int) -> Iterator[list[socket.sock
     def in_flight() -> bool:  # a push beyond the limit is refused once the held ones are counted
         return _push(server).status_code == 503
 
-    assert eventually(in_flight, timeout_s=30), "the held requests never counted as in flight"
+    assert eventually(in_flight, timeout_seconds=30), "the held requests never counted as in flight"
     try:
         yield socks
     finally:
@@ -106,19 +106,21 @@ def _length(answer: bytes) -> int:
     return int(head.partition(b"content-length: ")[2].partition(b"\r\n")[0] or 0)
 
 
-@pytest.mark.parametrize("bound_s", [0.005, 10.0])
-def test_pushes_that_waited_past_the_queue_bound_are_refused_the_rest_taken(tmp_path: Path, bound_s: float) -> None:
+@pytest.mark.parametrize("bound_seconds", [0.005, 10.0])
+def test_pushes_that_waited_past_the_queue_bound_are_refused_the_rest_taken(
+    tmp_path: Path, bound_seconds: float
+) -> None:
     """200 pushes arriving together wait behind each other on the server's one event loop (a few hundred
     microseconds each): past MAX_INGEST_QUEUE_SECONDS, counted from when the server read their bytes, they are
     refused with Retry-After before their bodies are validated; within it, every one is taken. (The in-flight
     limit is set out of the way here; the next test is about it.)"""
-    env = {"MFUMON_MAX_INGEST_QUEUE_SECONDS": str(bound_s), "MFUMON_MAX_INGEST_IN_FLIGHT": "1000"}
+    env = {"MFUMON_MAX_INGEST_QUEUE_SECONDS": str(bound_seconds), "MFUMON_MAX_INGEST_IN_FLIGHT": "1000"}
     with start_server(tmp_path, env=env) as live:
         answers = _burst(live, 200)
         statuses = [a.split(b"\r\n")[0].split(b" ")[1] for a in answers]
         refused = [a for a, status in zip(answers, statuses, strict=True) if status == b"503"]
         assert set(statuses) <= {b"200", b"503"}
-        if bound_s < 1:
+        if bound_seconds < 1:
             assert refused, "200 pushes at once never waited 5 ms"
             assert all(b"retry-after: 1" in a.lower() and b"queued over 0.005 s" in a for a in refused)
         else:
@@ -195,7 +197,7 @@ def test_a_connection_refused_at_the_door_stays_usable(server: LiveServer) -> No
 
 def test_the_gate_count_cannot_exceed_the_live_requests() -> None:
     """A request that ended without its decrement (a task cancelled before it ran) cannot wedge the door shut."""
-    gate = IngestGate(limit=2, retry_after_s=1, max_queue_s=1.0)
+    gate = IngestGate(limit=2, retry_after_seconds=1, max_queue_seconds=1.0)
     assert gate.admit(live_requests=0) and gate.admit(live_requests=1) and not gate.admit(live_requests=2)
     assert gate.admit(live_requests=0)  # both ended without a word: the count follows what is alive
     for _ in range(3):
@@ -204,17 +206,17 @@ def test_the_gate_count_cannot_exceed_the_live_requests() -> None:
 
 
 def test_the_exporter_waits_retry_after_then_delivers(server: LiveServer) -> None:
-    sender = Sender(server.url, MemorySpool(1024**2), retry=RetryPolicy(initial_s=0.05, max_s=30.0), seed=1)
+    sender = Sender(server.url, MemorySpool(1024**2), retry=RetryPolicy(initial_seconds=0.05, max_seconds=30.0), seed=1)
     gpu = GpuSample(uuid="GPU-x", index=0, name="NVIDIA H100 80GB HBM3", utilization=0.5)
     sender.start()
     try:
         with _held_in_flight(server, LIMIT):
             refused_before = _overloaded(server, "node_samples")
             sender.submit(NodeBatch(node="exp", timestamp=time.time(), gpus=(gpu,)))
-            assert eventually(lambda: _overloaded(server, "node_samples") > refused_before, timeout_s=30)
+            assert eventually(lambda: _overloaded(server, "node_samples") > refused_before, timeout_seconds=30)
             time.sleep(RETRY_AFTER_S / 2)  # its backoff alone (50 ms) would have retried many times by now
             assert _overloaded(server, "node_samples") == refused_before + 1
-        assert eventually(lambda: sender.delivered == 1, timeout_s=30)
+        assert eventually(lambda: sender.delivered == 1, timeout_seconds=30)
         assert _overloaded(server, "node_samples") == refused_before + 1  # it came back once, when told
     finally:
         sender.stop()

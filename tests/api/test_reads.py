@@ -103,7 +103,7 @@ def test_reads_wait_for_a_slot_and_are_shed_when_none_frees() -> None:
         await send({"type": "http.response.body", "body": b"{}"})
 
     rejected: list[str] = []
-    limit = ReadLimit(slow_app, max_concurrent=2, wait_s=0.2, on_rejected=rejected.append)
+    limit = ReadLimit(slow_app, max_concurrent=2, wait_seconds=0.2, on_rejected=rejected.append)
 
     async def scenario() -> dict[str, Any]:
         runs = {name: _request(limit, path) for name, path in
@@ -133,7 +133,7 @@ def test_a_slot_is_freed_once_the_answer_is_computed() -> None:
         await stall.wait()  # the client reads slowly: the body is still going out
         await send({"type": "http.response.body", "body": b"{}"})
 
-    limit = ReadLimit(app, max_concurrent=1, wait_s=0.2)
+    limit = ReadLimit(app, max_concurrent=1, wait_seconds=0.2)
 
     async def scenario() -> int:
         slow, _ = _request(limit, "/v1/jobs")

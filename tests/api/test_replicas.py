@@ -243,4 +243,4 @@ def test_a_replica_started_later_serves_the_whole_cluster_as_soon_as_it_is_ready
             def failures_on_b() -> float | None:
                 return metric_value(httpx.get(f"{b.url}/metrics").text, "mfumon_job_ends_total", outcome="failure")
 
-            assert eventually(lambda: failures_on_b() == 1, timeout_s=30)
+            assert eventually(lambda: failures_on_b() == 1, timeout_seconds=30)

@@ -60,8 +60,8 @@ def _closed_by_server(sock: socket.socket) -> bytes | None:
     return data
 
 
-def _wait_for(what: str, check: Callable[[], bool], timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
+def _wait_for(what: str, check: Callable[[], bool], timeout_seconds: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_seconds
     while not check():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.2)
@@ -183,7 +183,7 @@ def test_repeated_log_lines_are_limited(tmp_path: Path) -> None:
 
 def test_repeat_limit_counts_what_it_drops() -> None:
     now = [0.0]
-    limit = RepeatLimit(burst=3, period_s=60.0, clock=lambda: now[0])
+    limit = RepeatLimit(burst=3, period_seconds=60.0, clock=lambda: now[0])
 
     def record(msg: str, *args: object) -> logging.LogRecord:
         return logging.LogRecord("asyncio", logging.ERROR, __file__, 1, msg, args, None)
@@ -203,7 +203,7 @@ def test_a_client_that_stops_reading_is_dropped() -> None:
 
     loop = asyncio.new_event_loop()
     try:
-        guard = ConnectionGuard(header_timeout_s=60, write_timeout_s=0.05, max_connections=16)
+        guard = ConnectionGuard(header_timeout_seconds=60, write_timeout_seconds=0.05, max_connections=16)
         config = mock.Mock(connection_guard=guard, loaded=True, h11_max_incomplete_event_size=None, root_path="")
         state = mock.Mock(connections=set(), tasks=set(), default_headers=[])
         protocol = GuardedH11Protocol(config=config, server_state=state, app_state={}, _loop=loop)

@@ -26,7 +26,7 @@ def test_job_sizes_give_the_target_mfu_with_the_dense_peaks() -> None:
 
 def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -> None:
     cluster = default_cluster(checkpoints=False)
-    result = demo.run_simulation(live_server.url, duration_s=3.0, interval_s=0.5, cluster=cluster)
+    result = demo.run_simulation(live_server.url, duration_seconds=3.0, interval_seconds=0.5, cluster=cluster)
     # Every reporting job (7 of the 8 running ones) posts once a cycle, but the resilient one is still starting up
     # (its first 20 s); a loaded machine fits fewer cycles in 3 s.
     assert result.report_failures == 0 and result.cycles >= 2
@@ -105,11 +105,11 @@ def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -
 def test_simulated_cluster_shows_its_health_story(live_server: LiveServer) -> None:
     """A flapping link under the comm-bound job, a GPU waiting for a reset, an idle pool drawing power."""
     cluster = default_cluster(checkpoints=False)
-    fast = {"gpu-h100-02": {"flapping_link_every_s": 1.5}, "gpu-a100-02": {"fault_after_s": 1.0}}
+    fast = {"gpu-h100-02": {"flapping_link_every_seconds": 1.5}, "gpu-a100-02": {"fault_after_seconds": 1.0}}
     cluster = dataclasses.replace(
         cluster, nodes=tuple(dataclasses.replace(n, **fast.get(n.name, {})) for n in cluster.nodes)
     )
-    demo.run_simulation(live_server.url, duration_s=4.0, interval_s=0.5, cluster=cluster)
+    demo.run_simulation(live_server.url, duration_seconds=4.0, interval_seconds=0.5, cluster=cluster)
     with httpx.Client(base_url=live_server.url, timeout=5) as client:
         drain = {n["name"]: n["health"] for n in client.get("/v1/nodes", params={"drain": "true"}).json()["data"]}
         job = client.get("/v1/jobs/finetune-13b-commbound").json()
@@ -130,12 +130,14 @@ def test_simulated_cluster_shows_its_health_story(live_server: LiveServer) -> No
 def test_simulated_cluster_shows_where_the_gpu_hours_go(live_server: LiveServer) -> None:
     """The resilient job starts, saves, fails once and restarts; the data-bound job and the straggler are diagnosed."""
     cluster = default_cluster(checkpoints=False)
-    quick = Lifecycle(init_s=1.0, checkpoint_every_s=2.0, checkpoint_s=0.6, fail_at_s=4.0, down_s=1.0)
+    quick = Lifecycle(
+        init_seconds=1.0, checkpoint_every_seconds=2.0, checkpoint_seconds=0.6, fail_at_seconds=4.0, down_seconds=1.0
+    )
     jobs = tuple(
         dataclasses.replace(j, lifecycle=quick) if j.job_id == "pretrain-3b-resilient" else j for j in cluster.jobs
     )
     demo.run_simulation(
-        live_server.url, duration_s=8.0, interval_s=0.25, cluster=dataclasses.replace(cluster, jobs=jobs)
+        live_server.url, duration_seconds=8.0, interval_seconds=0.25, cluster=dataclasses.replace(cluster, jobs=jobs)
     )
     with httpx.Client(base_url=live_server.url, timeout=5) as client:
         resilient = client.get("/v1/jobs/pretrain-3b-resilient").json()
@@ -179,7 +181,7 @@ def test_demo_command_starts_the_aggregator_and_stops(tmp_path: object, capsys: 
 def test_serving_engines_are_read_through_their_metrics(live_server: LiveServer) -> None:
     """The demo's vLLM- and TGI-style endpoints, read by the real inference collector, give the intended picture."""
     cluster = default_cluster(checkpoints=False)
-    demo.run_simulation(live_server.url, duration_s=6.0, interval_s=0.5, cluster=cluster)
+    demo.run_simulation(live_server.url, duration_seconds=6.0, interval_seconds=0.5, cluster=cluster)
     with httpx.Client(base_url=live_server.url, timeout=5) as client:
         jobs = {j["job_id"]: j for j in client.get("/v1/jobs").json()["data"]}
     for job in cluster.serving:

@@ -71,11 +71,13 @@ T = TypeVar("T")
 def _cluster() -> ClusterSpec:
     cluster = default_cluster(checkpoints=False)  # no checkpoint dips: MFU stays on target
     # Fleet health within the test's time: the link flaps every 10 s, the GPU fault comes 5 s in.
-    soon = {FLAPPING_NODE: {"flapping_link_every_s": 10.0}, REMAP_NODE: {"fault_after_s": 5.0}}
+    soon = {FLAPPING_NODE: {"flapping_link_every_seconds": 10.0}, REMAP_NODE: {"fault_after_seconds": 5.0}}
     nodes = tuple(dataclasses.replace(node, **soon.get(node.name, {})) for node in cluster.nodes)
     # The resilient job reports within the shortened not-reporting grace (its start-up is no unwrapped job's).
     jobs = tuple(
-        dataclasses.replace(job, lifecycle=dataclasses.replace(job.lifecycle, init_s=1.0)) if job.lifecycle else job
+        dataclasses.replace(job, lifecycle=dataclasses.replace(job.lifecycle, init_seconds=1.0))
+        if job.lifecycle
+        else job
         for job in cluster.jobs
     )
     return dataclasses.replace(cluster, nodes=nodes, jobs=jobs)
@@ -113,27 +115,27 @@ def _write_config(work: Path, aggregator: LiveServer) -> Path:
     return path
 
 
-def _wait_for(what: str, check: Callable[[], T | None], timeout_s: float = WAIT_S) -> T:
+def _wait_for(what: str, check: Callable[[], T | None], timeout_seconds: float = WAIT_S) -> T:
     """Poll `check` until it returns something truthy; fail after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + timeout_seconds
     while True:
         result = check()
         if result:
             return result
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}")
+            pytest.fail(f"timed out after {timeout_seconds:.0f}s waiting for {what}")
         time.sleep(0.5)
 
 
-def _wait_until_none_left(what: str, remaining: Callable[[], list[Any]], timeout_s: float = WAIT_S) -> None:
+def _wait_until_none_left(what: str, remaining: Callable[[], list[Any]], timeout_seconds: float = WAIT_S) -> None:
     """Poll `remaining` until it returns an empty list; fail with what is left after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + timeout_seconds
     while True:
         left = remaining()
         if not left:
             return
         if time.monotonic() > deadline:
-            pytest.fail(f"after {timeout_s:.0f}s, {what}: {left}")
+            pytest.fail(f"after {timeout_seconds:.0f}s, {what}: {left}")
         time.sleep(0.5)
 
 
@@ -150,7 +152,7 @@ def simulation(aggregator: LiveServer) -> Iterator[None]:
     thread = threading.Thread(
         target=run_simulation,
         args=(aggregator.url,),
-        kwargs={"duration_s": 300.0, "interval_s": 1.0, "stop_event": stop, "cluster": _cluster()},
+        kwargs={"duration_seconds": 300.0, "interval_seconds": 1.0, "stop_event": stop, "cluster": _cluster()},
         daemon=True,
     )
     thread.start()
@@ -184,7 +186,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory, aggregator: LiveServer,
             except httpx.TransportError:
                 return False
 
-        _wait_for("prometheus to be ready", _ready, timeout_s=30.0)
+        _wait_for("prometheus to be ready", _ready, timeout_seconds=30.0)
         yield url
     finally:
         stop_process(proc)

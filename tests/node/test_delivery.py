@@ -19,8 +19,8 @@ from mfumon.exporter.samples import GpuSample, NodeBatch
 from tests.conftest import LiveServer, start_server
 
 
-def _wait_for(condition: Callable[[], bool], timeout_s: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
+def _wait_for(condition: Callable[[], bool], timeout_seconds: float = 20.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_seconds
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
@@ -37,7 +37,7 @@ def _accepted(server: LiveServer) -> float:
 
 
 def test_retry_policy_backs_off_exponentially_with_jitter() -> None:
-    policy = RetryPolicy(initial_s=0.5, max_s=8.0)
+    policy = RetryPolicy(initial_seconds=0.5, max_seconds=8.0)
     rng = random.Random(1)
     for failures in range(1, 12):
         ceiling = min(8.0, 0.5 * 2 ** (failures - 1))
@@ -57,12 +57,12 @@ def test_every_batch_arrives_after_the_aggregator_comes_back(tmp_path: Path, hel
         metrics=metrics,
         # Generous: a push that times out on a loaded machine after the server applied it is sent again, and the
         # exact counts below would see it twice (delivery is at least once).
-        timeout_s=30.0,
-        retry=RetryPolicy(initial_s=0.05, max_s=0.3),
+        timeout_seconds=30.0,
+        retry=RetryPolicy(initial_seconds=0.05, max_seconds=0.3),
         seed=0,
     )
     source = SimSource(node=node, count=2, workload=SimWorkload(profile="training", target_mfu=0.4, job_id="j1"))
-    agent = Agent(source=source, sender=sender, node=node, interval_s=0.1, metrics=metrics)
+    agent = Agent(source=source, sender=sender, node=node, interval_seconds=0.1, metrics=metrics)
 
     def collections() -> float:
         return metrics.registry.get_sample_value("mfumon_exporter_collections_total") or 0.0
@@ -99,7 +99,7 @@ def test_every_batch_arrives_after_the_aggregator_comes_back(tmp_path: Path, hel
 
 def test_invalid_batches_are_dropped_not_retried(live_server: LiveServer) -> None:
     metrics = ExporterMetrics()
-    sender = Sender(live_server.url, MemorySpool(1024**2), metrics=metrics, retry=RetryPolicy(initial_s=0.05))
+    sender = Sender(live_server.url, MemorySpool(1024**2), metrics=metrics, retry=RetryPolicy(initial_seconds=0.05))
     sender.start()
     bad = GpuSample(uuid="GPU-bad", index=0, name="x" * 500)  # longer than the aggregator accepts
     good = GpuSample(uuid="GPU-good", index=0, name="NVIDIA H100 80GB HBM3", utilization=0.5)

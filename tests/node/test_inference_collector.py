@@ -196,7 +196,7 @@ def test_an_unreachable_engine_is_counted_not_fatal() -> None:
         url="http://aggregator",
         endpoints=[parse_endpoint("http://127.0.0.1:9/metrics,job_id=gone")],
         node="n1",
-        scrape_timeout_s=0.5,
+        scrape_timeout_seconds=0.5,
     )
     assert collector.collect_once() == []
     collector.stop()

@@ -144,11 +144,11 @@ def test_nvml_gpus_are_attributed_to_the_pods_jobs(
 def test_a_failing_kubelet_attributes_nothing_and_recovers(kubelet: tuple[Kubelet, str], tmp_path: Path) -> None:
     state, socket = kubelet
     state.pods = [("ns", "p", "c", "nvidia.com/gpu", ["GPU-0"])]
-    broken = PodResourcesClient(str(tmp_path / "nothing-here.sock"), timeout_s=0.5)
-    devices = DeviceJobs(broken.list, max_age_s=0.0)
+    broken = PodResourcesClient(str(tmp_path / "nothing-here.sock"), timeout_seconds=0.5)
+    devices = DeviceJobs(broken.list, max_age_seconds=0.0)
     assert devices.job_for("GPU-0", "0") is None
     good = PodResourcesClient(socket)
-    devices = DeviceJobs(good.list, max_age_s=0.0)
+    devices = DeviceJobs(good.list, max_age_seconds=0.0)
     assert devices.job_for("GPU-0", "0") == "ns:p"
     broken.close()
     good.close()
@@ -179,7 +179,7 @@ def test_descriptor_matches_the_proto_file(tmp_path: Path) -> None:
 def test_refresh_is_throttled(kubelet: tuple[Kubelet, str]) -> None:
     state, socket = kubelet
     client = PodResourcesClient(socket)
-    devices = DeviceJobs(client.list, max_age_s=60.0)
+    devices = DeviceJobs(client.list, max_age_seconds=60.0)
     for index in range(8):
         devices.job_for(f"GPU-{index}", str(index))
     client.close()

@@ -70,7 +70,7 @@ def test_collection_cycles_are_counted_and_failures_never_stop_the_loop() -> Non
     metrics = ExporterMetrics()
     source = _FlakySource()
     sender = Sender("http://127.0.0.1:9", MemorySpool(1024**2), metrics=metrics)
-    agent = Agent(source=source, sender=sender, node="n1", interval_s=60, metrics=metrics)
+    agent = Agent(source=source, sender=sender, node="n1", interval_seconds=60, metrics=metrics)
     first = agent.collect_once()
     assert first is not None and len(first.gpus) == 2
     source.fail = True

@@ -14,7 +14,7 @@ T0 = 1_800_000_000.0  # a fixed wall-clock time
 
 
 def _source(profile: str, mfu: float = 0.0, *, seed: int = 1, model: str = "NVIDIA H100 80GB HBM3") -> SimSource:
-    work = SimWorkload(profile=profile, target_mfu=mfu, job_id=f"job-{profile}", checkpoint_every_s=None)
+    work = SimWorkload(profile=profile, target_mfu=mfu, job_id=f"job-{profile}", checkpoint_every_seconds=None)
     return SimSource(node="sim-1", model=model, count=8, seed=seed, workload=work)
 
 
@@ -65,7 +65,7 @@ def test_values_move_smoothly_over_time() -> None:
 
 
 def test_checkpoints_dip_periodically() -> None:
-    work = SimWorkload(profile="training", target_mfu=0.45, job_id="ckpt", checkpoint_every_s=600.0)
+    work = SimWorkload(profile="training", target_mfu=0.45, job_id="ckpt", checkpoint_every_seconds=600.0)
     values = [job_mfu_at(work, 0, T0 + t) for t in range(0, 1800, 5)]
     dips = [v for v in values if v < 0.2]
     assert 0 < len(dips) < len(values) * 0.1

@@ -116,7 +116,7 @@ def _pid(path: Path) -> int | None:
 
 
 @contextlib.contextmanager
-def slurm_cluster(node: str = "gpu-node-1", timeout_s: float = 60.0) -> Iterator[SlurmCluster]:
+def slurm_cluster(node: str = "gpu-node-1", timeout_seconds: float = 60.0) -> Iterator[SlurmCluster]:
     """Start munged, slurmctld and slurmd; stop them (by their pid files) and remove everything afterwards."""
     require_slurm()
     root = Path(tempfile.mkdtemp(prefix="mfumon-slurm-"))
@@ -154,7 +154,7 @@ def slurm_cluster(node: str = "gpu-node-1", timeout_s: float = 60.0) -> Iterator
         _start(["runuser", "-u", "munge", "--", "munged", *munged], root)
         _start(["slurmctld", "-f", str(conf)], root)
         _start(["slurmd", "-N", node, "-f", str(conf)], root)
-        deadline = time.monotonic() + timeout_s
+        deadline = time.monotonic() + timeout_seconds
         while "idle" not in cluster.run("sinfo", "-h", "-o", "%T", check=False):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"Slurm did not come up:\n{cluster.log()}")
@@ -190,13 +190,13 @@ def _start(cmd: Sequence[str], cwd: Path) -> None:
         raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}: {done.stderr}")
 
 
-def _stop(pid: int | None, timeout_s: float = 10.0) -> None:
+def _stop(pid: int | None, timeout_seconds: float = 10.0) -> None:
     """SIGTERM the daemon we started (by its own pid file), SIGKILL if it lingers."""
     if pid is None:
         return
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
+        deadline = time.monotonic() + timeout_seconds
         while time.monotonic() < deadline:
             os.kill(pid, 0)
             time.sleep(0.1)

@@ -78,8 +78,8 @@ def _client(url: str) -> Any:
     return Client(config=KubeConfig.from_one(cluster=Cluster(server=url), user=User()))
 
 
-def _wait(check: Callable[[], bool], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
+def _wait(check: Callable[[], bool], timeout_seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_seconds
     while not check():
         assert time.monotonic() < deadline, "condition not reached"
         time.sleep(0.05)
@@ -88,8 +88,8 @@ def _wait(check: Callable[[], bool], timeout_s: float = 30.0) -> None:
 def test_watcher_lists_watches_and_relists_through_lightkube() -> None:
     with fake_kube() as (kube, url):
         kube.expire_after_events = True
-        watcher = ClusterWatcher(_client(url), watch_timeout_s=1)
-        watcher.start(timeout_s=30)
+        watcher = ClusterWatcher(_client(url), watch_timeout_seconds=1)
+        watcher.start(timeout_seconds=30)
         try:
             # The recorded events arrive by watch: the worker gets bound, the eval pod goes away.
             def bound() -> bool:
@@ -107,8 +107,8 @@ def test_watcher_lists_watches_and_relists_through_lightkube() -> None:
 
 def test_without_kueue_pods_only() -> None:
     with fake_kube(kueue=False) as (_, url):
-        watcher = ClusterWatcher(_client(url), watch_timeout_s=1)
-        watcher.start(timeout_s=30)
+        watcher = ClusterWatcher(_client(url), watch_timeout_seconds=1)
+        watcher.start(timeout_seconds=30)
         try:
             snap = watcher.snapshot()
             assert snap.quotas == [] and "team-c:big-train" not in {j.job_id for j in snap.jobs}

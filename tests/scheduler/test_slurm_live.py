@@ -36,8 +36,8 @@ def _sync(slurm: SlurmCluster, server: LiveServer) -> None:
     assert done.returncode == 0, done.stderr
 
 
-def _wait_for(check: Callable[[], bool], what: str, slurm: SlurmCluster, timeout_s: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout_s
+def _wait_for(check: Callable[[], bool], what: str, slurm: SlurmCluster, timeout_seconds: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout_seconds
     while not check():
         if time.monotonic() > deadline:
             raise AssertionError(f"Slurm never got to: {what}\n{slurm.run('squeue', check=False)}\n{slurm.log()}")

@@ -62,25 +62,25 @@ class InferenceCollector:
         discover: Callable[[], list[InferenceEndpoint]] | None = None,
         node: str,
         token: str | None = None,
-        interval_s: float = 10.0,
+        interval_seconds: float = 10.0,
         metrics: ExporterMetrics | None = None,
         node_gpu_model: Callable[[], str | None] | None = None,
-        scrape_timeout_s: float = 3.0,
-        post_timeout_s: float = 5.0,
+        scrape_timeout_seconds: float = 3.0,
+        post_timeout_seconds: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         headers = {"User-Agent": "mfumon-exporter"}
-        self._scraper = httpx.Client(timeout=scrape_timeout_s, headers=headers, transport=transport)
+        self._scraper = httpx.Client(timeout=scrape_timeout_seconds, headers=headers, transport=transport)
         if token:
             headers = {**headers, "Authorization": f"Bearer {token}"}
-        timeout = httpx.Timeout(post_timeout_s, connect=min(2.0, post_timeout_s))
+        timeout = httpx.Timeout(post_timeout_seconds, connect=min(2.0, post_timeout_seconds))
         self._poster = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout, transport=transport)
         self._configured = list(endpoints)
         self._discover = discover
         self._node = node
         self._node_gpu_model = node_gpu_model or (lambda: None)
-        self.interval_s = interval_s
+        self.interval_seconds = interval_seconds
         self.metrics = metrics or ExporterMetrics()
         self._clock = clock
         self._states: dict[str, _EndpointState] = {}
@@ -93,10 +93,10 @@ class InferenceCollector:
         self._thread = threading.Thread(target=self._run, name="mfumon-inference", daemon=True)
         self._thread.start()
 
-    def stop(self, timeout_s: float = 10.0) -> None:
+    def stop(self, timeout_seconds: float = 10.0) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=timeout_s)
+            self._thread.join(timeout=timeout_seconds)
         self._scraper.close()
         self._poster.close()
 
@@ -107,7 +107,7 @@ class InferenceCollector:
                 self.collect_once()
             except Exception:  # the loop must outlive any one engine's surprise
                 logger.exception("inference collection failed")
-            next_due += self.interval_s
+            next_due += self.interval_seconds
             now = time.monotonic()
             next_due = max(next_due, now)
             self._stop.wait(next_due - now)

@@ -47,7 +47,7 @@ class ContainerDevices:
 class PodResourcesClient:
     """``v1.PodResourcesLister/List`` over the kubelet's unix socket (gRPC)."""
 
-    def __init__(self, socket_path: str = DEFAULT_SOCKET, timeout_s: float = 5.0) -> None:
+    def __init__(self, socket_path: str = DEFAULT_SOCKET, timeout_seconds: float = 5.0) -> None:
         import grpc
 
         from mfumon.exporter.node.podresources import messages
@@ -59,10 +59,10 @@ class PodResourcesClient:
             request_serializer=messages.ListPodResourcesRequest.SerializeToString,
             response_deserializer=messages.ListPodResourcesResponse.FromString,
         )
-        self._timeout_s = timeout_s
+        self._timeout_seconds = timeout_seconds
 
     def list(self) -> list[ContainerDevices]:
-        response = self._list(self._messages.ListPodResourcesRequest(), timeout=self._timeout_s)
+        response = self._list(self._messages.ListPodResourcesRequest(), timeout=self._timeout_seconds)
         return [
             ContainerDevices(pod.namespace, pod.name, container.name, device.resource_name, tuple(device.device_ids))
             for pod in response.pod_resources
@@ -97,9 +97,9 @@ def device_keys(device_id: str) -> list[str]:
 class PodOwners:
     """A pod's labels and owner references from the API server (service account credentials), cached."""
 
-    def __init__(self, fetch: Callable[[str, str], Mapping[str, Any] | None], ttl_s: float = 600.0) -> None:
+    def __init__(self, fetch: Callable[[str, str], Mapping[str, Any] | None], ttl_seconds: float = 600.0) -> None:
         self._fetch = fetch
-        self._ttl_s = ttl_s
+        self._ttl_seconds = ttl_seconds
         self._cache: dict[tuple[str, str], tuple[float, str]] = {}
         self._warned = False
 
@@ -132,7 +132,7 @@ class PodOwners:
     def job_id(self, namespace: str, pod: str) -> str | None:
         now = time.monotonic()
         cached = self._cache.get((namespace, pod))
-        if cached is not None and now - cached[0] < self._ttl_s:
+        if cached is not None and now - cached[0] < self._ttl_seconds:
             return cached[1]
         try:
             obj = self._fetch(namespace, pod)
@@ -159,11 +159,11 @@ class DeviceJobs:
         self,
         lister: Callable[[], Iterable[ContainerDevices]],
         owners: PodOwners | None = None,
-        max_age_s: float = 5.0,
+        max_age_seconds: float = 5.0,
     ) -> None:
         self._lister = lister
         self._owners = owners
-        self._max_age_s = max_age_s
+        self._max_age_seconds = max_age_seconds
         self._jobs: dict[str, str] = {}
         self._pods: dict[str, tuple[str, str]] = {}
         self._read_at = -1e9
@@ -172,7 +172,7 @@ class DeviceJobs:
 
     def _refresh(self) -> None:
         now = time.monotonic()
-        if now - self._read_at < self._max_age_s:
+        if now - self._read_at < self._max_age_seconds:
             return
         self._read_at = now
         try:

@@ -134,10 +134,10 @@ class DcgmSource:
 
     name = "dcgm"
 
-    def __init__(self, url: str, resolver: JobResolver | None = None, *, timeout_s: float = 5.0) -> None:
+    def __init__(self, url: str, resolver: JobResolver | None = None, *, timeout_seconds: float = 5.0) -> None:
         self._url = url
         self._resolver = resolver
-        self._client = httpx.Client(timeout=timeout_s)
+        self._client = httpx.Client(timeout=timeout_seconds)
         self._xid_last: dict[DeviceKey, float] = {}
         self._xid_counts: dict[DeviceKey, int] = {}
         self.error_count = 0

@@ -60,13 +60,13 @@ class NvmlSource:
         api: NvmlApi,
         resolver: JobResolver | None = None,
         *,
-        rescan_s: float = 60.0,
+        rescan_seconds: float = 60.0,
         xid_poll_ms: int = 500,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._api = api
         self._resolver = resolver
-        self._rescan_s = rescan_s
+        self._rescan_seconds = rescan_seconds
         self._clock = clock
         self.error_count = 0
         self._state: dict[str, _DeviceState] = {}
@@ -106,7 +106,7 @@ class NvmlSource:
         return state
 
     def _maybe_rescan(self) -> None:
-        if self._clock() - self._scanned_at < self._rescan_s:
+        if self._clock() - self._scanned_at < self._rescan_seconds:
             return
         self._scanned_at = self._clock()
         try:
@@ -269,11 +269,11 @@ class NvmlSource:
         previous, state.nvlink_prev = state.nvlink_prev, totals
         if previous is None:
             return {}
-        elapsed_s = (totals.timestamp_us - previous.timestamp_us) / 1e6
+        elapsed_seconds = (totals.timestamp_us - previous.timestamp_us) / 1e6
         tx, rx = totals.tx_bytes - previous.tx_bytes, totals.rx_bytes - previous.rx_bytes
-        if elapsed_s <= 0 or tx < 0 or rx < 0:  # no new reading, or the counters reset
+        if elapsed_seconds <= 0 or tx < 0 or rx < 0:  # no new reading, or the counters reset
             return {}
-        return {"nvlink_tx_bytes_per_second": tx / elapsed_s, "nvlink_rx_bytes_per_second": rx / elapsed_s}
+        return {"nvlink_tx_bytes_per_second": tx / elapsed_seconds, "nvlink_rx_bytes_per_second": rx / elapsed_seconds}
 
     def _processes(self, device: DeviceInfo, state: _DeviceState) -> list[GpuProcess] | None:
         """The device's compute processes (their count is sent; they name the job), None when NVML cannot list them."""

@@ -85,7 +85,7 @@ class SimWorkload:
     target_mfu: float = 0.0
     job_id: str | None = None
     step_seconds: float = 2.0
-    checkpoint_every_s: float | None = 900.0
+    checkpoint_every_seconds: float | None = 900.0
     checkpoint_seconds: float = 30.0
     #: executed tensor work per unit of model FLOPs: 4/3 with full activation recompute (HFU = MFU x 8/6)
     tensor_scale: float = 1.0
@@ -113,9 +113,9 @@ def _unit(seed: int, stream: int, knot: int) -> float:
     return x / 2**63 - 1.0
 
 
-def smooth_noise(seed: int, stream: int, t: float, period_s: float) -> float:
+def smooth_noise(seed: int, stream: int, t: float, period_seconds: float) -> float:
     """A smooth random walk in [-1, 1]: random knots every ``period_s`` seconds, cosine-interpolated."""
-    u = t / period_s
+    u = t / period_seconds
     knot = math.floor(u)
     w = (1.0 - math.cos(math.pi * (u - knot))) / 2.0
     return _unit(seed, stream, knot) * (1.0 - w) + _unit(seed, stream, knot + 1) * w
@@ -134,8 +134,8 @@ def job_mfu_at(workload: SimWorkload, seed: int, t: float) -> float:
     level = workload.target_mfu * (1.0 + _WANDER[workload.profile] * wander)
     # Step periodicity: a small ripple with the period of a logging/eval cycle (25 steps).
     level *= 1.0 + 0.02 * math.sin(2 * math.pi * t / (25 * workload.step_seconds))
-    if workload.checkpoint_every_s and workload.profile != "inference":
-        phase = (t + (stream % 997)) % workload.checkpoint_every_s
+    if workload.checkpoint_every_seconds and workload.profile != "inference":
+        phase = (t + (stream % 997)) % workload.checkpoint_every_seconds
         if phase < workload.checkpoint_seconds:
             level *= 0.15  # checkpoint write: the GPUs wait on storage
     return min(0.95, max(0.0, level))
@@ -320,8 +320,8 @@ class SimPort:
     port: int = 1
     rate_gbps: float = 400.0
     traffic_bytes_per_second: float = 2e9
-    flap_every_s: float | None = None  # the link goes down and retrains this often
-    down_for_s: float = 2.0
+    flap_every_seconds: float | None = None  # the link goes down and retrains this often
+    down_for_seconds: float = 2.0
 
 
 class SimIbPorts:
@@ -352,9 +352,9 @@ class SimIbPorts:
         out = []
         for spec in self.ports:
             flaps, down = 0, False
-            if spec.flap_every_s:
-                flaps = int(elapsed // spec.flap_every_s)
-                down = flaps > 0 and elapsed % spec.flap_every_s < spec.down_for_s
+            if spec.flap_every_seconds:
+                flaps = int(elapsed // spec.flap_every_seconds)
+                down = flaps > 0 and elapsed % spec.flap_every_seconds < spec.down_for_seconds
             moved = int(spec.traffic_bytes_per_second * elapsed) // 4 * 4  # whole 4-byte words
             out.append(
                 IbPortSample(
