@@ -92,6 +92,19 @@ def test_a_subcommand_without_its_extra_says_which_to_install(command: str) -> N
     assert "Traceback" not in done.stderr
 
 
+def test_the_kubernetes_adapter_without_its_extra_says_which_to_install() -> None:
+    code = (
+        "import sys\nsys.modules['lightkube'] = None\nfrom mfumon.cli import main\n"
+        "raise SystemExit(main(['scheduler', '--source', 'kubernetes', '--url', 'http://127.0.0.1:9', '--once']))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "mfumon scheduler: --source kubernetes needs the 'kubernetes' extra (lightkube is not installed): "
+        "pip install 'mfu-monitor[kubernetes]'"
+    ]
+
+
 @pytest.mark.slow
 def test_the_installed_wheel_runs_the_demo_outside_the_checkout(wheel: Path, tmp_path: Path) -> None:
     """A fresh environment with only the wheel (its dependencies reached through a path file, not the checkout):

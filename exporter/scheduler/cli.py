@@ -167,7 +167,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"mfumon scheduler: {exc}", file=sys.stderr)
         return 2
-    except (ImportError, RuntimeError) as exc:  # lightkube missing, API server unreachable
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] != "lightkube":
+            raise
+        print(
+            f"mfumon scheduler: --source {args.source} needs the 'kubernetes' extra (lightkube is not installed): "
+            "pip install 'mfu-monitor[kubernetes]'",
+            file=sys.stderr,
+        )
+        return 2
+    except (ImportError, RuntimeError) as exc:  # API server unreachable
         print(f"mfumon scheduler: {args.source}: {exc}", file=sys.stderr)
         return 1
     syncer = Syncer(read, url=args.url, source=args.name or args.source, token=token, quotas=quotas)
