@@ -4,6 +4,7 @@ stack, and a one-line hint where a subcommand needs an extra."""
 from __future__ import annotations
 
 import email
+import os
 import re
 import subprocess
 import sys
@@ -109,12 +110,14 @@ def test_the_kubernetes_adapter_without_its_extra_says_which_to_install() -> Non
 def test_the_installed_wheel_runs_the_demo_outside_the_checkout(wheel: Path, tmp_path: Path) -> None:
     """A fresh environment with only the wheel (its dependencies reached through a path file, not the checkout):
     ``mfumon`` is the one name that imports, and ``mfumon demo`` starts the aggregator and stops."""
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}  # nothing but the wheel
     env = tmp_path / "env"
     venv.create(env, with_pip=False)
     python = env / "bin" / "python"
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index", str(wheel)],
         check=True,
+        env=clean,
     )
     site = Path(
         subprocess.run(
@@ -133,7 +136,7 @@ def test_the_installed_wheel_runs_the_demo_outside_the_checkout(wheel: Path, tmp
         "print([n for n in ('api', 'exporter', 'migrations') if importlib.util.find_spec(n)])\n"
     )
     where, others = subprocess.run(
-        [str(python), "-c", probe], capture_output=True, text=True, check=True, cwd=outside
+        [str(python), "-c", probe], capture_output=True, text=True, check=True, cwd=outside, env=clean
     ).stdout.splitlines()
     assert Path(where).is_relative_to(site) and others == "[]"
     demo = subprocess.run(
@@ -153,6 +156,7 @@ def test_the_installed_wheel_runs_the_demo_outside_the_checkout(wheel: Path, tmp
         text=True,
         timeout=180,
         cwd=outside,
+        env=clean,
     )
     assert demo.returncode == 0, demo.stdout + demo.stderr
     assert re.search(r"aggregator at http://127\.0\.0\.1:\d+ ", demo.stdout), demo.stdout
