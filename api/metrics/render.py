@@ -37,6 +37,7 @@ from mfumon.api.metrics.health import render_health_summary, render_node_health
 from mfumon.api.metrics.self_metrics import SelfMetrics
 from mfumon.api.state.aggregate import GroupTotals, JobAccount, Summary
 from mfumon.api.state.counters import DurableCounters
+from mfumon.api.state.outcome import ReportOutcome
 from mfumon.api.state.store import Snapshot
 from mfumon.api.state.views import QUEUE_WAIT_BUCKETS, JobView, NodeView
 
@@ -82,7 +83,7 @@ def render_job(job: JobView, baseline_mfu: float | None) -> Chunk:
         if value is not None:
             lines.setdefault(name, []).append(sample_line(name, label_text, value))
 
-    latest = job.latest or {}
+    latest = job.latest or ReportOutcome()
     info = [
         ("job_id", job.job_id),
         ("kind", job.kind),
@@ -91,20 +92,20 @@ def render_job(job: JobView, baseline_mfu: float | None) -> Chunk:
         ("team", job.team or ""),
         ("pool", job.pool or ""),
         ("model", job.model_key or ""),
-        ("gpu_model", latest.get("device") or job.gpu_model or ""),
+        ("gpu_model", latest.device or job.gpu_model or ""),
         ("dtype", job.dtype),
     ]
     add("mfumon_job_info", 1, labels_text(info))
     if job.status == "running":
-        add("mfumon_job_mfu_ratio", latest.get("mfu"))
-        add("mfumon_job_hfu_ratio", latest.get("hfu"))
-        add("mfumon_job_tokens_per_second", latest.get("tokens_per_second"))
-        if latest.get("mfu") is not None:
-            add("mfumon_job_model_flops_per_second", latest.get("model_flops_per_second"))
-            add("mfumon_job_peak_flops_per_second", latest.get("peak_flops_per_second"))
-        add("mfumon_job_comm_ratio", latest.get("comm_ratio"))
-        add("mfumon_job_data_wait_ratio", latest.get("data_wait_ratio"))
-        add("mfumon_job_step_seconds", latest.get("step_seconds"))
+        add("mfumon_job_mfu_ratio", latest.mfu)
+        add("mfumon_job_hfu_ratio", latest.hfu)
+        add("mfumon_job_tokens_per_second", latest.tokens_per_second)
+        if latest.mfu is not None:
+            add("mfumon_job_model_flops_per_second", latest.model_flops_per_second)
+            add("mfumon_job_peak_flops_per_second", latest.peak_flops_per_second)
+        add("mfumon_job_comm_ratio", latest.comm_ratio)
+        add("mfumon_job_data_wait_ratio", latest.data_wait_ratio)
+        add("mfumon_job_step_seconds", latest.step_seconds)
         add("mfumon_job_baseline_mfu_ratio", baseline_mfu)
         add("mfumon_job_start_timestamp_seconds", job.started_at)
         add("mfumon_job_last_report_timestamp_seconds", job.last_report_at)
@@ -115,28 +116,30 @@ def render_job(job: JobView, baseline_mfu: float | None) -> Chunk:
     return {name: "".join(chunk) for name, chunk in lines.items()}
 
 
-def _add_inference(add: Callable[..., None], job: JobView, latest: dict[str, Any]) -> None:
+def _add_inference(add: Callable[..., None], job: JobView, latest: ReportOutcome) -> None:
     """An inference job's MBU, phases and engine state (absent for training jobs and unsplit reports)."""
-    add("mfumon_job_requests_running", latest.get("requests_running"))
-    add("mfumon_job_requests_waiting", latest.get("requests_waiting"))
-    add("mfumon_job_kv_cache_usage_ratio", latest.get("kv_cache_usage"))
-    inference = latest.get("inference")
-    if not isinstance(inference, dict):
+    add("mfumon_job_requests_running", latest.requests_running)
+    add("mfumon_job_requests_waiting", latest.requests_waiting)
+    add("mfumon_job_kv_cache_usage_ratio", latest.kv_cache_usage)
+    inference = latest.inference
+    if inference is None:
         return
     ident = [("job_id", job.job_id), ("kind", job.kind)]
-    add("mfumon_job_mbu_ratio", inference.get("mbu"))
-    for phase, values in sorted(inference.get("phases", {}).items()):
+    add("mfumon_job_mbu_ratio", inference.mbu)
+    for phase, values in sorted(inference.phases.items()):
         phase_labels = labels_text([*ident, ("phase", phase)])
-        add("mfumon_job_phase_tokens_per_second", values.get("tokens_per_second"), phase_labels)
-        add("mfumon_job_phase_mfu_ratio", values.get("mfu"), phase_labels)
-        add("mfumon_job_phase_active_mfu_ratio", values.get("active_mfu"), phase_labels)
-    add("mfumon_job_memory_bytes_per_second", inference.get("memory_bytes_per_second"))
-    add("mfumon_job_peak_memory_bytes_per_second", inference.get("peak_memory_bytes_per_second"))
-    for part, value in sorted((inference.get("decode_step_bytes") or {}).items()):
-        if part != "total":
-            add("mfumon_job_decode_step_bytes", value, labels_text([*ident, ("part", part)]))
-    add("mfumon_job_batch_size", inference.get("batch_size"))
-    add("mfumon_job_context_tokens", inference.get("context_tokens"))
+        add("mfumon_job_phase_tokens_per_second", values.tokens_per_second, phase_labels)
+        add("mfumon_job_phase_mfu_ratio", values.mfu, phase_labels)
+        add("mfumon_job_phase_active_mfu_ratio", values.active_mfu, phase_labels)
+    add("mfumon_job_memory_bytes_per_second", inference.memory_bytes_per_second)
+    add("mfumon_job_peak_memory_bytes_per_second", inference.peak_memory_bytes_per_second)
+    for part, value in (
+        ("kv_cache", inference.decode_step_kv_cache_bytes),
+        ("weights", inference.decode_step_weight_bytes),
+    ):
+        add("mfumon_job_decode_step_bytes", value, labels_text([*ident, ("part", part)]))
+    add("mfumon_job_batch_size", inference.batch_size)
+    add("mfumon_job_context_tokens", inference.context_tokens)
 
 
 def render_job_gpus(job_id: str, job: JobView | None, account: JobAccount) -> Chunk:
@@ -289,7 +292,7 @@ class MetricsRenderer:
             self.renders["node"] += 1
 
     def prepare_job(self, job: JobView) -> None:
-        signature = (job.latest or {}).get("signature")
+        signature = job.latest.signature if job.latest else None
         baseline_mfu = self._baseline_of(signature) if signature else None
         cached = _Cached((job.updated_at, baseline_mfu), _encoded(render_job(job, baseline_mfu)))
         with self._lock:
@@ -346,7 +349,7 @@ class MetricsRenderer:
         return _Cached(node.revision, chunk, zlib.crc32(node.name.encode()), gpu_lines)
 
     def _job_chunk(self, job: JobView, snapshot: Snapshot) -> _Cached:
-        signature = (job.latest or {}).get("signature")
+        signature = job.latest.signature if job.latest else None
         baseline = snapshot.baselines.get(signature) if signature else None
         baseline_mfu = baseline.mfu if baseline else None
         key = (job.updated_at, baseline_mfu)

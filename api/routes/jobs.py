@@ -24,6 +24,7 @@ from mfumon.api.schemas.jobs import (
 from mfumon.api.services import reports
 from mfumon.api.state.aggregate import JobAccount, summarize
 from mfumon.api.state.health import job_health
+from mfumon.api.state.outcome import ReportOutcome
 from mfumon.mfu import check_accounting
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -40,10 +41,10 @@ def _public(
     gpus: list[dict[str, Any]],
     health: dict[str, Any] | None = None,
 ) -> JobPublic:
-    latest = job.latest or {}
-    signature = latest.get("signature")
+    latest = ReportOutcome.from_json(job.latest) or ReportOutcome()
+    signature = latest.signature
     baseline = ctx.state.baseline(signature) if signature else None
-    mfu = latest.get("mfu")
+    mfu = latest.mfu
     attributed = account.gpus_attributed if account is not None else 0
     accounting = None
     if account is not None and account.reporting:
@@ -82,7 +83,7 @@ def _public(
         failures=job.failures or 0,
         **_accounting_fields(job),
         reports_received=job.reports_received,
-        latest=job.latest,
+        latest=latest.as_json() if job.latest else None,
         baseline_mfu=baseline.mfu if baseline else None,
         mfu_vs_baseline=mfu / baseline.mfu if baseline and mfu is not None and baseline.mfu > 0 else None,
         parallelism=job.parallelism,

@@ -17,6 +17,7 @@ from mfumon.api.crud.marks import claim_interval
 from mfumon.api.db.tables import JobRow
 from mfumon.api.metrics._text import labels_text
 from mfumon.api.state.aggregate import idle_and_unreported
+from mfumon.api.state.outcome import ReportOutcome
 
 SCOPES: tuple[str, ...] = ("cluster", "pool", "team")
 
@@ -140,5 +141,5 @@ def summary_of(job: JobRow, ledger: Ledger) -> dict[str, Any]:
         "reports_received": job.reports_received,
         "pool": (job.accounting or {}).get("pool"),
         "team": job.team,
-        "device": (job.latest or {}).get("device"),
+        "device": latest.device if (latest := ReportOutcome.from_json(job.latest)) else None,
     }

@@ -44,6 +44,7 @@ from mfumon.api.errors import InputError
 from mfumon.api.schemas._common import Dtype, Kind
 from mfumon.api.schemas.baselines import SCALE_PATTERN, BaselinePin
 from mfumon.api.schemas.jobs import JobFields
+from mfumon.api.state.outcome import ReportOutcome
 from mfumon.api.state.refresh import apply_baseline_row, model_key
 
 LAYOUT_PREFIX = "dp*"
@@ -197,19 +198,20 @@ def _from_job(ctx: AppContext, session: Session, key: str, job_id: str) -> dict[
     job = job_crud.read_job(session=session, job_id=job_id)
     if job is None:
         raise LookupError(f"job {job_id!r} not found")
-    latest = job.latest or {}
-    if latest.get("signature") != key:
-        runs = f"runs {latest['signature']!r}" if latest.get("signature") else "has no signature yet"
+    latest = ReportOutcome.from_json(job.latest) or ReportOutcome()
+    if latest.signature != key:
+        runs = f"runs {latest.signature!r}" if latest.signature else "has no signature yet"
         raise ConflictError(f"job {job_id!r} {runs}, not {key!r}")
-    num_gpus = latest.get("num_gpus")
+    num_gpus = latest.num_gpus
     reports = _window(
         job_crud.read_history(session=session, job_id=job_id, limit=ctx.settings.BASELINE_WINDOW_REPORTS), num_gpus
     )
     if reports:
         mfu = statistics.median(float(r.mfu) for r in reports if r.mfu is not None)
         per_gpu = _per_gpu(reports)
-    elif latest.get("mfu") is not None:  # history pruned (an old job): its last report
-        mfu, per_gpu = float(latest["mfu"]), latest["tokens_per_second"] / num_gpus if num_gpus else None
+    elif latest.mfu is not None:  # history pruned (an old job): its last report
+        per_gpu = latest.tokens_per_second / num_gpus if num_gpus and latest.tokens_per_second is not None else None
+        mfu = latest.mfu
     else:
         raise InputError("job_id", f"job {job_id!r} has no report with an MFU to pin")
     return {"mfu": mfu, "tokens_per_second_per_gpu": per_gpu, "num_gpus": num_gpus, "source_job_id": job_id}

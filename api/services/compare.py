@@ -16,11 +16,12 @@ from mfumon.api.context import AppContext
 from mfumon.api.crud import jobs as crud
 from mfumon.api.db.tables import JobRow
 from mfumon.api.schemas.compare import ComparePublic, CompareRow, CompareSide, WaterfallDelta
+from mfumon.api.state.outcome import ReportOutcome
 
 
 def _figures(job: JobRow) -> tuple[dict[str, float | None], dict[str, float], str]:
     """The job's comparable figures, its waterfall (category -> GPU-seconds), and where they came from."""
-    latest = job.latest or {}
+    latest = ReportOutcome.from_json(job.latest) or ReportOutcome()
     summary = job.summary if job.status == "ended" and job.summary else None
     if summary is not None:
         source = "summary"
@@ -39,15 +40,15 @@ def _figures(job: JobRow) -> tuple[dict[str, float | None], dict[str, float], st
             ledger.goodput,
         )
     if mfu is None:
-        mfu = latest.get("mfu")
+        mfu = latest.mfu
     per_gpu = None
-    peak, flops_per_token = latest.get("peak_flops_per_gpu"), latest.get("flops_per_token")
+    peak, flops_per_token = latest.peak_flops_per_gpu, latest.flops_per_token
     if mfu is not None and peak and flops_per_token:
         per_gpu = mfu * peak / flops_per_token
     figures: dict[str, float | None] = {
         "mfu": mfu,
         "tokens_per_second_per_gpu": per_gpu,
-        "latest_mfu": latest.get("mfu"),
+        "latest_mfu": latest.mfu,
         "lifetime_mfu": lifetime,
         "compute_mfu": compute,
         "goodput_ratio": goodput,
@@ -60,8 +61,8 @@ def _figures(job: JobRow) -> tuple[dict[str, float | None], dict[str, float], st
 
 
 def _side(ctx: AppContext, job: JobRow, source: str) -> CompareSide:
-    latest = job.latest or {}
-    signature = latest.get("signature")
+    latest = ReportOutcome.from_json(job.latest) or ReportOutcome()
+    signature = latest.signature
     baseline = ctx.state.baseline(signature) if signature else None
     return CompareSide(
         job_id=job.job_id,
@@ -69,7 +70,7 @@ def _side(ctx: AppContext, job: JobRow, source: str) -> CompareSide:
         kind=job.kind,
         source=source,
         signature=signature,
-        device=latest.get("device"),
+        device=latest.device,
         num_gpus=job.num_gpus,
         dtype=job.dtype,
         model=job.model,

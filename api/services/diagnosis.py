@@ -14,6 +14,7 @@ from mfumon.api.db.tables import JobRow
 from mfumon.api.diagnosis import Finding, GpuFacts, JobFacts, diagnose
 from mfumon.api.state.aggregate import JobAccount, summarize
 from mfumon.api.state.health import THROTTLING
+from mfumon.api.state.outcome import ReportOutcome
 from mfumon.mfu import check_accounting
 
 
@@ -61,12 +62,12 @@ def job_facts(ctx: AppContext, job_id: str) -> JobFacts | None:
             return None
         stats = event_crud.event_stats(session=session, job_id=job_id)
     ledger = Ledger.from_json(job.accounting)
-    latest = job.latest or {}
+    latest = ReportOutcome.from_json(job.latest) or ReportOutcome()
     running = job.status != "ended"
     account: JobAccount | None = summarize(ctx.state.snapshot(now)).jobs.get(job_id) if running else None
-    signature = latest.get("signature")
+    signature = latest.signature
     baseline = ctx.state.baseline(signature) if signature else None
-    mfu = latest.get("mfu")
+    mfu = latest.mfu
     verdict = message = None
     if account is not None and account.reporting:
         check = check_accounting(

@@ -13,6 +13,7 @@ from mfumon.api.db.tables import JobRow
 from mfumon.api.errors import InputError
 from mfumon.api.schemas.jobs import JobEnd, JobFields, JobReportCreate, JobUpdate, ReportResult
 from mfumon.api.services import accounting, baselines, lifecycle
+from mfumon.api.state.outcome import InferenceOutcome, ReportOutcome
 from mfumon.api.state.refresh import apply_baseline_row, job_view
 from mfumon.api.state.views import JobShare, NodeView
 from mfumon.mfu import MfuResult, ModelShape, ServingWindow, evaluate
@@ -85,33 +86,32 @@ def record_report(
         signature = baselines.signature_of(job, result.device_key, num_gpus)
         comm_ratio = _ratio(report.comm_seconds, report.step_seconds)
         data_wait_ratio = _ratio(report.data_wait_seconds, report.step_seconds)
-        latest = {
-            "tokens_per_second": tokens_per_second,
-            "mfu": mfu,
-            "hfu": hfu,
-            "reason": reason,
-            "flops_per_token": result.flops_per_token,
-            "model_flops_per_second": result.model_flops_per_second,
-            "peak_flops_per_second": peak_flops_per_second,
-            "peak_flops_per_gpu": result.peak_flops_per_gpu,
-            "device": result.device_key,
-            "num_gpus": num_gpus,
-            "step_seconds": report.step_seconds,
-            "comm_ratio": comm_ratio,
-            "data_wait_ratio": data_wait_ratio,
-            "step": report.step,
-            "signature": signature,
-            # Inference reports with a phase split (api/mfu/_serving.py) and the engine's scheduler state.
-            "mbu": None if inference is None else inference["mbu"],
-            "inference": inference,
-            "requests_running": report.requests_running,
-            "requests_waiting": report.requests_waiting,
-            "kv_cache_usage": report.kv_cache_usage,
-        }
+        latest = ReportOutcome(
+            tokens_per_second=tokens_per_second,
+            mfu=mfu,
+            hfu=hfu,
+            reason=reason,
+            flops_per_token=result.flops_per_token,
+            model_flops_per_second=result.model_flops_per_second,
+            peak_flops_per_second=peak_flops_per_second,
+            peak_flops_per_gpu=result.peak_flops_per_gpu,
+            device=result.device_key,
+            num_gpus=num_gpus,
+            step_seconds=report.step_seconds,
+            comm_ratio=comm_ratio,
+            data_wait_ratio=data_wait_ratio,
+            step=report.step,
+            signature=signature,
+            # Inference reports with a phase split (mfumon/mfu/_serving.py) and the engine's scheduler state.
+            inference=None if inference is None else InferenceOutcome.from_json(inference),
+            requests_running=report.requests_running,
+            requests_waiting=report.requests_waiting,
+            kv_cache_usage=report.kv_cache_usage,
+        )
         _bill_report(ctx, job, report, shares, result, mfu, num_gpus, now, increments)
         job.last_report_at = now
         job.reports_received += 1
-        job.latest = latest
+        job.latest = latest.as_json()
         job.updated_at = now
         crud.add_report(
             session=session,

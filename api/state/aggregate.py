@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from mfumon.api.accounting.stragglers import spread_of_range
 from mfumon.api.state.capacity import Capacity, capacity
+from mfumon.api.state.outcome import ReportOutcome
 from mfumon.api.state.store import Snapshot
 from mfumon.api.state.views import GpuView, JobShare, JobView, NodeView
 from mfumon.mfu import agreement_ratio
@@ -240,9 +241,9 @@ def _requested(job: JobView, allocated: int) -> int:
 
 def _add_share(groups: list[GroupTotals], share: JobShare, job: JobView | None) -> None:
     """Add one node's share of a job (or its unattributed busy GPUs, ``job=None``) to the groups it belongs to."""
-    latest = (job.latest or {}) if job is not None else {}
+    latest = (job.latest if job is not None else None) or ReportOutcome()
     if job is not None:  # reporting: the reported MFU over the attributed GPUs, at the job's dtype
-        mfu, per_gpu = latest.get("mfu"), latest.get("peak_flops_per_gpu")
+        mfu, per_gpu = latest.mfu, latest.peak_flops_per_gpu
         useful = estimated = peak = 0.0
         if mfu is not None and per_gpu:
             peak = per_gpu * share.count
@@ -312,7 +313,7 @@ def summarize(snapshot: Snapshot) -> Summary:
             gpus_attributed=account.gpus_attributed,
             gpus_reported=job.num_gpus,
             hardware_mfu=account.hardware_mfu,
-            mfu=(job.latest or {}).get("mfu") if _reporting(job) else None,
+            mfu=job.latest.mfu if job.latest and _reporting(job) else None,
             dtype=job.dtype,
             pool=account.pool,
             tensor_active_spread=account.tensor_spread,

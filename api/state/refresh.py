@@ -23,6 +23,7 @@ from mfumon.api.crud.jobs import prune_history
 from mfumon.api.crud.nodes import decode_sample, read_nodes
 from mfumon.api.db.tables import BaselineRow, JobRow, NodeRow, QueueWaitHistogramRow, SchedulerSourceRow
 from mfumon.api.state.devices import DeviceResolver
+from mfumon.api.state.outcome import ReportOutcome
 from mfumon.api.state.store import ClusterState
 from mfumon.api.state.views import (
     BaselineView,
@@ -79,7 +80,7 @@ def job_view(row: JobRow) -> JobView:
         started_at=row.started_at,
         last_report_at=row.last_report_at,
         ended_at=row.ended_at,
-        latest=dict(row.latest) if row.latest else None,
+        latest=ReportOutcome.from_json(row.latest),
         updated_at=row.updated_at,
         restarts=row.restarts or 0,
         failures=row.failures or 0,

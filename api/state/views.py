@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from mfumon.api.state.devices import DeviceResolver
     from mfumon.api.state.health import NodeHealth
 
+from mfumon.api.state.outcome import ReportOutcome
 from mfumon.mfu import hardware_mfu
 
 
@@ -215,7 +216,7 @@ class JobView:
     started_at: float | None
     last_report_at: float | None
     ended_at: float | None
-    latest: dict[str, Any] | None
+    latest: ReportOutcome | None  # what its newest report produced
     updated_at: float
     restarts: int = 0
     failures: int = 0

@@ -6,8 +6,6 @@ unverified GPUs never leak into a state, and no pool exists without a node.
 
 from __future__ import annotations
 
-from typing import Any
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +21,7 @@ from mfumon.api.state.aggregate import (
     summarize,
 )
 from mfumon.api.state.devices import DeviceResolver
+from mfumon.api.state.outcome import ReportOutcome
 from mfumon.api.state.store import Snapshot
 from mfumon.api.state.views import JobView, NodeView, build_node_view, gpu_views
 from mfumon.mfu import PeakTable
@@ -80,9 +79,9 @@ def _node(draw: st.DrawFn, index: int) -> NodeView:
 def _job(draw: st.DrawFn, job_id: str) -> JobView:
     status = draw(st.sampled_from(("running", "pending")))
     mfu = draw(_ratio) if status == "running" else None
-    latest: dict[str, Any] | None = None
+    latest: ReportOutcome | None = None
     if status == "running":
-        latest = {"mfu": mfu, "peak_flops_per_gpu": 989e12 if mfu is not None else None}
+        latest = ReportOutcome(mfu=mfu, peak_flops_per_gpu=989e12 if mfu is not None else None)
     return JobView(
         job_id=job_id,
         status=status,
