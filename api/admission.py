@@ -42,7 +42,8 @@ ROUTE_SCOPES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("PUT", re.compile(r"^/v1/baselines/.+$"), "baselines"),
     ("DELETE", re.compile(r"^/v1/baselines/.+$"), "baselines"),
 )
-"""The scope each write route needs; ``tests/api/test_admission.py`` checks it against every route's dependency."""
+"""The scope each write route needs; ``tests/api/server/test_admission.py`` checks it against every route's
+dependency."""
 
 SCHEDULER_SYNC_PATH = re.compile(rf"^/v1/scheduler/{_ID}$")
 """A scheduler sync carries a whole queue (tens of thousands of jobs): it gets its own, larger body limit."""

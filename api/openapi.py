@@ -2,7 +2,7 @@
 
 FastAPI documents 200 and 422 by itself; the other answers come from middleware, dependencies and exception
 handlers that it cannot see. They are added here by rule (what kind of operation it is), so a new route is
-documented without anyone remembering to; ``tests/api/test_openapi_conformance.py`` runs schemathesis to check.
+documented without anyone remembering to; ``tests/api/openapi/test_conformance.py`` runs schemathesis to check.
 """
 
 from __future__ import annotations

@@ -80,7 +80,7 @@ def make_sim_agent() -> Agent:
 
 
 def make_fake_nvml_agent() -> tuple[Agent, Callable[[], None]]:
-    from tests.node import fake_pynvml as fake
+    from tests.exporter.node import fake_pynvml as fake
 
     sys.modules["pynvml"] = fake
     gpus = [

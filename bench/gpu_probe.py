@@ -4,7 +4,7 @@ Two parts, both written as JSON under ``--out``:
 
 * ``nvml_calls.json``: the raw answer (value, or ``NVMLError`` code and name) of every NVML call the exporter makes
   or may make for health counters (NVLink error counters and field values, PCIe replays, remapped rows, energy,
-  clocks, clock-event reasons, ECC). The fake ``pynvml`` in ``tests/node/fake_pynvml.py`` mirrors these.
+  clocks, clock-event reasons, ECC). The fake ``pynvml`` in ``tests/exporter/node/fake_pynvml.py`` mirrors these.
 * ``calibration.json``: for each workload (idle, bf16/fp8/tf32 matmuls at full and half duty, a small matmul, a
   memory-bound elementwise kernel), the achieved FLOP/s timed with CUDA events, and the GPM metrics and clocks
   sampled every second while it ran. From that: achieved/peak (the true MFU of the kernel) against

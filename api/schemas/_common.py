@@ -8,7 +8,7 @@ Types are strict (README, "HTTP API"): a number field takes a JSON number, never
 (``true`` and ``"1000"`` are 422); an integer field takes a JSON integer or a number with no fractional part (``8``
 or ``8.0``, which JSON Schema counts as the same integer), never ``8.5``, ``true`` or ``"8"``; a boolean field takes
 ``true``/``false`` only. Each type's JSON schema is exactly what it accepts, so the OpenAPI document and the server
-agree (``tests/api/test_openapi_conformance.py``).
+agree (``tests/api/openapi/test_conformance.py``).
 """
 
 from __future__ import annotations

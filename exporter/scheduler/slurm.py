@@ -1,6 +1,6 @@
 """Slurm: ``squeue --json`` into a snapshot of GPU jobs.
 
-Handles the data_parser shapes of Slurm 22.05 to 24.11 (see ``tests/scheduler/fixtures/slurm/README.md``):
+Handles the data_parser shapes of Slurm 22.05 to 24.11 (see ``tests/exporter/scheduler/fixtures/slurm/README.md``):
 - numbers are plain (22.05, openapi v0.0.38) or ``{"set", "infinite", "number"}`` objects (23.02+; times too from
   23.11), where an unset or infinite value means "none";
 - ``job_state`` is a string (<= 23.02) or a list whose first known entry is the base state (23.11+);

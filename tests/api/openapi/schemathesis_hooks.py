@@ -1,0 +1,190 @@
+"""schemathesis hooks: positive cases follow the rules the OpenAPI document states in words only.
+
+JSON Schema says what one value may be, and (``anyOf``, ``required``) which fields go together; the document
+carries every such rule. A few rules compare values with each other, with the server's clock or with what is
+stored, and no JSON Schema keyword can state them; the document gives each in words, with the 422 that answers it
+(``mfumon.api.openapi.invalid_when`` and the schemas' descriptions), and the server enforces each (tests in
+``test_validation.py``). A generated "positive" case that breaks one of them is not valid data, so
+``positive_data_acceptance`` would count the server's 422 as a failure: here each such case is brought within the
+rule, changing as little as it can (a value lowered to its bound, a duplicate dropped), before it is sent. Negative
+cases are left alone. Each rule below names the text of the document it follows.
+
+Loaded with ``SCHEMATHESIS_HOOKS=<this file>`` by ``test_openapi_conformance.py``.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import schemathesis
+from schemathesis import Case, HookContext
+from schemathesis.generation.modes import GenerationMode
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+from mfumon.api.schemas._common import BLANKS, MAX_TOKENS_PER_SECOND
+from mfumon.api.services.usage import parse_time
+
+MAX_INT = 10_000_000  # PositiveInt's bound
+
+
+def _positive(case: Case) -> bool:
+    meta = case.meta
+    return meta is None or meta.generation.mode is GenerationMode.POSITIVE
+
+
+def _not_ahead(body: dict[str, Any], field: str) -> None:
+    """CLOCK_SKEW_RULE: a client time at most MFUMON_MAX_CLOCK_SKEW_SECONDS ahead of the aggregator's clock."""
+    value = body.get(field)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > time.time():
+        body[field] = time.time()
+
+
+def _unique(items: Any, key: Any) -> Any:
+    """The first item of each key kept: "each `uuid` once", "each (`device`, `port`) once", "each job_id once"."""
+    if not isinstance(items, list):
+        return items
+    seen, kept = set(), []
+    for item in items:
+        k = key(item) if isinstance(item, dict) else None
+        if k is None or k not in seen:
+            seen.add(k)
+            kept.append(item)
+    return kept
+
+
+def _model(body: dict[str, Any], *, required: bool) -> None:
+    """ModelSpec: `active_params` at most `params`, `kv_heads` at most `heads`; a report's job needs a model."""
+    model = body.get("model")
+    if not isinstance(model, dict):
+        if required:
+            body["model"] = {"params": 7e9}
+        return
+    for part, whole in (("active_params", "params"), ("kv_heads", "heads")):
+        if model.get(part) is not None and model.get(whole) is not None and model[part] > model[whole]:
+            model[part] = model[whole]
+
+
+def _layout(body: dict[str, Any]) -> None:
+    """_LAYOUT_RULE: `num_gpus` a multiple of tensor x pipeline x context."""
+    layout, num_gpus = body.get("parallelism"), body.get("num_gpus")
+    if isinstance(layout, dict) and num_gpus is not None:
+        size = math.prod(layout.get(k, 1) for k in ("tensor", "pipeline", "context"))
+        if num_gpus % size:
+            layout.update(tensor=1, pipeline=1, context=1)
+
+
+def _report(body: dict[str, Any]) -> None:
+    """JobReportCreate's description: the bound on tokens (or the phases') / interval_seconds, the phases' tokens
+    and kind."""
+    _model(body, required=True)
+    _layout(body)
+    phases = body.get("prefill_tokens") is not None or body.get("decode_tokens") is not None
+    if phases:
+        body["kind"] = "inference"
+        body.pop("tokens", None)
+    interval = body.get("interval_seconds")
+    if interval is None:
+        return
+    for name, share in (("tokens", 1.0), ("prefill_tokens", 0.5), ("decode_tokens", 0.5)):
+        if body.get(name) is not None and body[name] / interval > share * MAX_TOKENS_PER_SECOND:
+            body[name] = math.floor(interval * share * MAX_TOKENS_PER_SECOND)
+
+
+def _scheduler(body: dict[str, Any]) -> None:
+    """SchedulerSync's and SchedulerJob's descriptions: unique ids and quotas, units and placement add up."""
+    _not_ahead(body, "observed_at")
+    if "jobs" in body:
+        body["jobs"] = _unique(body["jobs"], lambda job: job.get("job_id"))
+    if "quotas" in body:
+        body["quotas"] = _unique(body["quotas"], lambda q: (_label(q.get("team")), _label(q.get("pool"))))
+    for job in body.get("jobs") if isinstance(body.get("jobs"), list) else ():
+        if not isinstance(job, dict):
+            continue
+        units = job.get("units")
+        if units is not None:
+            total = sum(g * n for g, n in units)
+            if 1 <= total <= MAX_INT:
+                job["gpus_requested"] = total
+            else:
+                job["units"] = None
+        placement = job.get("placement")
+        if placement is not None and job.get("gpus_allocated") is not None:
+            placed = sum(placement.values())
+            if placed <= MAX_INT:
+                job["gpus_allocated"] = placed
+            else:
+                job["placement"] = None
+
+
+def _label(value: Any) -> Any:
+    """A label as the server keeps it (Text: surrounding blanks stripped)."""
+    return value.strip(BLANKS) if isinstance(value, str) else value
+
+
+def _usage(query: dict[str, Any]) -> None:
+    """invalid_when on GET /v1/usage: `since` before `until` (or now)."""
+
+    def start_end() -> tuple[float, float]:
+        now = time.time()
+        until = query.get("until")
+        return parse_time(str(query.get("since", "7d")), now=now, field="since"), (
+            now if until is None else parse_time(str(until), now=now, field="until")
+        )
+
+    try:
+        start, end = start_end()
+        if start >= end:
+            query.pop("until", None)
+            start, end = start_end()
+        if start >= end:
+            query["since"] = "7d"
+    except ValueError:
+        pass  # not valid by the pattern either: the server's 422 is right
+
+
+def _metrics(query: dict[str, Any]) -> None:
+    """invalid_when on GET /metrics: `shard` and `shards` together, `shard` below `shards`."""
+    if query.get("shard") is None or query.get("shards") is None:
+        query.pop("shard", None)
+        query.pop("shards", None)
+        return
+    try:
+        shard, shards = int(query["shard"]), int(query["shards"])
+    except (TypeError, ValueError):
+        return  # not integers: the server's 422 is right
+    if shard >= 0 and shards >= 1 and shard >= shards:
+        query["shard"] = shard % shards if isinstance(query["shard"], int) else str(shard % shards)
+
+
+@schemathesis.hook
+def map_case(context: HookContext, case: Case) -> Case:
+    if not _positive(case):
+        return case
+    operation = f"{case.method.upper()} {case.path}"
+    body = case.body if isinstance(case.body, dict) else None
+    query = case.query if isinstance(case.query, dict) else None
+    if operation == "POST /v1/nodes/{node}/samples" and body is not None:
+        _not_ahead(body, "timestamp")
+        if "gpus" in body:
+            body["gpus"] = _unique(body["gpus"], lambda gpu: gpu.get("uuid"))
+        if "ib_ports" in body:
+            body["ib_ports"] = _unique(body["ib_ports"], lambda port: (port.get("device"), port.get("port")))
+    elif operation == "POST /v1/jobs/{job_id}/reports" and body is not None:
+        _report(body)
+    elif operation == "PUT /v1/jobs/{job_id}" and body is not None:
+        _model(body, required=False)
+        _layout(body)
+    elif operation == "POST /v1/jobs/{job_id}/events" and body is not None:
+        _not_ahead(body, "timestamp")
+    elif operation == "PUT /v1/scheduler/{source}" and body is not None:
+        _scheduler(body)
+    elif operation == "GET /v1/usage" and query is not None:
+        _usage(query)
+    elif operation == "GET /metrics" and query is not None:
+        _metrics(query)
+    return case
