@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from pydantic import ValidationError
 
 from mfumon.api.core.config import Settings
-from mfumon.api.core.security import InsecureConfigError, TokenConfigError, check_startup_security
-from mfumon.api.server import BindError, bind_socket, run_app
+from mfumon.api.core.security import check_startup_security
+from mfumon.api.errors import BindError, InsecureConfigError, TokenConfigError
+from mfumon.api.server import bind_socket, run_app
 
 
 def _parser() -> argparse.ArgumentParser:

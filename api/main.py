@@ -8,21 +8,17 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
-from sqlalchemy.exc import DataError, OperationalError, StatementError
+from fastapi import FastAPI
 
-from mfumon.api import openapi
+from mfumon.api import handlers, openapi
 from mfumon.api.admission import SCHEDULER_SYNC_PATH, Admission, Admit
 from mfumon.api.context import AppContext
 from mfumon.api.core.config import Settings
 from mfumon.api.core.memory import Trimmer
-from mfumon.api.core.security import ForbiddenError, Token, TokenVerifier
+from mfumon.api.core.security import Token, TokenVerifier
 from mfumon.api.crud.counters import HOUR
 from mfumon.api.db.migrate import upgrade_to_head
 from mfumon.api.db.session import make_engine, make_sessionmaker
-from mfumon.api.errors import InputError
 from mfumon.api.metrics.render import MetricsRenderer
 from mfumon.api.metrics.scrapes import ScrapeCache
 from mfumon.api.metrics.self_metrics import SelfMetrics
@@ -43,7 +39,7 @@ from mfumon.api.routes import (
 )
 from mfumon.api.services.accounting import bill_gpu_states, maintain_hours
 from mfumon.api.services.expiry import expire_silent_jobs
-from mfumon.api.services.samples import SamplesBacklogged, SampleWriter
+from mfumon.api.services.samples import SampleWriter
 from mfumon.api.state.devices import DeviceResolver
 from mfumon.api.state.notify import ChangeListener, tag_writes
 from mfumon.api.state.refresh import MaintenanceThread, Refresher
@@ -236,70 +232,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.on_admission_refused = lambda method, path, reason: _count_admission_refused(app, method, path, reason)
     app.add_middleware(Admit, admission=lambda: admission, on_refused=app.state.on_admission_refused)
 
-    @app.exception_handler(RequestValidationError)
-    async def _count_rejected(request: Request, exc: RequestValidationError) -> Response:
-        endpoint = endpoint_of(request.method, request.url.path)
-        if endpoint is not None and hasattr(request.app.state, "ctx"):
-            request.app.state.ctx.self_metrics.count_ingest(endpoint, "invalid")
-        detail = [
-            {
-                "field": ".".join(str(part) for part in err["loc"][1:]) or str(err["loc"][0]),
-                "loc": list(err["loc"]),
-                "msg": err["msg"],
-                "type": err["type"],
-            }
-            for err in exc.errors()
-        ]
-        return JSONResponse(status_code=422, content={"detail": detail})
-
-    @app.exception_handler(ValueError)
-    async def _value_error(request: Request, exc: ValueError) -> Response:
-        """Input the schema let through but the service cannot use; nothing was stored (the transaction rolled back)."""
-        endpoint = endpoint_of(request.method, request.url.path)
-        if endpoint is not None and hasattr(request.app.state, "ctx"):
-            request.app.state.ctx.self_metrics.count_ingest(endpoint, "invalid")
-        field = exc.field if isinstance(exc, InputError) else "body"
-        detail = [{"field": field, "loc": ["body", field], "msg": str(exc), "type": "value_error"}]
-        return JSONResponse(status_code=422, content={"detail": detail})
-
-    @app.exception_handler(ForbiddenError)
-    async def _forbidden(request: Request, exc: ForbiddenError) -> Response:
-        """A valid token writing outside its teams; nothing was stored (the transaction rolled back)."""
-        endpoint = endpoint_of(request.method, request.url.path)
-        if endpoint is not None and hasattr(request.app.state, "ctx"):
-            request.app.state.ctx.self_metrics.count_ingest(endpoint, "forbidden")
-        return JSONResponse(status_code=403, content={"detail": str(exc)})
-
-    @app.exception_handler(OperationalError)
-    async def _database_unavailable(request: Request, exc: OperationalError) -> Response:
-        """The database is down or locked: a 503 tells exporters and reporters to retry later."""
-        logger.warning("database unavailable: %s", type(exc.orig).__name__)
-        endpoint = endpoint_of(request.method, request.url.path)
-        if endpoint is not None and hasattr(request.app.state, "ctx"):
-            request.app.state.ctx.self_metrics.count_ingest(endpoint, "unavailable")
-        detail = {"detail": "database unavailable, retry later"}
-        return JSONResponse(status_code=503, content=detail, headers={"Retry-After": "5"})
-
-    @app.exception_handler(StatementError)
-    async def _unstorable(request: Request, exc: StatementError) -> Response:
-        """A value validation let through but the database cannot store: 422, never a 500. Validation should have
-        caught it first (the schema bounds are the storage bounds), so it is logged as a gap to close."""
-        if not isinstance(exc, DataError) and not isinstance(exc.orig, ValueError):
-            raise exc
-        logger.warning("the database refused a validated value (%s): %s", type(exc.orig).__name__, exc.orig)
-        endpoint = endpoint_of(request.method, request.url.path)
-        if endpoint is not None and hasattr(request.app.state, "ctx"):
-            request.app.state.ctx.self_metrics.count_ingest(endpoint, "invalid")
-        detail = [{"field": "body", "loc": ["body"], "msg": "a value cannot be stored", "type": "value_error"}]
-        return JSONResponse(status_code=422, content={"detail": detail})
-
-    @app.exception_handler(SamplesBacklogged)
-    async def _samples_backlogged(request: Request, exc: SamplesBacklogged) -> Response:
-        """The database is behind the durability bound: refuse the push; the exporter spools it and retries."""
-        if hasattr(request.app.state, "ctx"):
-            request.app.state.ctx.self_metrics.count_ingest("node_samples", "unavailable")
-        return JSONResponse(status_code=503, content={"detail": str(exc)}, headers={"Retry-After": "5"})
-
+    handlers.install(app)
     for module in (
         nodes,
         jobs,

@@ -2,15 +2,14 @@
 
 Starlette's router hands a request whose path matches but whose method does not to the first route with that path,
 which answers 405 with only its own methods: ``OPTIONS /v1/jobs/j`` said ``Allow: PUT`` though ``GET`` works too.
-Here the 405 is answered again with the methods of every route whose path matches the request's. Only 405s pay.
+The 405 handler (:func:`mfumon.api.handlers.method_not_allowed`) answers again with the methods of every route whose
+path matches the request's. Only 405s pay.
 """
 
 from __future__ import annotations
 
-from fastapi import FastAPI, Request, Response
-from fastapi.exception_handlers import http_exception_handler
+from fastapi import Request
 from fastapi.routing import iter_route_contexts
-from starlette.exceptions import HTTPException
 from starlette.routing import get_route_path
 
 
@@ -23,15 +22,3 @@ def allowed_methods(request: Request) -> list[str]:
         if regex is not None and regex.match(path):
             methods |= getattr(route, "methods", None) or set()
     return sorted(methods)
-
-
-async def _method_not_allowed(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, HTTPException)
-    methods = allowed_methods(request)
-    headers = {**(exc.headers or {}), "Allow": ", ".join(methods)} if methods else exc.headers
-    return await http_exception_handler(request, HTTPException(exc.status_code, exc.detail, headers))
-
-
-def install(app: FastAPI) -> None:
-    """Answer every 405 of ``app`` with the path's full ``Allow``."""
-    app.add_exception_handler(405, _method_not_allowed)

@@ -14,6 +14,8 @@ from typing import TypeVar
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mfumon.api.errors import BodyTooLarge
+
 _ENDPOINTS = (
     ("POST", re.compile(r"^/v1/jobs/[^/]+/reports$"), "job_reports"),
     ("POST", re.compile(r"^/v1/jobs/[^/]+/end$"), "job_end"),
@@ -211,10 +213,6 @@ async def _send_json(
     await send({"type": "http.response.body", "body": body})
 
 
-class _TooLarge(Exception):
-    pass
-
-
 class BodySizeLimit:
     """413 for a body that grows past its route's limit as it streams in (chunked: no ``Content-Length``).
 
@@ -238,10 +236,10 @@ class BodySizeLimit:
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > max_bytes:
-                    raise _TooLarge
+                    raise BodyTooLarge
             return message
 
         try:
             await self.app(scope, counting_receive, send)
-        except _TooLarge:
+        except BodyTooLarge:
             await _send_json(send, 413, {"detail": f"request body exceeds {max_bytes} bytes"}, close=True)

@@ -12,7 +12,6 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from mfumon.api import methods
 from mfumon.api.schemas.baselines import signature_pattern
 
 _MESSAGE = {"$ref": "#/components/schemas/ErrorMessage"}
@@ -129,9 +128,7 @@ def _this_server(schema: dict[str, Any], app: FastAPI) -> dict[str, Any]:
 
 
 def install(app: FastAPI) -> None:
-    """Serve the completed document at ``/openapi.json`` (built once, on first request), and answer every 405 with
-    the methods the document lists for the path (:mod:`mfumon.api.methods`)."""
-    methods.install(app)
+    """Serve the completed document at ``/openapi.json`` (built once, on first request)."""
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

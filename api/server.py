@@ -18,11 +18,8 @@ from starlette.types import ASGIApp
 from mfumon.api.core.config import Settings
 from mfumon.api.core.logs import RepeatLimit, limit_repeats
 from mfumon.api.core.memory import limit_malloc_arenas
+from mfumon.api.errors import BindError
 from mfumon.cli import LISTENING_PREFIX
-
-
-class BindError(OSError):
-    """The address cannot be listened on (in use, not local, no permission)."""
 
 
 def bind_socket(host: str, port: int, backlog: int = 2048) -> socket.socket:

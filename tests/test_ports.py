@@ -18,7 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mfumon.api.server import BindError, bind_socket
+from mfumon.api.errors import BindError
+from mfumon.api.server import bind_socket
 from tests.conftest import LiveServer, reserved_port, start_server
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -23,20 +23,10 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from mfumon.api.errors import ForbiddenError, InsecureConfigError, TokenConfigError
+
 SCOPES: tuple[str, ...] = ("nodes", "jobs", "scheduler", "read", "baselines")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-
-
-class InsecureConfigError(Exception):
-    """Raised at startup when the service would accept unauthenticated ingest from the network."""
-
-
-class TokenConfigError(ValueError):
-    """A token line that cannot be understood; the service refuses to start rather than guess."""
-
-
-class ForbiddenError(Exception):
-    """An authenticated token asked for something its scopes or teams do not allow (403)."""
 
 
 @dataclass(frozen=True, slots=True)

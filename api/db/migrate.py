@@ -1,4 +1,8 @@
-"""Apply Alembic migrations programmatically (``mfumon serve`` does this on start)."""
+"""Apply Alembic migrations programmatically (``mfumon serve`` does this on start).
+
+The one module of the aggregator that imports :mod:`mfumon.migrations`: the schema's facts that the running service
+needs (the change-notification channel) are read through here.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,11 @@ from alembic.config import Config
 from sqlalchemy import create_engine, text
 
 import mfumon.migrations
+from mfumon.migrations.change_triggers import CHANNEL as CHANGE_CHANNEL
 
 MIGRATIONS_DIR = Path(mfumon.migrations.__file__).resolve().parent
+__all__ = ["CHANGE_CHANNEL", "MIGRATIONS_DIR", "alembic_config", "upgrade_to_head"]
+
 _PG_MIGRATION_LOCK_ID = 0x6D66756D6F6E  # "mfumon": serialises replicas that start at the same moment
 
 

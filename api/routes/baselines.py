@@ -6,7 +6,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Query, Response
 
-from mfumon.api.crud import baselines as crud
 from mfumon.api.db.tables import BaselineRow
 from mfumon.api.deps import BaselineWriter, ContextDep, SignaturePageDep
 from mfumon.api.openapi import answer
@@ -19,7 +18,6 @@ from mfumon.api.schemas.baselines import (
     BaselinesPublic,
 )
 from mfumon.api.services import baselines
-from mfumon.api.services.baselines import ConflictError
 
 router = APIRouter(prefix="/v1/baselines", tags=["baselines"])
 
@@ -62,10 +60,7 @@ def read_baselines(
     include_reset: Annotated[bool, Query(description="also signatures whose baseline was reset")] = False,
 ) -> BaselinesPublic:
     """Workload baselines in signature order, a page at a time: pass `next_cursor` back as `cursor`."""
-    with ctx.sessions() as session:
-        rows = crud.read_baselines(
-            session=session, limit=page.limit, after=page.after, pinned=pinned, include_reset=include_reset
-        )
+    rows = baselines.read_baselines(ctx, limit=page.limit, after=page.after, pinned=pinned, include_reset=include_reset)
     data = [public(r) for r in rows]
     return BaselinesPublic(data=data, count=len(data), next_cursor=page.next_cursor([r.signature for r in rows]))
 
@@ -73,11 +68,7 @@ def read_baselines(
 @router.get("/{signature:path}", response_model=BaselinePublic)
 def read_baseline(signature: SignaturePath, ctx: ContextDep) -> BaselinePublic:
     """One signature's baseline (a reset one too, with who reset it)."""
-    with ctx.sessions() as session:
-        row = crud.read_baseline(session=session, signature=signature, include_reset=True)
-    if row is None:
-        raise HTTPException(status_code=404, detail=f"no baseline for {signature!r}")
-    return public(row)
+    return public(baselines.read_baseline(ctx, signature))
 
 
 @router.put(
@@ -90,13 +81,7 @@ def pin_baseline(
 ) -> BaselinePublic:
     """Pin a baseline: a job's recent window (`job_id`), an explicit `mfu`, or with an empty body the value held
     now. No automatic capture replaces a pin; another pin or a reset does."""
-    try:
-        row = baselines.pin(ctx, signature, body or BaselinePin(), principal)
-    except LookupError as exc:
-        raise HTTPException(status_code=404, detail=str(exc)) from None
-    except ConflictError as exc:
-        raise HTTPException(status_code=409, detail=str(exc)) from None
-    return public(row)
+    return public(baselines.pin(ctx, signature, body or BaselinePin(), principal))
 
 
 @router.delete("/{signature:path}", status_code=204, response_class=Response)

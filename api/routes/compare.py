@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, Query
 
 from mfumon.api.deps import ContextDep
 from mfumon.api.openapi import answer
@@ -23,7 +23,4 @@ JobQuery = Annotated[str, Query(pattern=ID_PATTERN, max_length=128, description=
 def read_comparison(ctx: ContextDep, a: JobQuery, b: JobQuery) -> ComparePublic:
     """Job `a` (before) and job `b` (after): MFU, tokens/s per GPU, goodput, and the waterfall share by share,
     with `b - a` deltas. Ended jobs are read from their summaries."""
-    try:
-        return compare(ctx, a, b)
-    except LookupError as exc:
-        raise HTTPException(status_code=404, detail=f"job {exc.args[0]!r} not found") from None
+    return compare(ctx, a, b)

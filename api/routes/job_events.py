@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, Query
 
-from mfumon.api.crud import events as event_crud
-from mfumon.api.crud import jobs as crud
 from mfumon.api.deps import ContextDep, JobIdPath, JobWriter, reject_future_timestamp
 from mfumon.api.schemas.events import JobEventCreate, JobEventPublic, JobEventResult, JobEventsPublic
+from mfumon.api.services import events
 from mfumon.api.services.events import record_event
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -30,9 +29,6 @@ def read_events(
     job_id: JobIdPath, ctx: ContextDep, limit: Annotated[int, Query(ge=1, le=10_000)] = 100
 ) -> JobEventsPublic:
     """A job's latest events, oldest first, including the restarts the aggregator inferred."""
-    with ctx.sessions() as session:
-        if crud.read_job(session=session, job_id=job_id) is None:
-            raise HTTPException(status_code=404, detail=f"job {job_id!r} not found")
-        rows = event_crud.read_events(session=session, job_id=job_id, limit=limit)
+    rows = events.read_events(ctx, job_id, limit=limit)
     data = [JobEventPublic.model_validate(row, from_attributes=True) for row in rows]
     return JobEventsPublic(data=data, count=len(data))

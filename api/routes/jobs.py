@@ -7,7 +7,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, HTTPException, Query
 
 from mfumon.api.accounting import Ledger
-from mfumon.api.crud import jobs as crud
 from mfumon.api.db.tables import JobRow
 from mfumon.api.deps import ContextDep, JobCapacity, JobIdPath, JobWriter, PageDep
 from mfumon.api.schemas.jobs import (
@@ -21,6 +20,7 @@ from mfumon.api.schemas.jobs import (
     ReportResult,
     WaterfallEntry,
 )
+from mfumon.api.services import jobs as job_reads
 from mfumon.api.services import reports
 from mfumon.api.state.aggregate import JobAccount, summarize
 from mfumon.api.state.health import job_health
@@ -155,8 +155,7 @@ def read_jobs(
 ) -> JobsPublic:
     """List jobs in job_id order with their current MFU, a page at a time: pass `next_cursor` back as `cursor`."""
     accounts = _accounts(ctx)
-    with ctx.sessions() as session:
-        rows = crud.read_jobs(session=session, status=status, limit=page.limit, after=page.after, offset=offset)
+    rows = job_reads.read_jobs(ctx, status=status, limit=page.limit, after=page.after, offset=offset)
     data = [_public(ctx, j, account=accounts.get(j.job_id), history=[], gpus=[]) for j in rows]
     return JobsPublic(data=data, count=len(data), next_cursor=page.next_cursor([j.job_id for j in rows]))
 
@@ -165,11 +164,7 @@ def read_jobs(
 def read_job(job_id: JobIdPath, ctx: ContextDep, history: Annotated[int, Query(ge=0, le=1000)] = 60) -> JobPublic:
     """One job: current MFU, baseline, its GPUs and recent history."""
     account = _accounts(ctx).get(job_id)
-    with ctx.sessions() as session:
-        job = crud.read_job(session=session, job_id=job_id)
-        if job is None:
-            raise HTTPException(status_code=404, detail=f"job {job_id!r} not found")
-        rows = crud.read_history(session=session, job_id=job_id, limit=history) if history else []
+    job, rows = job_reads.read_job(ctx, job_id, history=history)
     gpus = [
         {"node": g.node, "gpu": g.index, "uuid": g.uuid, "name": g.name, "up": g.up, **g.counters}
         for node, _ in ctx.state.job_shares(job_id, ctx.clock())

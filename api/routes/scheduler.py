@@ -6,7 +6,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path
 
-from mfumon.api.crud import scheduler as crud
 from mfumon.api.deps import ContextDep, SchedulerWriter, reject_future_timestamp
 from mfumon.api.schemas.scheduler import SchedulerSync, SourcePublic, SourcesPublic, SyncResult, TeamQuota
 from mfumon.api.services import scheduler as service
@@ -34,16 +33,14 @@ def sync_source(source: SourcePath, body: SchedulerSync, ctx: ContextDep, _: Sch
 @router.get("", response_model=SourcesPublic)
 def read_sources(ctx: ContextDep) -> SourcesPublic:
     """Every scheduler source with its last sync and the quotas it read."""
-    with ctx.sessions() as session:
-        rows = crud.read_sources(session=session)
-        data = [
-            SourcePublic(
-                name=r.name,
-                kind=r.kind,
-                observed_at=r.observed_at,
-                synced_at=r.synced_at,
-                quotas=[TeamQuota.model_validate(q) for q in r.quotas or []],
-            )
-            for r in rows
-        ]
+    data = [
+        SourcePublic(
+            name=r.name,
+            kind=r.kind,
+            observed_at=r.observed_at,
+            synced_at=r.synced_at,
+            quotas=[TeamQuota.model_validate(q) for q in r.quotas or []],
+        )
+        for r in service.read_sources(ctx)
+    ]
     return SourcesPublic(data=data, count=len(data))

@@ -40,7 +40,7 @@ from mfumon.api.core.security import ANONYMOUS, Principal
 from mfumon.api.crud import baselines as crud
 from mfumon.api.crud import jobs as job_crud
 from mfumon.api.db.tables import BaselineRow, JobReportRow, JobRow
-from mfumon.api.errors import InputError
+from mfumon.api.errors import ConflictError, InputError, NotFoundError
 from mfumon.api.schemas._common import Dtype, Kind
 from mfumon.api.schemas.baselines import SCALE_PATTERN, BaselinePin
 from mfumon.api.schemas.jobs import JobFields
@@ -48,10 +48,6 @@ from mfumon.api.state.outcome import ReportOutcome
 from mfumon.api.state.refresh import apply_baseline_row, model_key
 
 LAYOUT_PREFIX = "dp*"
-
-
-class ConflictError(Exception):
-    """The request contradicts what is stored (a job pinned under a signature it does not run): 409."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +193,7 @@ def _from_job(ctx: AppContext, session: Session, key: str, job_id: str) -> dict[
     """The measured columns of a pin from a job: the median of its recent reports under this signature."""
     job = job_crud.read_job(session=session, job_id=job_id)
     if job is None:
-        raise LookupError(f"job {job_id!r} not found")
+        raise NotFoundError(f"job {job_id!r} not found")
     latest = ReportOutcome.from_json(job.latest) or ReportOutcome()
     if latest.signature != key:
         runs = f"runs {latest.signature!r}" if latest.signature else "has no signature yet"
@@ -220,7 +216,7 @@ def _from_job(ctx: AppContext, session: Session, key: str, job_id: str) -> dict[
 def pin(ctx: AppContext, key: str, body: BaselinePin, principal: Principal = ANONYMOUS) -> BaselineRow:
     """Pin a signature's baseline: from a job, to an explicit MFU, or (empty body) the value it holds now.
 
-    Raises LookupError (404: no such job, or nothing held to pin), ConflictError (409) or InputError (422).
+    Raises NotFoundError (404: no such job, or nothing held to pin), ConflictError (409) or InputError (422).
     """
     parts = parse_signature(ctx, key)
     now = ctx.clock()
@@ -229,7 +225,7 @@ def pin(ctx: AppContext, key: str, body: BaselinePin, principal: Principal = ANO
         if body.job_id is None and body.mfu is None:
             row = crud.pin_current(session=session, signature=key, values=who)
             if row is None:
-                raise LookupError(f"no baseline for {key!r}: pin one with job_id or mfu")
+                raise NotFoundError(f"no baseline for {key!r}: pin one with job_id or mfu")
         else:
             if body.job_id is not None:
                 measured = _from_job(ctx, session, key, body.job_id)
@@ -264,4 +260,23 @@ def reset(ctx: AppContext, key: str, principal: Principal = ANONYMOUS) -> Baseli
         row = crud.reset(session=session, signature=key, reset_by=principal.name, now=now)
     if row is not None:
         apply_baseline_row(ctx.state, row)
+    return row
+
+
+def read_baselines(
+    ctx: AppContext, *, limit: int, after: str | None, pinned: bool | None, include_reset: bool
+) -> Sequence[BaselineRow]:
+    """Baselines in signature order after the cursor ``after``; ``pinned`` keeps only pinned (or only captured)."""
+    with ctx.sessions() as session:
+        return crud.read_baselines(
+            session=session, limit=limit, after=after, pinned=pinned, include_reset=include_reset
+        )
+
+
+def read_baseline(ctx: AppContext, key: str) -> BaselineRow:
+    """One signature's baseline, a reset one too; :class:`NotFoundError` when there is none."""
+    with ctx.sessions() as session:
+        row = crud.read_baseline(session=session, signature=key, include_reset=True)
+    if row is None:
+        raise NotFoundError(f"no baseline for {key!r}")
     return row

@@ -15,6 +15,7 @@ from mfumon.api.accounting import CATEGORIES, Ledger
 from mfumon.api.context import AppContext
 from mfumon.api.crud import jobs as crud
 from mfumon.api.db.tables import JobRow
+from mfumon.api.errors import NotFoundError
 from mfumon.api.schemas.compare import ComparePublic, CompareRow, CompareSide, WaterfallDelta
 from mfumon.api.state.outcome import ReportOutcome
 
@@ -97,13 +98,13 @@ def _share(part: float, total: float) -> float | None:
 
 
 def compare(ctx: AppContext, a: str, b: str) -> ComparePublic:
-    """Raises LookupError naming the job that does not exist."""
+    """Raises :class:`NotFoundError` naming the job that does not exist."""
     with ctx.sessions() as session:
         jobs: dict[str, JobRow] = {}
         for job_id in dict.fromkeys((a, b)):
             job = crud.read_job(session=session, job_id=job_id)
             if job is None:
-                raise LookupError(job_id)
+                raise NotFoundError(f"job {job_id!r} not found")
             jobs[job_id] = job
         (fa, wa, sa), (fb, wb, sb) = _figures(jobs[a]), _figures(jobs[b])
         side_a, side_b = _side(ctx, jobs[a], sa), _side(ctx, jobs[b], sb)

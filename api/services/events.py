@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from mfumon.api.accounting import EVENT_CATEGORY
 from mfumon.api.context import AppContext
 from mfumon.api.core.security import ANONYMOUS, Principal
 from mfumon.api.crud import events as event_crud
 from mfumon.api.crud import jobs as crud
 from mfumon.api.crud.counters import add_to_counters, shard_of
+from mfumon.api.db.tables import JobEventRow
+from mfumon.api.errors import NotFoundError
 from mfumon.api.schemas.events import JobEventCreate, JobEventResult
 from mfumon.api.services import accounting, lifecycle
 from mfumon.api.state.refresh import job_view
@@ -60,3 +64,11 @@ def record_event(
         failures=job.failures,
         restarted=restarted,
     )
+
+
+def read_events(ctx: AppContext, job_id: str, *, limit: int) -> Sequence[JobEventRow]:
+    """A job's ``limit`` latest events, oldest first; :class:`NotFoundError` when there is no such job."""
+    with ctx.sessions() as session:
+        if crud.read_job(session=session, job_id=job_id) is None:
+            raise NotFoundError(f"job {job_id!r} not found")
+        return event_crud.read_events(session=session, job_id=job_id, limit=limit)

@@ -37,18 +37,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from mfumon.api.context import AppContext
 from mfumon.api.crud.nodes import NodeWrite, upsert_nodes
+from mfumon.api.errors import SamplesBacklogged
 from mfumon.api.schemas.nodes import NodeSampleCreate
 from mfumon.api.state.views import build_node_view, gpu_views, port_views
 
 logger = logging.getLogger(__name__)
-
-
-class SamplesBacklogged(Exception):
-    """The writer is further behind than the durability bound allows: refuse the push (503, retry later)."""
-
-    def __init__(self, lag_seconds: float) -> None:
-        super().__init__(f"node samples are {lag_seconds:.1f} s behind the database; retry later")
-        self.lag_seconds = lag_seconds
 
 
 def record_sample(ctx: AppContext, node: str, sample: NodeSampleCreate, body: bytes) -> bool:

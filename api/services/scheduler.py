@@ -12,6 +12,7 @@ reports keep their own fields (throughput, model, dtype). Transitions seen betwe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +22,7 @@ from mfumon.api.context import AppContext
 from mfumon.api.crud import scheduler as crud
 from mfumon.api.crud.counters import add_to_counters, shard_of
 from mfumon.api.crud.jobs import insert_new_jobs
-from mfumon.api.db.tables import JobRow
+from mfumon.api.db.tables import JobRow, SchedulerSourceRow
 from mfumon.api.schemas.scheduler import EndedJob, SchedulerJob, SchedulerSync, SyncResult
 from mfumon.api.services import lifecycle
 from mfumon.api.state.refresh import histogram_view, job_view, source_view
@@ -189,3 +190,9 @@ def sync(ctx: AppContext, source: str, body: SchedulerSync) -> SyncResult:
         ended=out.ended,
         quotas=len(body.quotas),
     )
+
+
+def read_sources(ctx: AppContext) -> Sequence[SchedulerSourceRow]:
+    """Every scheduler source with its last sync, by name."""
+    with ctx.sessions() as session:
+        return crud.read_sources(session=session)

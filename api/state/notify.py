@@ -23,8 +23,8 @@ from typing import Any
 
 from sqlalchemy import Engine, event
 
+from mfumon.api.db.migrate import CHANGE_CHANNEL as CHANNEL
 from mfumon.api.state.refresh import Refresher
-from mfumon.migrations.change_triggers import CHANNEL
 
 logger = logging.getLogger(__name__)
 

@@ -11,12 +11,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from mfumon.api.core.security import (
-    InsecureConfigError,
     TokenVerifier,
     check_startup_security,
     is_loopback,
     parse_tokens,
 )
+from mfumon.api.errors import InsecureConfigError
 from tests.conftest import start_server
 from tests.utils.factories import node_sample, report
 

@@ -223,7 +223,8 @@ def test_writes_need_the_baselines_scope(make_client: Callable[..., TestClient],
 
 
 def test_a_team_token_cannot_hold_the_baselines_scope(tmp_path: Path) -> None:
-    from mfumon.api.core.security import TokenConfigError, parse_tokens
+    from mfumon.api.core.security import parse_tokens
+    from mfumon.api.errors import TokenConfigError
 
     with pytest.raises(TokenConfigError, match="baseline"):
         parse_tokens([], ["secret name=x scopes=jobs,baselines teams=nlp"])
