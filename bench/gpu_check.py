@@ -29,10 +29,7 @@ from mfumon.exporter.node.attribution import JobResolver
 from mfumon.exporter.node.sources.nvml import NvmlSource
 from mfumon.exporter.node.sources.nvml_api import NvmlApi
 from mfumon.exporter.samples import GpuSample
-from mfumon.mfu import hardware_mfu
-
-#: Dense bf16 peaks (no sparsity) for the MFU line; same figures as the aggregator's table.
-PEAKS = {"H100": 989e12, "H200": 989e12, "H800": 989e12, "A100": 312e12, "A800": 312e12, "L40S": 362e12}
+from mfumon.mfu import PeakTable, hardware_mfu
 
 
 class MatmulLoad(threading.Thread):
@@ -127,7 +124,7 @@ def main() -> int:
     if load.seconds > 0:
         achieved = load.flops / load.seconds
         name = devices[0].name if devices else ""
-        peak = next((v for k, v in PEAKS.items() if k in name), None)
+        peak = PeakTable().lookup(name, "bf16").peak_flops_per_gpu  # dense, from the one peak table
         print(f"\nload: {achieved / 1e12:.1f} TFLOP/s bf16 on {name}")
         if peak and busy_tensor:
             mfu = achieved / peak

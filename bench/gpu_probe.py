@@ -10,7 +10,8 @@ Two parts, both written as JSON under ``--out``:
   sampled every second while it ran. From that: achieved/peak (the true MFU of the kernel) against
   ``tensor_active`` and ``tensor_active x sm_clock / max_sm_clock`` (the hardware estimate the aggregator uses).
 
-Uses pynvml and torch directly, not the exporter's code, so the record does not depend on what it is checking.
+Uses pynvml and torch directly, not the exporter's code, so the record does not depend on what it is checking; the
+dense peaks come from the one peak table (``mfumon.mfu``), a datasheet fact, not a thing under test.
 
     python bench/gpu_probe.py --out /tmp/probe [--seconds 5]
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import threading
 import time
 from pathlib import Path
@@ -27,8 +29,10 @@ from typing import Any
 
 import pynvml as N
 
-#: Dense (no sparsity) H100/H200 SXM peaks by dtype, FLOP/s (NVIDIA H100 datasheet; H200 shares the compute die).
-DENSE_PEAK = {"bf16": 989.4e12, "fp8": 1978.9e12, "tf32": 494.7e12}
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mfumon.mfu import PeakTable
+
 GPM_IDS = {
     "sm_active": 2,
     "sm_occupancy": 3,
@@ -269,6 +273,9 @@ def calibrate(handle: Any, seconds: float) -> list[dict[str, Any]]:
     import torch
 
     max_clock_hz = N.nvmlDeviceGetMaxClockInfo(handle, N.NVML_CLOCK_SM) * 1e6
+    device_name = N.nvmlDeviceGetName(handle)
+    device_name = device_name.decode() if isinstance(device_name, bytes) else device_name
+    peaks = PeakTable()
     results = []
     for name, dtype, make in workloads(torch, seconds):
         try:
@@ -300,7 +307,10 @@ def calibrate(handle: Any, seconds: float) -> list[dict[str, Any]]:
             vals = [r[key] for r in rows if r.get(key) is not None]
             entry[f"mean_{key}"] = statistics.mean(vals) if vals else None
         if dtype and entry["mean_tensor_active"] is not None:
-            mfu = achieved / DENSE_PEAK[dtype]
+            peak = peaks.lookup(device_name, dtype).peak_flops_per_gpu
+            if peak is None:
+                raise SystemExit(f"{device_name}: no dense {dtype} peak in the peak table")
+            mfu = achieved / peak
             clock_scaled = entry["mean_tensor_active"] * entry["mean_sm_clock_hz"] / max_clock_hz
             entry["true_mfu"] = mfu
             entry["hardware_estimate"] = clock_scaled

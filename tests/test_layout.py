@@ -165,3 +165,20 @@ def test_exception_handlers_live_in_one_module() -> None:
             if isinstance(node, ast.Attribute) and node.attr in ("exception_handler", "add_exception_handler"):
                 registering.append(str(module.path))
     assert sorted(set(registering)) == ["api/handlers.py"]
+
+
+def test_one_peak_table() -> None:
+    """No module outside the peak table (``mfumon/mfu/_peaks.py``) writes a device's dense peak FLOP/s as a number:
+    the demo, the benches and the aggregator look peaks up in the table (tests may pin them)."""
+    from mfumon.mfu import DEFAULT_DEVICES
+
+    figures = {value for spec in DEFAULT_DEVICES for value in spec.peaks.values() if value}
+    copies = []
+    for path in sorted([*(REPO / "bench").rglob("*.py"), *(REPO / module.path for module in MODULES)]):
+        if path == REPO / "mfumon/mfu/_peaks.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and type(node.value) in (int, float) and node.value in figures:
+                copies.append(f"{path.relative_to(REPO)}:{node.lineno} {node.value:g}")
+    assert len(figures) > 50
+    assert not copies

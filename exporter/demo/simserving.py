@@ -80,6 +80,17 @@ class SimServingJob:
         assert peak is not None, f"{self.gpu_model} has no bf16 peak"
         return peak
 
+    def prompt_flops_per_token(self) -> float:
+        """FLOPs of one prompt token in prefill: 2N plus attention over the prompt (the engine's one formula)."""
+        shape = engine.ModelShape(
+            params=self.params,
+            layers=self.layers,
+            heads=self.heads,
+            head_dim=self.head_dim,
+            seq_len=round(self.prompt_tokens),
+        )
+        return engine.flops_per_token(shape, "inference")
+
     def decode_tokens_per_second(self) -> float:
         shape = engine.ModelShape(
             params=self.params, layers=self.layers, heads=self.heads, kv_heads=self.kv_heads, head_dim=self.head_dim
@@ -98,7 +109,8 @@ class SimServingJob:
         """
         decode = self.decode_tokens_per_second()
         prefill = decode / self.output_tokens * self.prompt_tokens * (1.0 - self.prefix_cache_hit_ratio)
-        return 2 * self.params * (prefill + decode) / (self.num_gpus * self.peak_flops_per_gpu)
+        flops_per_token = engine.flops_per_token(engine.ModelShape(params=self.params), "inference")
+        return flops_per_token * (prefill + decode) / (self.num_gpus * self.peak_flops_per_gpu)
 
     def endpoint_options(self) -> str:
         """The ``--inference.url`` options that describe this job's model to the exporter."""
@@ -242,9 +254,7 @@ class _TgiState:
 
     def advance(self, finished: int, decode: float, dt: float, running: float, waiting: float) -> None:
         job = self.job
-        prompt_flops = job.prompt_tokens * (
-            2 * job.params + 4 * job.layers * job.heads * job.head_dim * job.prompt_tokens
-        )
+        prompt_flops = job.prompt_tokens * job.prompt_flops_per_token()
         prefill_seconds = finished * prompt_flops / (job.prefill_active_mfu * job.num_gpus * job.peak_flops_per_gpu)
         self.requests += finished
         self.input_tokens += finished * job.prompt_tokens
