@@ -42,6 +42,9 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "scheduler": Subcommand(
         "mfumon.exporter.scheduler.cli", "keep the aggregator's jobs in step with Slurm or Kubernetes"
     ),
+    "remediate": Subcommand(
+        "mfumon.exporter.scheduler.remediate.cli", "drain and resume unhealthy nodes through the scheduler (dry run)"
+    ),
     "report": Subcommand(
         "mfumon.exporter.ops.cli", "where a window's GPU-hours went: teams, pools, top wasters, cost (md or html)"
     ),

@@ -1,0 +1,137 @@
+"""``mfumon remediate --source slurm|kubernetes``: drain and resume unhealthy nodes through the scheduler, safely.
+
+Run one per cluster, next to ``mfumon scheduler``. Dry run unless ``--act``: it then logs and records (in the
+aggregator's audit and ``mfumon_remediation_actions_total{outcome="dry_run"}``) what it would do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from mfumon.exporter.scheduler.remediate.aggregator import Aggregator
+from mfumon.exporter.scheduler.remediate.driver import Driver
+from mfumon.exporter.scheduler.remediate.loop import KILL_ENV, KillSwitch, Remediator, Retry
+from mfumon.exporter.scheduler.remediate.model import Policy
+
+__all__ = ["main"]
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    env = os.environ.get
+    defaults = Policy()
+    p = argparse.ArgumentParser(
+        prog="mfumon remediate",
+        description="Drain nodes on the aggregator's drain list and resume them once healthy, through the scheduler "
+        "(one per cluster). Dry run unless --act.",
+    )
+    p.add_argument("--source", choices=("slurm", "kubernetes"), default=env("MFUMON_SCHEDULER_SOURCE"))
+    p.add_argument("--act", action="store_true", help="drain and resume for real (default: dry run)")
+    p.add_argument("--url", default=env("MFUMON_URL", "http://127.0.0.1:8000"), help="aggregator URL [$MFUMON_URL]")
+    p.add_argument("--token-file", default=env("MFUMON_TOKEN_FILE"), help="token with the 'remediate' scope")
+    p.add_argument("--interval", type=float, default=float(env("MFUMON_REMEDIATE_INTERVAL", "30")), help="s [30]")
+    p.add_argument("--once", action="store_true", help="one round and exit (1 when it could not read or act)")
+    p.add_argument(
+        "--kill-file",
+        default=env("MFUMON_REMEDIATE_STOP_FILE", "/etc/mfumon/remediate.stop"),
+        help=f"while this file exists every action is withheld (so while ${KILL_ENV} is set)",
+    )
+    rails = p.add_argument_group("rails")
+    rails.add_argument("--drain-after", type=float, default=defaults.drain_after_seconds, help="seconds [300]")
+    rails.add_argument("--resume-after", type=float, default=defaults.resume_after_seconds, help="seconds [900]")
+    rails.add_argument("--budget.pool-nodes", dest="pool_nodes", type=int, default=defaults.max_pool_nodes)
+    rails.add_argument("--budget.pool-ratio", dest="pool_ratio", type=float, default=defaults.max_pool_ratio)
+    rails.add_argument("--budget.cluster-nodes", dest="cluster_nodes", type=int, default=defaults.max_cluster_nodes)
+    rails.add_argument("--budget.cluster-ratio", dest="cluster_ratio", type=float, default=defaults.max_cluster_ratio)
+    rails.add_argument("--rate.actions", dest="max_actions", type=int, default=defaults.max_actions)
+    rails.add_argument("--rate.window", dest="rate_window", type=float, default=defaults.rate_window_seconds)
+    rails.add_argument("--retry.attempts", dest="attempts", type=int, default=3)
+    rails.add_argument("--retry.backoff", dest="backoff", type=float, default=2.0, help="seconds, doubling [2]")
+    p.add_argument("--slurm.sinfo", dest="sinfo", default=env("MFUMON_SLURM_SINFO", "sinfo"))
+    p.add_argument("--slurm.scontrol", dest="scontrol", default=env("MFUMON_SLURM_SCONTROL", "scontrol"))
+    p.add_argument("--kube.pool-label", dest="pool_labels", action="append", help="node label naming the pool")
+    p.add_argument("--log-level", default=env("MFUMON_LOG_LEVEL", "INFO"))
+    return p
+
+
+def _driver(args: argparse.Namespace) -> Driver:
+    if args.source == "slurm":
+        from mfumon.exporter.scheduler.remediate.slurm import SlurmDriver
+
+        return SlurmDriver(sinfo=(args.sinfo, "--json"), scontrol=args.scontrol)
+    from mfumon.exporter.scheduler.remediate.kubernetes import KubernetesDriver
+
+    return KubernetesDriver.from_environment(pool_labels=args.pool_labels)
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    if args.token_file:
+        return Path(args.token_file).read_text(encoding="utf-8").strip() or None
+    return os.environ.get("MFUMON_TOKEN", "").strip() or None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _build_parser().parse_args(argv)
+    if args.source is None:
+        print("mfumon remediate: --source slurm|kubernetes is required", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        policy = Policy(
+            drain_after_seconds=args.drain_after,
+            resume_after_seconds=args.resume_after,
+            max_pool_nodes=args.pool_nodes,
+            max_pool_ratio=args.pool_ratio,
+            max_cluster_nodes=args.cluster_nodes,
+            max_cluster_ratio=args.cluster_ratio,
+            max_actions=args.max_actions,
+            rate_window_seconds=args.rate_window,
+        )
+        token = _token(args)
+        driver = _driver(args)
+    except (OSError, ValueError) as exc:
+        print(f"mfumon remediate: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] != "lightkube":
+            raise
+        print(
+            "mfumon remediate: --source kubernetes needs the 'kubernetes' extra (lightkube is not installed): "
+            "pip install 'mfu-monitor[kubernetes]'",
+            file=sys.stderr,
+        )
+        return 2
+    aggregator = Aggregator(args.url, token=token)
+    remediator = Remediator(
+        driver,
+        aggregator,
+        policy=policy,
+        act=args.act,
+        kill_switch=KillSwitch(Path(args.kill_file) if args.kill_file else None),
+        retry=Retry(attempts=max(1, args.attempts), backoff_seconds=args.backoff),
+    )
+    logging.getLogger("mfumon.exporter.scheduler.remediate").info(
+        "%s on %s (%s)", "acting" if args.act else "dry run", args.source, policy
+    )
+    try:
+        if args.once:
+            records = remediator.run_once()
+            return 1 if remediator.failed_rounds or any(r.outcome == "failed" for r in records) else 0
+        stop = threading.Event()
+
+        def _on_signal(_signum: int, _frame: FrameType | None) -> None:
+            stop.set()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, _on_signal)
+        remediator.run(args.interval, stop)
+        return 0
+    finally:
+        aggregator.close()
