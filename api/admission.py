@@ -41,6 +41,7 @@ ROUTE_SCOPES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("PUT", re.compile(rf"^/v1/scheduler/{_ID}$"), "scheduler"),
     ("PUT", re.compile(r"^/v1/baselines/.+$"), "baselines"),
     ("DELETE", re.compile(r"^/v1/baselines/.+$"), "baselines"),
+    ("POST", re.compile(r"^/v1/remediations$"), "remediate"),
 )
 """The scope each write route needs; ``tests/api/server/test_admission.py`` checks it against every route's
 dependency."""

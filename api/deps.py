@@ -86,6 +86,8 @@ SchedulerWriter = Annotated[Principal, Depends(_require("scheduler"))]
 """Puts a scheduler's whole queue (``mfumon scheduler``): a token with the ``scheduler`` scope (never team-limited)."""
 BaselineWriter = Annotated[Principal, Depends(_require("baselines"))]
 """Pins and resets workload baselines: a token with the ``baselines`` scope (never team-limited)."""
+RemediationWriter = Annotated[Principal, Depends(_require("remediate"))]
+"""Records ``mfumon remediate``'s decisions: a token with the ``remediate`` scope (never team-limited)."""
 IngestAuth = Depends(_require("jobs"))
 """For ``dependencies=[...]`` on a job write that needs no principal; prefer :data:`JobWriter`."""
 

@@ -34,6 +34,7 @@ from mfumon.api.routes import (
     jobs,
     metrics,
     nodes,
+    remediations,
     scheduler,
     usage,
 )
@@ -243,6 +244,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         cluster,
         usage,
         scheduler,
+        remediations,
         metrics,
         health,
     ):  # node pushes matched first

@@ -23,6 +23,7 @@ _ENDPOINTS = (
     ("PUT", re.compile(r"^/v1/jobs/[^/]+$"), "job_update"),
     ("POST", re.compile(r"^/v1/nodes/[^/]+/samples$"), "node_samples"),
     ("PUT", re.compile(r"^/v1/scheduler/[^/]+$"), "scheduler_sync"),
+    ("POST", re.compile(r"^/v1/remediations$"), "remediations"),
 )
 
 

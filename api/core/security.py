@@ -12,7 +12,10 @@ everything, as every token could before scopes existed. Scopes:
   every team, so a token limited to teams cannot have it;
 - ``read``: read ``/v1/*`` and ``/metrics`` when ``MFUMON_READ_REQUIRES_TOKEN`` is on (Grafana, Prometheus);
 - ``baselines``: pin and reset workload baselines (``PUT``/``DELETE /v1/baselines/{signature}``); a baseline is shared
-  by every team that runs the workload, so a token limited to teams cannot have it.
+  by every team that runs the workload, so a token limited to teams cannot have it;
+- ``remediate``: record what ``mfumon remediate`` did, would do, or was stopped from doing to a node
+  (``POST /v1/remediations``); the drain list it reads is a read like any other, so a token limited to teams cannot
+  have it.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 
 from mfumon.api.errors import ForbiddenError, InsecureConfigError, TokenConfigError
 
-SCOPES: tuple[str, ...] = ("nodes", "jobs", "scheduler", "read", "baselines")
+SCOPES: tuple[str, ...] = ("nodes", "jobs", "scheduler", "read", "baselines", "remediate")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -103,6 +106,8 @@ def parse_token_line(line: str, default_name: str) -> Token | None:
         raise TokenConfigError(f"token {name}: a scheduler sync writes every team's jobs; it cannot have teams=")
     if teams is not None and "baselines" in scopes:
         raise TokenConfigError(f"token {name}: a baseline is shared by every team; a token with teams= cannot pin one")
+    if teams is not None and "remediate" in scopes:
+        raise TokenConfigError(f"token {name}: remediation acts on nodes of every team; it cannot have teams=")
     return Token(Principal(name, frozenset(scopes), teams), secret.encode())
 
 

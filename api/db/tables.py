@@ -236,3 +236,29 @@ class QueueWaitHistogramRow(Base):
     sum_seconds: Mapped[float] = mapped_column(Float)
     count: Mapped[int] = mapped_column(Integer)
     updated_at: Mapped[float] = mapped_column(Float, index=True)
+
+
+class RemediationRow(Base):
+    """The audit of ``mfumon remediate``: one decision (done, failed, dry run or withheld by a rail) on one node.
+
+    A dry-run or withheld decision repeats every round while it holds; it is one row, ``repeats`` counting the rounds.
+    """
+
+    __tablename__ = "remediations"
+    __table_args__ = (Index("ix_remediations_node_last_at", "node", "last_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    node: Mapped[str] = mapped_column(String(ID_LENGTH))
+    scheduler: Mapped[str] = mapped_column(String(16))
+    action: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(String(LABEL_LENGTH))
+    outcome: Mapped[str] = mapped_column(String(16))
+    checks: Mapped[list[str]] = mapped_column(JSON)
+    pools: Mapped[list[str]] = mapped_column(JSON)
+    detail: Mapped[str | None] = mapped_column(Text)
+    actor: Mapped[str | None] = mapped_column(String(LABEL_LENGTH))
+    recorded_by: Mapped[str] = mapped_column(String(64))
+    attempts: Mapped[int] = mapped_column(Integer)
+    first_at: Mapped[float] = mapped_column(Float)
+    last_at: Mapped[float] = mapped_column(Float, index=True)
+    repeats: Mapped[int] = mapped_column(Integer)
