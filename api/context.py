@@ -12,9 +12,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from mfumon.api.core.config import Settings
 from mfumon.api.core.security import TokenVerifier
-from mfumon.api.metrics.render import MetricsRenderer
 from mfumon.api.metrics.scrapes import ScrapeCache
 from mfumon.api.metrics.self_metrics import SelfMetrics
+from mfumon.api.metrics.store import MetricsRenderer
 from mfumon.api.state.devices import DeviceResolver
 from mfumon.api.state.refresh import Refresher
 from mfumon.api.state.store import ClusterState

@@ -19,9 +19,9 @@ from mfumon.api.core.security import Token, TokenVerifier
 from mfumon.api.crud.counters import HOUR
 from mfumon.api.db.migrate import upgrade_to_head
 from mfumon.api.db.session import make_engine, make_sessionmaker
-from mfumon.api.metrics.render import MetricsRenderer
 from mfumon.api.metrics.scrapes import ScrapeCache
 from mfumon.api.metrics.self_metrics import SelfMetrics
+from mfumon.api.metrics.store import MetricsRenderer
 from mfumon.api.middleware import BodySizeLimit, BodyTimeout, ReadLimit, WriteAudit, endpoint_of
 from mfumon.api.overload import IngestGate, IngestLimit
 from mfumon.api.routes import (

@@ -1,4 +1,4 @@
-"""What rendering a node's series costs per push (``mfumon.api.metrics.render.render_node``), and the memory it keeps.
+"""What rendering a node's series costs per push (``mfumon.api.metrics.node.render_node``), and the memory it keeps.
 
 Run: ``.venv/bin/python bench/render_node.py [--nodes N] [--counters all]``. Each node is the bench's 8-GPU push
 (``bench/aggregator_scale.py``; with ``--counters all``, with every counter the NVML source reads on Hopper),
@@ -24,8 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.aggregator_scale import node_name, node_sample
-from mfumon.api.metrics.gpu_lines import GpuLines
-from mfumon.api.metrics.render import render_node
+from mfumon.api.metrics.node import GpuLines, render_node
 from mfumon.api.schemas.nodes import NodeSampleCreate
 from mfumon.api.state.devices import DeviceResolver
 from mfumon.api.state.health import advance

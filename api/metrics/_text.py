@@ -1,9 +1,14 @@
-"""Prometheus text exposition (format 0.0.4) for one sample line; everything else joins cached lines."""
+"""Prometheus text exposition (format 0.0.4): a family's header, one sample line, a small family whole.
+
+Shared by every resource module of :mod:`mfumon.api.metrics`, which declare their :class:`Family` objects beside the
+code that renders them; the store joins their cached lines.
+"""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -21,7 +26,7 @@ def format_value(value: float) -> str:
     """Whole numbers exactly (``600``, byte counters); other values with 12 significant digits, more than any
     counter or ratio carries, at less than half the cost of Python's shortest round-trip ``repr`` (this runs for
     every job, node and summary line; a node's GPU lines are filled in by ``%`` instead, see
-    :mod:`mfumon.api.metrics.gpu_lines`); Prometheus's spellings of NaN and the infinities."""
+    :mod:`mfumon.api.metrics.node`); Prometheus's spellings of NaN and the infinities."""
     if value.__class__ is float:
         if value.is_integer():
             return str(int(value)) if -1e17 < value < 1e17 else repr(value)
@@ -30,6 +35,42 @@ def format_value(value: float) -> str:
     if value.__class__ is int:
         return str(value)
     return format_value(float(value))  # bool, numpy scalars, Decimal ...
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    name: str
+    type: str  # gauge | counter | histogram
+    help: str
+
+    def header(self) -> str:
+        return f"# HELP {self.name} {self.help}\n# TYPE {self.name} {self.type}\n"
+
+
+def gauge(name: str, help_text: str) -> Family:
+    return Family(f"mfumon_{name}", "gauge", help_text)
+
+
+def counter(name: str, help_text: str) -> Family:
+    return Family(f"mfumon_{name}", "counter", help_text)
+
+
+def histogram(name: str, help_text: str) -> Family:
+    return Family(f"mfumon_{name}", "histogram", help_text)
+
+
+def declare(*families: Family) -> dict[str, Family]:
+    """Families by name, in exposition order."""
+    return {family.name: family for family in families}
+
+
+Rows = Iterable[tuple[list[tuple[str, str]], float | None]]  # (labels, value) per series; None: no series
+
+
+def family_text(family: Family, rows: Rows) -> str:
+    """A family rendered whole, header included even without series: the few series rendered on every scrape."""
+    name = family.name
+    return family.header() + "".join(sample_line(name, labels_text(labels), v) for labels, v in rows if v is not None)
 
 
 def labels_text(labels: Iterable[tuple[str, str]]) -> str:

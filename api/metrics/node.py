@@ -1,30 +1,94 @@
-"""A node's per-GPU series, filled into a template at every push.
+"""A node's and its GPUs' series on ``/metrics``: the families, and the per-GPU template they are filled into.
 
-A node's GPU lines differ from one push to the next only in their values and, now and then, in their *shape*: which
-GPUs are up and which counters and checks each reports. Their labels (node, GPU, UUID, model, job) are arguments
-like the values. So the lines of every node of one shape, nearly every node of a cluster, come from one template,
-one ``%``-format string per metric family, built the first time the shape is seen; a push only collects its labels
-and values in line order and fills each family in one C-level ``%``, and a family whose arguments did not change
-since the node's last push (total memory, error counters, flags, checks) is reused as it was rendered. Measured
-against building each line in Python: 1.1-1.3x cheaper for the bench's push of 123 lines, 1.5x for one with every
-counter NVML reads on Hopper (371 lines; ``bench/results/cpu-2026-12-02a``), for a list of arguments per node and a
-few shared templates.
+A node's series are rendered once per push (:func:`render_node`, on the ingest path) and cached by the store, so
+scrapes only join them. Most of them are GPU lines, which differ from one push to the next only in their values
+and, now and then, in their *shape*: which GPUs are up and which counters and checks each reports. Their labels
+(node, GPU, UUID, model, job) are arguments like the values. So the lines of every node of one shape, nearly every
+node of a cluster, come from one template, one ``%``-format string per metric family, built the first time the shape
+is seen; a push only collects its labels and values in line order and fills each family in one C-level ``%``, and a
+family whose arguments did not change since the node's last push (total memory, error counters, flags, checks) is
+reused as it was rendered. Measured against building each line in Python: 1.1-1.3x cheaper for the bench's push of
+123 lines, 1.5x for one with every counter NVML reads on Hopper (371 lines; ``bench/results/cpu-2026-12-02a``), for
+a list of arguments per node and a few shared templates.
 
 Values are written with ``%.15g``: whole numbers below 10**15 exactly, other values to 15 significant digits (every
 decimal an exporter sends survives the round trip); flags (``up``, ``busy``, checks) are booleans, written 1 or 0.
+GPU health counters and checks are GPU lines too; their families are declared in :mod:`mfumon.api.metrics.health`.
 """
 
 from __future__ import annotations
 
 import functools
+from collections import defaultdict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from mfumon.api.metrics._text import escape_label_value, gpu_labels
-from mfumon.api.metrics.families import GPU_LINE_METRICS, THROTTLE_GROUPS
+from mfumon.api.metrics._text import counter, declare, escape_label_value, format_value, gauge, gpu_labels
+from mfumon.api.metrics.health import HEALTH_COUNTER_METRICS, render_node_health
 from mfumon.api.state.views import GpuView, NodeView
+
+# Per GPU (labels node, gpu, uuid), then per node. Rendered per node and cached until the node pushes again.
+GPU_FAMILIES = declare(
+    gauge("gpu_info", "GPU identity and attribution; value 1."),
+    gauge("gpu_up", "1 when the GPU answers, 0 when the exporter reports it lost."),
+    gauge("gpu_utilization_ratio", "Fraction of time a kernel was running (NVML utilization)."),
+    gauge("gpu_sm_active_ratio", "Fraction of time SMs had at least one warp (profiling/GPM)."),
+    gauge("gpu_sm_occupancy_ratio", "Warps resident / maximum warps (profiling/GPM)."),
+    gauge("gpu_tensor_active_ratio", "Fraction of cycles the tensor pipes were active (profiling/GPM)."),
+    gauge("gpu_dram_active_ratio", "Fraction of cycles device memory was busy (profiling/GPM)."),
+    gauge("gpu_memory_used_bytes", "Device memory in use."),
+    gauge("gpu_memory_total_bytes", "Device memory size."),
+    gauge("gpu_power_watts", "Power draw."),
+    gauge("gpu_temperature_celsius", "GPU temperature."),
+    gauge("gpu_sm_clock_hz", "Current SM clock."),
+    gauge("gpu_max_sm_clock_hz", "Maximum SM clock."),
+    gauge("gpu_nvlink_tx_bytes_per_second", "NVLink transmit throughput."),
+    gauge("gpu_nvlink_rx_bytes_per_second", "NVLink receive throughput."),
+    gauge("gpu_pcie_tx_bytes_per_second", "PCIe transmit throughput."),
+    gauge("gpu_pcie_rx_bytes_per_second", "PCIe receive throughput."),
+    counter("gpu_xid_errors_total", "XID errors seen by the exporter."),
+    counter("gpu_ecc_uncorrected_total", "Uncorrectable ECC errors."),
+    counter("gpu_ecc_corrected_total", "Corrected ECC errors."),
+    gauge("gpu_throttled", "1 while clocks are held down for this reason (thermal, power, hw_slowdown)."),
+    gauge("gpu_busy", "1 when compute work runs on the GPU (processes, else kernel activity), 0 when it is free."),
+    gauge("gpu_hardware_mfu_ratio", "Hardware MFU estimate: tensor-pipe activity x SM clock / max SM clock."),
+    gauge("node_info", "Node metadata; value 1."),
+    gauge("node_last_seen_timestamp_seconds", "Unix time the node's exporter last pushed."),
+)
+
+#: sample counter field -> GPU metric name
+COUNTER_METRICS: dict[str, str] = {
+    "utilization": "mfumon_gpu_utilization_ratio",
+    "sm_active": "mfumon_gpu_sm_active_ratio",
+    "sm_occupancy": "mfumon_gpu_sm_occupancy_ratio",
+    "tensor_active": "mfumon_gpu_tensor_active_ratio",
+    "dram_active": "mfumon_gpu_dram_active_ratio",
+    "memory_used_bytes": "mfumon_gpu_memory_used_bytes",
+    "memory_total_bytes": "mfumon_gpu_memory_total_bytes",
+    "power_watts": "mfumon_gpu_power_watts",
+    "temperature_celsius": "mfumon_gpu_temperature_celsius",
+    "sm_clock_hz": "mfumon_gpu_sm_clock_hz",
+    "max_sm_clock_hz": "mfumon_gpu_max_sm_clock_hz",
+    "nvlink_tx_bytes_per_second": "mfumon_gpu_nvlink_tx_bytes_per_second",
+    "nvlink_rx_bytes_per_second": "mfumon_gpu_nvlink_rx_bytes_per_second",
+    "pcie_tx_bytes_per_second": "mfumon_gpu_pcie_tx_bytes_per_second",
+    "pcie_rx_bytes_per_second": "mfumon_gpu_pcie_rx_bytes_per_second",
+    "xid_errors_total": "mfumon_gpu_xid_errors_total",
+    "ecc_uncorrected_total": "mfumon_gpu_ecc_uncorrected_total",
+    "ecc_corrected_total": "mfumon_gpu_ecc_corrected_total",
+}
+
+#: sample counter field -> the metric of its per-GPU line, GPU and health families alike (one lookup per counter)
+GPU_LINE_METRICS: dict[str, str] = {**COUNTER_METRICS, **HEALTH_COUNTER_METRICS}
+
+#: NVML clock-event reasons grouped into the ``reason`` label of ``mfumon_gpu_throttled``
+THROTTLE_GROUPS: dict[str, frozenset[str]] = {
+    "thermal": frozenset({"sw_thermal", "hw_thermal"}),
+    "power": frozenset({"sw_power_cap", "hw_power_brake"}),
+    "hw_slowdown": frozenset({"hw_slowdown"}),
+}
 
 #: Shapes whose templates are kept; a cluster has a few (GPUs per node, counters per model, GPUs down).
 MAX_TEMPLATES = 1024
@@ -48,6 +112,27 @@ class GpuLines:
 
 
 _templates: dict[tuple[Hashable, ...], GpuTemplate] = {}
+
+
+def render_node(node: NodeView, previous: GpuLines | None = None) -> tuple[dict[str, bytes], GpuLines]:
+    """A node's and its GPUs' series (about 100 lines), and its GPUs' lines to render its next push from."""
+    gpu_lines = render_gpu_lines(node, previous)
+    lines: defaultdict[str, list[str]] = defaultdict(list)
+    node_label = escape_label_value(node.name)
+    lines["mfumon_node_info"].append(
+        f'mfumon_node_info{{node="{node_label}",pool="{escape_label_value(node.pool or "")}"}} 1\n'
+    )
+    seen = f'mfumon_node_last_seen_timestamp_seconds{{node="{node_label}"}} {format_value(node.last_seen_at)}\n'
+    lines["mfumon_node_last_seen_timestamp_seconds"].append(seen)
+
+    def add(name: str, labels: str, value: float) -> None:
+        lines[name].append(f"{name}{labels} {format_value(value)}\n")
+
+    render_node_health(node, add)
+    chunk = gpu_lines.chunk.copy()  # GPU and node families are apart: no family in both
+    for name, chunk_lines in lines.items():
+        chunk[name] = "".join(chunk_lines).encode()
+    return chunk, gpu_lines
 
 
 def render_gpu_lines(node: NodeView, previous: GpuLines | None) -> GpuLines:

@@ -11,8 +11,8 @@ import subprocess
 import pytest
 from fastapi.testclient import TestClient
 
-from mfumon.api.metrics.render import MetricsRenderer, shard_of
 from mfumon.api.metrics.self_metrics import SelfMetrics
+from mfumon.api.metrics.store import MetricsRenderer, shard_of
 from tests.utils.factories import metric_samples, metric_value, node_sample, node_view, report, scrape
 from tests.utils.waiting import eventually
 

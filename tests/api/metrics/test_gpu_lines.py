@@ -1,4 +1,4 @@
-"""A node's GPU series come from a template per node shape (``mfumon.api.metrics.gpu_lines``): whatever changes from one
+"""A node's GPU series come from a template per node shape (``mfumon.api.metrics.node``): whatever changes from one
 push to the next, labels, counters reported, checks, GPUs up or down, the scrape shows the node as it is now."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from mfumon.api.metrics import gpu_lines
-from mfumon.api.metrics.gpu_lines import render_gpu_lines
+from mfumon.api.metrics import node
+from mfumon.api.metrics.node import render_gpu_lines
 from mfumon.api.state.health import advance
 from mfumon.api.state.views import NodeView
 from tests.utils.factories import gpu, metric_samples, node_sample, node_view, scrape
@@ -101,7 +101,7 @@ def test_a_family_whose_values_did_not_change_is_reused_not_formatted_again() ->
     assert second.chunk["mfumon_gpu_power_watts"].count(b"} 321\n") == 8
 
 
-def _text(lines: gpu_lines.GpuLines) -> str:
+def _text(lines: node.GpuLines) -> str:
     return b"".join(lines.chunk.values()).decode()
 
 
@@ -118,7 +118,7 @@ def test_nodes_of_one_shape_share_a_template_each_with_its_own_labels(monkeypatc
     assert other.template is not a.template
     assert 'mfumon_gpu_up{node="nc",gpu="2",' in _text(other)
 
-    monkeypatch.setattr(gpu_lines, "MAX_TEMPLATES", 1)  # every new shape now drops the templates held
+    monkeypatch.setattr(node, "MAX_TEMPLATES", 1)  # every new shape now drops the templates held
     render_gpu_lines(_view(node_sample(3), None, "nd"), None)
     again = render_gpu_lines(_view(node_sample(4, job_id="ja"), None, "na"), other)
     assert again.template is not a.template  # built afresh after the drop ...

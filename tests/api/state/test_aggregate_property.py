@@ -9,8 +9,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mfumon.api.metrics.render import MetricsRenderer
 from mfumon.api.metrics.self_metrics import SelfMetrics
+from mfumon.api.metrics.store import MetricsRenderer
 from mfumon.api.schemas.nodes import GpuSample
 from mfumon.api.state.aggregate import (
     STATES,

@@ -1,0 +1,266 @@
+"""``/metrics`` rendering that stays cheap as the cluster grows: the per-object cache and the per-scrape join.
+
+Each node's and each job's sample lines are rendered once per change, soon after the change arrives (see
+MetricsRenderer), by the resource modules (:mod:`~mfumon.api.metrics.node`, :mod:`~mfumon.api.metrics.job`), and
+cached here as bytes grouped by metric family; a scrape joins the cached pieces family by family and renders only
+the per-job GPU accounts and the few summary series afresh (cluster, self, health, durable, capacity). Series of
+nodes and jobs that are no longer in the snapshot (silent, ended) are simply not joined: they vanish.
+``?shard=I&shards=N`` joins only the nodes of one shard. What a family is and how its lines are written is the
+resource modules' business; this module only decides when to render and what to join.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mfumon.api.metrics._text import Family
+from mfumon.api.metrics.capacity import render_capacity
+from mfumon.api.metrics.cluster import render_cluster
+from mfumon.api.metrics.durable import render_durable
+from mfumon.api.metrics.health import HEALTH_FAMILIES, render_health_summary
+from mfumon.api.metrics.job import JOB_FAMILIES, Chunk, render_job, render_job_gpus
+from mfumon.api.metrics.node import GPU_FAMILIES, GpuLines, render_node
+from mfumon.api.metrics.self_metrics import SelfMetrics, render_self_metrics
+from mfumon.api.state.aggregate import JobAccount, Summary
+from mfumon.api.state.store import Snapshot
+from mfumon.api.state.views import JobView, NodeView
+
+#: How long the renderer keeps the event loop per turn while nothing else waits for it: a few nodes (~0.1 ms each),
+#: so a turn of the loop (a poll for I/O, ~10 us) is not paid for every node. While requests keep the loop busy (a
+#: turn took longer than RENDER_IDLE_TURN_S to come back), it renders one node per turn: ingest first.
+RENDER_TURN_S = 0.0005
+RENDER_IDLE_TURN_S = 0.0002
+
+
+def shard_of(node: str, shards: int) -> int:
+    """The scrape shard a node's series belong to: a stable hash (the same in every replica and release)."""
+    return zlib.crc32(node.encode()) % shards
+
+
+@dataclass(frozen=True, slots=True)
+class _Cached:
+    key: Any  # what the chunk was rendered from: a node's revision, a job's (updated_at, baseline)
+    chunk: dict[str, bytes]
+    crc: int = 0  # nodes: zlib.crc32 of the name, for shard_of
+    gpu_lines: GpuLines | None = None  # nodes: their GPUs' lines, to render the next push from
+
+
+def _encoded(chunk: Chunk) -> dict[str, bytes]:
+    return {name: text.encode() for name, text in chunk.items()}
+
+
+@functools.cache
+def _header(family: Family) -> bytes:
+    return family.header().encode()
+
+
+class MetricsRenderer:
+    """Holds every node's and job's rendered series; safe for concurrent scrapes and writers.
+
+    Series are rendered when their view changes, not when they are scraped, so a scrape joins cached bytes family
+    by family and renders afresh only the per-job GPU accounts and the summary, which derive from the whole
+    snapshot. A job's series are rendered when its view is taken (:meth:`prepare_job`). A node's are rendered by
+    :meth:`keep_rendering`, a task on the event loop that renders the nodes marked changed (:meth:`node_changed`,
+    called by the state for every view it takes, from a push or another replica): when the process has time, right
+    after the push, a few per turn of the loop; when pushes keep it busy, one per turn, so fewer times than they
+    arrive (a node pushed twice meanwhile is rendered once) and rendering never costs ingest its throughput.
+    Whatever a scrape finds not rendered yet, or rendered from an older view, it renders itself: what it serves is
+    always current.
+    """
+
+    def __init__(
+        self,
+        self_metrics: SelfMetrics,
+        refresh_stats: Callable[[], tuple[float, int]],
+        flush_stats: Callable[[], tuple[int, float, float, int]] = lambda: (0, 0.0, 0.0, 0),
+        baseline_of: Callable[[str], float | None] = lambda signature: None,
+    ) -> None:
+        self._self_metrics = self_metrics
+        self._refresh_stats = refresh_stats
+        self._flush_stats = flush_stats  # queued nodes, age of the oldest, last flush seconds, flush errors
+        self._baseline_of = baseline_of  # signature -> baseline MFU held now
+        self._lock = threading.Lock()
+        self._nodes: dict[str, _Cached] = {}
+        self._jobs: dict[str, _Cached] = {}
+        self._job_gpus: dict[str, _Cached] = {}
+        self._changed: dict[str, None] = {}  # nodes to render, oldest change first
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
+        self._wake: asyncio.Event | None = None
+        self.forgotten = 0  # chunks dropped because their node or job is gone (see mfumon.api.core.memory.Trimmer)
+        self.renders = {
+            "node": 0,
+            "job": 0,
+            "job_gpus": 0,
+        }  # how many chunks were (re)rendered: lets tests see the cache work
+
+    # -- when a view changes -------------------------------------------------------------------------------------
+
+    def node_changed(self, name: str) -> None:
+        """Mark a node for rendering; O(1), from any thread."""
+        with self._lock:
+            if name in self._changed:
+                return
+            self._changed[name] = None
+        loop, wake = self._loop, self._wake
+        if loop is not None and wake is not None and not wake.is_set():
+            try:
+                if threading.get_ident() == self._loop_thread:
+                    wake.set()
+                else:
+                    loop.call_soon_threadsafe(wake.set)
+            except RuntimeError:  # the loop has closed: the process is stopping
+                pass
+
+    def waiting(self) -> int:
+        """Nodes marked changed and not rendered yet."""
+        with self._lock:
+            return len(self._changed)
+
+    async def keep_rendering(self, node_of: Callable[[str], NodeView | None]) -> None:
+        """Render changed nodes until cancelled: RENDER_TURN_S of them per turn of the event loop while it is
+        otherwise idle, one per turn while it is not (see the class docstring)."""
+        self._loop, self._loop_thread = asyncio.get_running_loop(), threading.get_ident()
+        self._wake = asyncio.Event()
+        if self.waiting():  # changed before this task started: the state loaded at start
+            self._wake.set()
+        clock = time.perf_counter
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            turn_ends = clock() + RENDER_TURN_S
+            while True:
+                with self._lock:
+                    name = next(iter(self._changed), None)
+                    if name is None:
+                        break
+                    del self._changed[name]
+                view = node_of(name)
+                cached = self._nodes.get(name)  # a scrape may have rendered it meanwhile
+                if view is not None and (cached is None or cached.key != view.revision):
+                    self.prepare_node(view)
+                if clock() >= turn_ends:
+                    yielded = clock()
+                    await asyncio.sleep(0)  # requests ready meanwhile come first
+                    back = clock()
+                    turn_ends = back + (RENDER_TURN_S if back - yielded < RENDER_IDLE_TURN_S else 0.0)
+
+    def prepare_node(self, node: NodeView) -> None:
+        """Render a node's series now, so that scrapes only join them."""
+        cached = self._render_node(node, self._nodes.get(node.name))
+        with self._lock:
+            held = self._nodes.get(node.name)
+            if held is None or held.key <= node.revision:  # a slower thread never puts back an older render
+                self._nodes[node.name] = cached
+            self.renders["node"] += 1
+
+    def prepare_job(self, job: JobView) -> None:
+        signature = job.latest.signature if job.latest else None
+        baseline_mfu = self._baseline_of(signature) if signature else None
+        cached = _Cached((job.updated_at, baseline_mfu), _encoded(render_job(job, baseline_mfu)))
+        with self._lock:
+            held = self._jobs.get(job.job_id)
+            if held is None or held.key[0] <= job.updated_at:
+                self._jobs[job.job_id] = cached
+            self.renders["job"] += 1
+
+    # -- a scrape -----------------------------------------------------------------------------------------------
+
+    def render(self, snapshot: Snapshot, summary: Summary, shard: tuple[int, int] | None = None) -> bytes:
+        """The exposition; with ``shard=(i, n)`` only the nodes and GPUs of shard ``i`` of ``n``, and the job,
+        pool, team, cluster and self series on shard 0 only."""
+        started = time.perf_counter()
+        everything = shard is None or shard[0] == 0
+        with self._lock:
+            node_chunks = [self._node_chunk(node) for node in snapshot.nodes]
+            self._forget(self._nodes, {n.name for n in snapshot.nodes})
+            if shard is not None:
+                index, count = shard
+                node_chunks = [c for c in node_chunks if c.crc % count == index]
+            job_chunks: list[_Cached] = []
+            if everything:
+                job_chunks = [self._job_chunk(job, snapshot) for job in snapshot.jobs]
+                jobs = {j.job_id: j for j in snapshot.jobs}
+                job_chunks += [self._job_gpus_chunk(i, jobs.get(i), account) for i, account in summary.jobs.items()]
+                self._forget(self._jobs, set(jobs))
+                self._forget(self._job_gpus, set(summary.jobs))
+        parts: list[bytes] = []
+        _join_families(parts, JOB_FAMILIES, [c.chunk for c in job_chunks])
+        _join_families(parts, GPU_FAMILIES, [c.chunk for c in node_chunks])
+        _join_families(parts, HEALTH_FAMILIES, [c.chunk for c in node_chunks])
+        if everything:
+            parts.append(render_cluster(summary).encode())
+            parts.append(self._render_self().encode())
+            parts.append(render_health_summary(snapshot).encode())
+            parts.append(render_durable(snapshot.counters).encode())
+            parts.append(render_capacity(snapshot, summary).encode())
+        body = b"".join(parts)
+        self._self_metrics.last_scrape_duration_seconds = time.perf_counter() - started
+        return body
+
+    def _node_chunk(self, node: NodeView) -> _Cached:
+        cached = self._nodes.get(node.name)
+        if cached is not None and cached.key == node.revision:
+            return cached
+        cached = self._render_node(node, cached)
+        self._nodes[node.name] = cached
+        self.renders["node"] += 1
+        return cached
+
+    @staticmethod
+    def _render_node(node: NodeView, held: _Cached | None) -> _Cached:
+        chunk, gpu_lines = render_node(node, held.gpu_lines if held is not None else None)
+        return _Cached(node.revision, chunk, zlib.crc32(node.name.encode()), gpu_lines)
+
+    def _job_chunk(self, job: JobView, snapshot: Snapshot) -> _Cached:
+        signature = job.latest.signature if job.latest else None
+        baseline = snapshot.baselines.get(signature) if signature else None
+        baseline_mfu = baseline.mfu if baseline else None
+        key = (job.updated_at, baseline_mfu)
+        cached = self._jobs.get(job.job_id)
+        if cached is not None and cached.key == key:
+            return cached
+        cached = _Cached(key, _encoded(render_job(job, baseline_mfu)))
+        self._jobs[job.job_id] = cached
+        self.renders["job"] += 1
+        return cached
+
+    def _job_gpus_chunk(self, job_id: str, job: JobView | None, account: JobAccount) -> _Cached:
+        key = (job.updated_at if job is not None else None, account)
+        cached = self._job_gpus.get(job_id)
+        if cached is not None and cached.key == key:
+            return cached
+        cached = _Cached(key, _encoded(render_job_gpus(job_id, job, account)))
+        self._job_gpus[job_id] = cached
+        self.renders["job_gpus"] += 1
+        return cached
+
+    def _forget(self, cache: dict[str, _Cached], alive: set[str]) -> None:
+        if len(cache) > len(alive):
+            gone = [k for k in cache if k not in alive]
+            for key in gone:
+                del cache[key]
+            self.forgotten += len(gone)
+
+    def _render_self(self) -> str:
+        """The aggregator's own series, with this store's render counts and backlog."""
+        with self._lock:
+            renders = sorted(self.renders.items())
+        return render_self_metrics(
+            self._self_metrics, renders, self.waiting(), self._refresh_stats(), self._flush_stats()
+        )
+
+
+def _join_families(parts: list[bytes], families: dict[str, Family], chunks: list[dict[str, bytes]]) -> None:
+    for name, family in families.items():
+        body = b"".join([chunk[name] for chunk in chunks if name in chunk])
+        if body:
+            parts.append(_header(family))
+            parts.append(body)
