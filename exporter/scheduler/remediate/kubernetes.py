@@ -118,6 +118,9 @@ class KubernetesDriver:
 
         self._call(f"patch node {name}", lambda: self._client.patch(Node, name, body, patch_type=PatchType.MERGE))
 
+    def close(self) -> None:
+        self._client.close()
+
     def drain(self, decision: Decision) -> None:
         self._patch(decision.node, drain_patch(self._node(decision.node), decision))
 

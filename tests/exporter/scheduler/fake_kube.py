@@ -3,7 +3,9 @@
 It answers list requests from the recorded ``*List`` documents and watch requests from a recorded event stream,
 applying each event to what later lists return. A watch from a resourceVersion older than the oldest it can
 replay answers an ``ERROR`` event with status 410 (Gone), as the API server does when etcd compacted history.
-Unknown paths answer 404 (Kueue not installed, when its documents are not given).
+Unknown paths answer 404 (Kueue not installed, when its documents are not given). A Node can be read alone
+(``GET /api/v1/nodes/{name}``) and changed by a JSON merge patch (``PATCH``, recorded in ``patches``); a patch naming
+a ``metadata.resourceVersion`` other than the node's answers 409 Conflict, as the API server does.
 """
 
 from __future__ import annotations
@@ -40,7 +42,33 @@ class FakeKube:
         }
         self.expire_after_events = False  # answer 410 to the next watch once the recorded events were sent
         self.requests: list[str] = []
+        self.patches: list[tuple[str, str, dict[str, Any]]] = []  # (path, content type, body) of each PATCH
         self.lock = threading.Lock()
+
+    def node(self, name: str) -> dict[str, Any] | None:
+        return next((n for n in self.lists["nodes"]["items"] if n["metadata"]["name"] == name), None)
+
+    def patch_node(self, name: str, patch: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """Apply a merge patch (RFC 7386) to a node: (status, the node or a Status)."""
+        with self.lock:
+            node = self.node(name)
+            if node is None:
+                return 404, {"kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404}
+            version = (patch.get("metadata") or {}).get("resourceVersion")
+            if version is not None and version != node["metadata"]["resourceVersion"]:
+                message = "the object has been modified; please apply your changes to the latest version"
+                return 409, {
+                    "kind": "Status",
+                    "status": "Failure",
+                    "reason": "Conflict",
+                    "message": message,
+                    "code": 409,
+                }
+            merged = _merge(node, patch)
+            merged["metadata"]["resourceVersion"] = str(int(node["metadata"]["resourceVersion"]) + 1)
+            items = self.lists["nodes"]["items"]
+            items[items.index(node)] = merged
+            return 200, merged
 
     def apply(self, name: str, event: dict[str, Any]) -> None:
         items = self.lists[name]["items"]
@@ -70,6 +98,19 @@ class FakeKube:
             return []
 
 
+def _merge(target: Any, patch: Any) -> Any:
+    """RFC 7386: objects merge key by key, null removes a key, anything else (lists too) replaces."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = _merge(result.get(key), value)
+    return result
+
+
 def _handler(kube: FakeKube) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -84,9 +125,28 @@ def _handler(kube: FakeKube) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(body)
 
+        def do_PATCH(self) -> None:
+            url = urlsplit(self.path)
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+            kube.patches.append((url.path, self.headers.get("Content-Type", ""), body))
+            if not url.path.startswith("/api/v1/nodes/"):
+                self._send(404, json.dumps({"kind": "Status", "code": 404}).encode())
+                return
+            status, answer = kube.patch_node(url.path.rsplit("/", 1)[1], body)
+            self._send(status, json.dumps(answer).encode())
+
         def do_GET(self) -> None:
             url = urlsplit(self.path)
             query = parse_qs(url.query)
+            if url.path.startswith("/api/v1/nodes/"):
+                with kube.lock:
+                    node = kube.node(url.path.rsplit("/", 1)[1])
+                kube.requests.append(url.path)
+                if node is None:
+                    self._send(404, json.dumps({"kind": "Status", "reason": "NotFound", "code": 404}).encode())
+                else:
+                    self._send(200, json.dumps(node).encode())
+                return
             name = ROUTES.get(url.path)
             kube.requests.append(f"{url.path}{'?watch' if query.get('watch') else ''}")
             if name is None or name not in kube.lists:
