@@ -71,14 +71,15 @@ def render_node_health(node: NodeView, add: Add) -> None:
     """Add one node's own health series to its chunk (``add(metric, labels, value)``): its ports and checks. Its
     GPUs' checks and error counters are GPU lines (:mod:`mfumon.api.metrics.node`)."""
     for port in node.ib_ports or ():
-        port_ident = [("node", node.name), ("device", str(port["device"])), ("port", str(port["port"]))]
+        port_ident = [("node", node.name), ("device", port.device), ("port", str(port.port))]
         labels = labels_text(port_ident)
-        add("mfumon_ib_port_info", labels_text([*port_ident, ("link_layer", str(port.get("link_layer", "")))]), 1)
-        if port.get("state") is not None:
-            add("mfumon_ib_port_active", labels, 1 if port["state"] == "ACTIVE" else 0)
+        add("mfumon_ib_port_info", labels_text([*port_ident, ("link_layer", port.link_layer or "")]), 1)
+        if port.state is not None:
+            add("mfumon_ib_port_active", labels, 1 if port.state == "ACTIVE" else 0)
         for field, metric in IB_PORT_METRICS.items():
-            if port.get(field) is not None:
-                add(metric, labels, port[field])
+            value = port.counters.get(field)
+            if value is not None:
+                add(metric, labels, value)
     if node.health is None:
         return
     name = [("node", node.name)]

@@ -74,7 +74,7 @@ def _public(node: NodeView, reporting: Container[str]) -> NodePublic:
             )
             for g in node.gpus
         ],
-        ib_ports=None if node.ib_ports is None else list(node.ib_ports),
+        ib_ports=None if node.ib_ports is None else [p.as_json() for p in node.ib_ports],
         health=_health(node),
     )
 

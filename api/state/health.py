@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mfumon.api.state.views import GpuView, NodeView
+    from mfumon.api.state.views import GpuView, NodeView, PortView
 
 __all__ = [
     "CHECKS",
@@ -129,11 +129,11 @@ class NodeHealth:
         return [name for name, ok in self.gpu_checks.get(uuid, {}).items() if not ok]
 
 
-def _ports(node: NodeView | None) -> dict[str, Mapping[str, Any]]:
+def _ports(node: NodeView | None) -> dict[str, PortView]:
     """A node's InfiniBand/RoCE ports by tracker key."""
     if node is None:
         return {}
-    return {f"ib:{p['device']}:{p['port']}": p for p in node.ib_ports or ()}
+    return {p.key: p for p in node.ib_ports or ()}
 
 
 def _grew(
@@ -198,13 +198,13 @@ def _node_checks(node: NodeView, grew_at: Mapping[Tracker, float]) -> dict[str, 
     if not ports:
         return {}
     checks: dict[str, bool] = {}
-    states = [p.get("state") for p in ports.values() if p.get("state") is not None]
+    states = [p.state for p in ports.values() if p.state is not None]
     if states:
         checks["ib_ports_active"] = all(s == "ACTIVE" for s in states)
-    flapping = [_quiet(key, _IB_DOWNED, p, grew_at) for key, p in ports.items()]
+    flapping = [_quiet(key, _IB_DOWNED, p.counters, grew_at) for key, p in ports.items()]
     if any(q is not None for q in flapping):
         checks["ib_link_flapping"] = all(q is not False for q in flapping)
-    errors = [_quiet(key, _IB_ERRORS, p, grew_at) for key, p in ports.items()]
+    errors = [_quiet(key, _IB_ERRORS, p.counters, grew_at) for key, p in ports.items()]
     if any(q is not None for q in errors):
         checks["ib_errors"] = all(q is not False for q in errors)
     return checks
@@ -214,8 +214,8 @@ def _reasons(node: NodeView, gpu_checks: dict[str, dict[str, bool]], node_checks
     out: list[dict[str, Any]] = []
     for name, ok in node_checks.items():
         if not ok:
-            failing = [p for p in node.ib_ports or () if name != "ib_ports_active" or p.get("state") != "ACTIVE"]
-            detail = {"ports": [f"{p['device']}:{p['port']}" for p in failing]} if name == "ib_ports_active" else {}
+            failing = [p for p in node.ib_ports or () if name != "ib_ports_active" or p.state != "ACTIVE"]
+            detail = {"ports": [f"{p.device}:{p.port}" for p in failing]} if name == "ib_ports_active" else {}
             out.append({"check": name, "drain": CHECKS[name].drain, "meaning": CHECKS[name].meaning, **detail})
     for gpu in node.gpus:
         for name, ok in gpu_checks.get(gpu.uuid, {}).items():
@@ -250,7 +250,8 @@ def advance(held: NodeView | None, view: NodeView, window_seconds: float) -> Nod
         )
     old_ports = _ports(held)
     for key, port in _ports(view).items():
-        _grew(key, _PORT_TRACKED, port, old_ports.get(key), old_grew, at, grew_at)
+        held_port = old_ports.get(key)
+        _grew(key, _PORT_TRACKED, port.counters, held_port.counters if held_port else None, old_grew, at, grew_at)
     since = at - window_seconds
     grew_at = {k: t for k, t in grew_at.items() if t >= since}  # bounded: only what can still fail a check
     gpu_checks = {gpu.uuid: _gpu_checks(gpu, grew_at) for gpu in view.gpus}

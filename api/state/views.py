@@ -6,7 +6,7 @@ renderers can cache by identity of ``revision``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -83,7 +83,7 @@ class NodeView:
     idle_bf16_peak_flops: float = 0.0
     gpus_down: int = 0
     gpus_unknown_model: int = 0
-    ib_ports: tuple[dict[str, Any], ...] | None = None  # InfiniBand/RoCE ports, as the exporter sent them
+    ib_ports: tuple[PortView, ...] | None = None  # InfiniBand/RoCE ports, as the exporter sent them
     health: NodeHealth | None = None  # set by mfumon.api.state.health.advance when the state applies the view
 
     @property
@@ -92,9 +92,50 @@ class NodeView:
         return (self.last_sample_timestamp, self.last_seen_at)
 
 
-def port_views(ports: Iterable[IbPortSample] | None) -> tuple[dict[str, Any], ...] | None:
+@dataclass(frozen=True, slots=True)
+class PortView:
+    """One InfiniBand/RoCE port as the node view keeps it: which port, its state, and the counters the exporter sent
+    (``rate_bytes_per_second`` and the ``*_total`` counters, present ones only, as a GPU view keeps its counters)."""
+
+    device: str
+    port: int
+    link_layer: str | None
+    state: str | None
+    phys_state: str | None
+    counters: Mapping[str, float]
+
+    @property
+    def key(self) -> str:
+        """The health tracker's key of this port."""
+        return f"ib:{self.device}:{self.port}"
+
+    def as_json(self) -> dict[str, Any]:
+        """The port as ``GET /v1/nodes`` shows it: the fields the exporter sent, in the push's order."""
+        head = {"link_layer": self.link_layer, "state": self.state, "phys_state": self.phys_state}
+        present = {name: value for name, value in head.items() if value is not None}
+        return {"device": self.device, "port": self.port, **present, **self.counters}
+
+
+_PORT_IDENTITY = frozenset({"device", "port", "link_layer", "state", "phys_state"})
+
+
+def port_views(ports: Iterable[IbPortSample] | None) -> tuple[PortView, ...] | None:
     """A node's InfiniBand/RoCE ports as the view keeps them (None: the exporter reads none on this node)."""
-    return None if ports is None else tuple(p.model_dump(exclude_none=True) for p in ports)
+    if ports is None:
+        return None
+    return tuple(
+        PortView(
+            device=p.device,
+            port=p.port,
+            link_layer=p.link_layer,
+            state=p.state,
+            phys_state=p.phys_state,
+            counters={
+                name: value for name, value in p.model_dump(exclude_none=True).items() if name not in _PORT_IDENTITY
+            },
+        )
+        for p in ports
+    )
 
 
 def gpu_views(
@@ -148,7 +189,7 @@ def build_node_view(
     samples_received: int,
     updated_at: float,
     gpus: tuple[GpuView, ...],
-    ib_ports: tuple[dict[str, Any], ...] | None = None,
+    ib_ports: tuple[PortView, ...] | None = None,
 ) -> NodeView:
     """Build a node view: each GPU goes to its job's share, the unattributed busy share, idle or down."""
     groups: dict[str | None, list[Any]] = {}
