@@ -27,6 +27,7 @@ from mfumon.api.metrics.durable import render_durable
 from mfumon.api.metrics.health import HEALTH_FAMILIES, render_health_summary
 from mfumon.api.metrics.job import JOB_FAMILIES, Chunk, render_job, render_job_gpus
 from mfumon.api.metrics.node import GPU_FAMILIES, GpuLines, render_node
+from mfumon.api.metrics.remediation import render_remediation
 from mfumon.api.metrics.self_metrics import SelfMetrics, render_self_metrics
 from mfumon.api.state.aggregate import JobAccount, Summary
 from mfumon.api.state.store import Snapshot
@@ -200,6 +201,7 @@ class MetricsRenderer:
             parts.append(self._render_self().encode())
             parts.append(render_health_summary(snapshot).encode())
             parts.append(render_durable(snapshot.counters).encode())
+            parts.append(render_remediation(snapshot.counters).encode())
             parts.append(render_capacity(snapshot, summary).encode())
         body = b"".join(parts)
         self._self_metrics.last_scrape_duration_seconds = time.perf_counter() - started

@@ -346,6 +346,8 @@ def _counters() -> DurableCounters:
         ("mfumon_pool_gpu_seconds_total", '{pool="train",category="compute"}', 0, 50_000.0),
         ("mfumon_pool_gpu_seconds_total", '{pool="infer",category="unreported"}', 0, 900.0),
         ("mfumon_team_gpu_seconds_total", '{team="ml",category="init"}', 0, 480.0),
+        ("mfumon_remediation_actions_total", '{action="drain",reason="xid",outcome="done"}', 3, 2.0),
+        ("mfumon_remediation_actions_total", '{action="drain",reason="budget_pool",outcome="withheld"}', 5, 40.0),
     ]
     for scope, labels in (("cluster", ""), ("pool", '{pool="train"}'), ("team", '{team="ml"}')):
         rows += [

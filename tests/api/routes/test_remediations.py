@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.utils.factories import metric_value, scrape
+
 
 def decision(**overrides: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
@@ -105,3 +107,16 @@ def test_only_a_token_with_the_remediate_scope_records(make_client: Callable[...
     ok = client.post("/v1/remediations", json=decision(), headers={"Authorization": "Bearer loop-secret-0123456789"})
     assert ok.status_code == 200 and ok.json()["recorded_by"] == "remediate-ctl"
     assert [r["recorded_by"] for r in client.get("/v1/remediations").json()["data"]] == ["remediate-ctl"]
+
+
+def test_every_decision_is_counted_on_metrics(client: TestClient) -> None:
+    for _ in range(2):
+        _post(client, outcome="dry_run")
+    _post(client, node="n2", outcome="withheld", reason="budget_pool")
+    _post(client, action="resume", reason="healthy", outcome="done")
+    text = scrape(client)
+    assert "# TYPE mfumon_remediation_actions_total counter" in text
+    assert metric_value(text, "mfumon_remediation_actions_total", action="drain", reason="xid", outcome="dry_run") == 2
+    withheld = metric_value(text, "mfumon_remediation_actions_total", reason="budget_pool", outcome="withheld")
+    assert withheld == 1
+    assert metric_value(text, "mfumon_remediation_actions_total", action="resume", outcome="done") == 1

@@ -1,0 +1,28 @@
+"""``/metrics`` series of the remediation loop (``mfumon remediate``): its family and how it is rendered, together.
+
+Every decision the loop records (``POST /v1/remediations``) adds one to a durable counter in the same transaction
+(:mod:`mfumon.api.services.remediations`), so every replica exports the same values and they survive restarts.
+Rendered on every scrape (shard 0 only): a few series, one per action, reason and outcome seen.
+"""
+
+from __future__ import annotations
+
+from mfumon.api.metrics._text import counter, declare, sample_line
+from mfumon.api.state.counters import DurableCounters
+
+REMEDIATION_FAMILIES = declare(
+    counter(
+        "remediation_actions_total",
+        "Decisions of mfumon remediate by action (drain, resume, cordon, uncordon), reason (the failing checks, "
+        "healthy, or the rail that withheld it) and outcome (done, failed, dry_run, withheld). A dry run or a "
+        "withheld action counts every round it holds.",
+    ),
+)
+
+
+def render_remediation(counters: DurableCounters) -> str:
+    """The remediation counters as this process last read them."""
+    out = []
+    for name, family in REMEDIATION_FAMILIES.items():
+        out.append(family.header() + "".join(sample_line(name, labels, v) for labels, v in counters.series(name)))
+    return "".join(out)
