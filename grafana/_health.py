@@ -159,6 +159,26 @@ def fleet_health() -> dict[str, Any]:
             width=8,
             description="Large fleets report about 3 GPU failures per 1,000 GPUs per month.",
         ),
+        row("Remediation"),
+        timeseries(
+            "Remediation actions (1h) by action and outcome",
+            targets(
+                (
+                    "sum by (action, outcome) (cluster:mfumon_remediation_actions:increase1h)",
+                    "{{action}} {{outcome}}",
+                )
+            ),
+            width=12,
+            description="Decisions of mfumon remediate over the last hour: done, failed, dry runs, and drains or "
+            "resumes withheld by a rail (kill switch, budget, rate limit, a person's drain). GET /v1/remediations.",
+        ),
+        table(
+            "Remediation decisions (1h) by reason",
+            [target("cluster:mfumon_remediation_actions:increase1h > 0", instant=True, table=True)],
+            hidden=("Time",),
+            description="The reason is the failing check (a drain), healthy (a resume), or the rail that withheld it.",
+            width=12,
+        ),
     ]
     return dashboard(
         uid="mfumon-fleet-health",

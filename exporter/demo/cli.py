@@ -30,6 +30,7 @@ import httpx
 
 from mfumon.cli import LISTENING_PREFIX
 from mfumon.exporter.demo.simcluster import ClusterSpec, SimJob, SimNode, default_cluster
+from mfumon.exporter.demo.simremediate import dry_run_remediator
 from mfumon.exporter.demo.simserving import SimulatedEngine
 from mfumon.exporter.node.inference.collector import InferenceCollector
 from mfumon.exporter.node.inference.endpoints import parse_endpoint
@@ -225,6 +226,7 @@ def run_simulation(
         interval_seconds=interval_seconds,
     )
     collector.start()
+    remediator, remediation_client = dry_run_remediator(url, cluster, token)
     cycles = posted = failed = 0
     last = started = time.time() - interval_seconds
     lives = {job.job_id: _Life(job, started) for job in cluster.jobs if job.reports and job.lifecycle}
@@ -234,6 +236,7 @@ def run_simulation(
             now = time.time()
             if cluster.scheduler is not None and now - synced >= SCHEDULER_INTERVAL_S:
                 _sync_scheduler(client, cluster, started, now)  # as often as a real adapter, not every cycle
+                remediator.run_once()  # what mfumon remediate would do with the drain list (dry run)
                 synced = now
             for job in (j for j in cluster.jobs if j.reports):
                 mfu = job.mfu_over(seed, last, now)
@@ -254,6 +257,7 @@ def run_simulation(
                 break
     finally:
         collector.stop(timeout_seconds=5.0)
+        remediation_client.close()
         for engine in engines:
             engine.stop()
         for agent in agents:
