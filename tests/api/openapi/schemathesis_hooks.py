@@ -181,6 +181,8 @@ def map_case(context: HookContext, case: Case) -> Case:
         _layout(body)
     elif operation == "POST /v1/jobs/{job_id}/events" and body is not None:
         _not_ahead(body, "timestamp")
+    elif operation == "POST /v1/remediations" and body is not None:
+        _not_ahead(body, "timestamp")
     elif operation == "PUT /v1/scheduler/{source}" and body is not None:
         _scheduler(body)
     elif operation == "GET /v1/usage" and query is not None:
