@@ -22,6 +22,68 @@ import pytest
 
 POSTGRES_URL_ENV = "MFUMON_TEST_POSTGRES_URL"
 
+#: Modules every test of which starts a process (``mfumon serve``, Prometheus, Slurm, Chromium, a training or
+#: exporter subprocess, a fresh virtual environment) or sweeps a large input space; their tests are ``slow``.
+SLOW_MODULES = frozenset(
+    {
+        "tests.api.db.test_durability",
+        "tests.api.metrics.test_cardinality",
+        "tests.api.openapi.test_conformance",
+        "tests.api.openapi.test_rules",
+        "tests.api.openapi.test_strict_types",
+        "tests.api.openapi.test_validation",
+        "tests.api.server.test_admission_live",
+        "tests.api.server.test_connection_memory",
+        "tests.api.server.test_live_server",
+        "tests.api.server.test_overload",
+        "tests.api.server.test_server_process",
+        "tests.api.server.test_slow_clients",
+        "tests.api.services.test_concurrency",
+        "tests.api.state.test_replicas",
+        "tests.deploy.test_dashboards",
+        "tests.deploy.test_prometheus_live",
+        "tests.deploy.test_prometheus_rules",
+        "tests.deploy.test_sharded_scrape",
+        "tests.exporter.demo.test_demo",
+        "tests.exporter.job.test_e2e_training",
+        "tests.exporter.job.test_integration_events",
+        "tests.exporter.job.test_integrations",
+        "tests.exporter.job.test_step_timing",
+        "tests.exporter.job.test_wrap",
+        "tests.exporter.node.test_agent",
+        "tests.exporter.node.test_delivery",
+        "tests.exporter.ops.test_report",
+        "tests.exporter.scheduler.test_slurm_live",
+        "tests.test_packaging",
+        "tests.test_ports",
+        "tests.test_readme_examples",
+    }
+)
+#: Fixtures that start a server process (each module's ``server`` is a ``mfumon serve``).
+SLOW_FIXTURES = frozenset({"live_server", "server", "aggregator"})
+#: Fixtures that hand a test a PostgreSQL database (besides the ``postgres`` side of ``database_url``).
+POSTGRES_FIXTURES = frozenset({"shared_postgres"})
+#: Markers of tests that need a service or a device; they are slow too.
+SERVICE_MARKERS = ("postgres", "prometheus", "gpu")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark what the quick subset (``pytest -m 'not slow'``) leaves out: tests on the PostgreSQL side of the
+    ``database_url`` fixture (also marked ``postgres``), tests needing a service, starting a server, or in a slow
+    module."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        on_postgres = callspec is not None and callspec.params.get("database_url") == "postgres"
+        if on_postgres or POSTGRES_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.postgres)
+        module = item.module.__name__ if isinstance(item, pytest.Function) else ""
+        if (
+            module in SLOW_MODULES
+            or SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+            or any(item.get_closest_marker(name) for name in SERVICE_MARKERS)
+        ):
+            item.add_marker(pytest.mark.slow)
+
 
 _LISTENING = re.compile(r"mfumon serve: listening on (http://\S+:(\d+))")
 

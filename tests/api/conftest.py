@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
 from mfumon.api.core.config import Settings
+from mfumon.api.db.migrate import upgrade_to_head
 from mfumon.api.main import create_app
 from tests.conftest import POSTGRES_URL_ENV
 
@@ -47,10 +49,23 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         engine.dispose()
 
 
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file the real migrations brought to head once per session, copied for each app on SQLite: a copy
+    takes 1 ms where the migrations take 130. The migrations themselves are tested in ``tests/api/db``, and every
+    PostgreSQL test migrates its own new database."""
+    path = tmp_path_factory.mktemp("template") / "migrated.db"
+    upgrade_to_head(f"sqlite:///{path}")
+    return path
+
+
 @pytest.fixture
-def make_client(database_url: str) -> Iterator[Callable[..., TestClient]]:
+def make_client(database_url: str, migrated_sqlite: Path) -> Iterator[Callable[..., TestClient]]:
     """Build a started app (migrations applied) on the test database with the given settings."""
     clients: list[TestClient] = []
+    target = Path(database_url.removeprefix("sqlite:///")) if database_url.startswith("sqlite:///") else None
+    if target is not None and not target.exists():  # a database the test has not written itself
+        shutil.copyfile(migrated_sqlite, target)
 
     def make(**settings: Any) -> TestClient:
         app = create_app(Settings(DATABASE_URL=database_url, **settings))

@@ -116,6 +116,7 @@ def test_serve_refuses_network_address_without_tokens(tmp_path: Path) -> None:
     assert "refusing to listen" in result.stderr and "MFUMON_INGEST_TOKENS" in result.stderr
 
 
+@pytest.mark.slow
 def test_live_server_never_logs_the_token(tmp_path: Path) -> None:
     with start_server(tmp_path, env={"MFUMON_INGEST_TOKENS": SECRET, "MFUMON_LOG_LEVEL": "DEBUG"}) as server:
         bad = httpx.post(f"{server.url}/v1/jobs/j/reports", json=report(), headers={"Authorization": "Bearer wrong"})

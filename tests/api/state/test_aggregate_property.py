@@ -6,6 +6,7 @@ unverified GPUs never leak into a state, and no pool exists without a node.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -110,6 +111,7 @@ def _snapshot(draw: st.DrawFn) -> Snapshot:
     return Snapshot(now=1.0, nodes=nodes, jobs=tuple(draw(_job(j)) for j in job_ids), baselines={})
 
 
+@pytest.mark.slow  # 200 random snapshots
 @settings(max_examples=200, deadline=None)
 @given(_snapshot())
 def test_gpu_states_add_up_per_cluster_pool_and_node(snapshot: Snapshot) -> None:

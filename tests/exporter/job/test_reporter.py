@@ -138,6 +138,7 @@ def test_down_aggregator_never_raises_and_keeps_a_bounded_queue(
     reporter.close(timeout_seconds=1)
 
 
+@pytest.mark.slow
 def test_buffered_reports_are_sent_once_the_aggregator_is_back(tmp_path: Path, held_port: int) -> None:
     port = held_port
     reporter = JobReporter("rep-back", url=f"http://127.0.0.1:{port}", model={"params": 1e6}, num_gpus=2, start=False)
@@ -168,6 +169,7 @@ def test_rejected_requests_are_dropped_not_retried(server: LiveServer, caplog: p
     reporter.close()
 
 
+@pytest.mark.slow
 def test_ingest_token_is_sent(tmp_path: Path) -> None:
     with start_server(tmp_path, env={"MFUMON_INGEST_TOKENS": "s3cret"}) as live:
         token_file = tmp_path / "token"

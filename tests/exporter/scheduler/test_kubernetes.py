@@ -85,6 +85,7 @@ def _wait(check: Callable[[], bool], timeout_seconds: float = 30.0) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_watcher_lists_watches_and_relists_through_lightkube() -> None:
     with fake_kube() as (kube, url):
         kube.expire_after_events = True
@@ -116,6 +117,7 @@ def test_without_kueue_pods_only() -> None:
             watcher.stop()
 
 
+@pytest.mark.slow
 def test_mfumon_scheduler_kubernetes_end_to_end(tmp_path: Path) -> None:
     with fake_kube() as (_, url), start_server(tmp_path) as server:
         config = tmp_path / "kubeconfig"
