@@ -1,4 +1,4 @@
-"""The schema comes from Alembic and matches the models; migrations go down and up again."""
+"""The schema comes from Alembic and matches the tables (``mfumon.api.db.tables``); migrations go down and up again."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from mfumon.mfu import PeakTable
 from tests.utils.factories import node_sample
 
 
-def test_migrations_create_exactly_the_models(database_url: str) -> None:
+def test_migrations_create_exactly_the_tables(database_url: str) -> None:
     upgrade_to_head(database_url)
     upgrade_to_head(database_url)  # idempotent: a second replica starting finds nothing to do
     engine = create_engine(database_url)
