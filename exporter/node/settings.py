@@ -190,7 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--inference.url",
         action="append",
         metavar="URL[,job_id=ID,model=PATH|REPO,...]",
-        help="a serving engine's metrics URL with options (repeatable) [MFUMON_INFERENCE_URLS, space-separated]",
+        help="a serving engine's metrics URL with key=value options, values may hold spaces (repeatable) "
+        "[MFUMON_INFERENCE_URLS: one per line, or spaces before each URL]",
     )
     inference.add_argument(
         "--inference.discovery",

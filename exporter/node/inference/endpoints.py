@@ -1,7 +1,8 @@
 """Serving endpoints the agent reads: what ``--inference.url`` says, and how a served model is described.
 
-One ``--inference.url`` (repeatable; ``MFUMON_INFERENCE_URLS`` holds several, separated by spaces or newlines) is the
-metrics URL followed by comma-separated ``key=value`` options::
+One ``--inference.url`` (repeatable; ``MFUMON_INFERENCE_URLS`` holds several, separated by newlines, or by spaces
+before the next ``http(s)://``) is the metrics URL followed by comma-separated ``key=value`` options, whose values may
+hold spaces (``gpu_model=NVIDIA H100 80GB HBM3``)::
 
     --inference.url 'http://127.0.0.1:8000/metrics,job_id=chat-70b,model=/models/Llama-3.1-70B-Instruct'
     --inference.url 'http://10.0.0.7:30000/metrics,job_id=summarize,model=Qwen/Qwen2.5-32B-Instruct,num_gpus=4'
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -48,6 +50,7 @@ _TEXT_KEYS = (
     "pool",
 )
 _OPTIONS = frozenset({*_SHAPE_KEYS, *_TEXT_KEYS, "num_gpus"})
+_NEXT_SPEC = re.compile(r"\s+(?=https?://)", re.IGNORECASE)  # whitespace that starts another endpoint spec
 
 
 @dataclass(frozen=True)
@@ -94,8 +97,13 @@ class InferenceEndpoint:
 
 
 def split_endpoint_list(text: str) -> list[str]:
-    """``MFUMON_INFERENCE_URLS``: endpoint specs separated by whitespace or newlines."""
-    return [part for part in text.split() if part]
+    """``MFUMON_INFERENCE_URLS``: endpoint specs, one per line or separated by whitespace before ``http(s)://``.
+
+    Only whitespace before a URL separates specs, so an option's value keeps its spaces (``gpu_model=NVIDIA H100
+    80GB HBM3``): splitting at every space made ``H100`` a spec of its own.
+    """
+    specs = (part.strip() for line in text.splitlines() for part in _NEXT_SPEC.split(line))
+    return [spec for spec in specs if spec]
 
 
 def parse_endpoint(spec: str, env: Mapping[str, str] | None = None) -> InferenceEndpoint:
