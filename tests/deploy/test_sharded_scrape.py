@@ -1,5 +1,5 @@
-"""The README's sharded scrape config, run by a real Prometheus against a real aggregator: the shards' targets
-are all up and together bring in exactly the series of one unsharded scrape."""
+"""The documented sharded scrape config (docs/operators/scale.md), run by a real Prometheus against a real
+aggregator: the shards' targets are all up and together bring in exactly the series of one unsharded scrape."""
 
 from __future__ import annotations
 
@@ -21,14 +21,14 @@ pytestmark = pytest.mark.prometheus
 _PROMETHEUS_LISTENING = re.compile(r'msg="Listening on"[^\n]*? address=(127\.0\.0\.1:\d+)')
 
 
-def _readme_config() -> dict:  # type: ignore[type-arg]
-    blocks = re.findall(r"```yaml\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+def _documented_config() -> dict:  # type: ignore[type-arg]
+    blocks = re.findall(r"```yaml\n(.*?)```", (REPO / "docs" / "operators" / "scale.md").read_text(), re.S)
     return yaml.safe_load(next(b for b in blocks if "__param_shards" in b))
 
 
 def test_prometheus_scrapes_every_shard_and_gets_the_whole_exposition(tmp_path: Path) -> None:
     binary = require_tool("prometheus")
-    config = _readme_config()
+    config = _documented_config()
     job = config["scrape_configs"][0]
     shards = len(job["static_configs"])
     with start_server(tmp_path) as aggregator, httpx.Client(base_url=aggregator.url) as client:

@@ -1,4 +1,4 @@
-"""The README's code examples run as written, against a live aggregator.
+"""The documentation's code examples (README.md and every page under docs/) run as written, against a live aggregator.
 
 - Every ``python`` block runs as a program (``pip install 'mfu-monitor[examples]'``, which the README names before
   them, is what the dev install brings too); it must exit 0 and its job must reach the aggregator with an MFU.
@@ -6,7 +6,7 @@
   (``http://127.0.0.1:8000``, or ``$MFUMON_URL``) is the test's server.
 - ``mfumon wrap`` blocks wrap the reader's own program (``train.py``): their options go through wrap's real
   argument parser, which must accept them.
-- The two commands at the top are ``tests/test_readme.py``'s; the deployment commands (docker, kubectl,
+- The README's two commands are ``tests/test_readme.py``'s; the deployment commands (docker, kubectl,
   ``mfumon exporter`` on a GPU node) are checked through the files they use (``tests/deploy``).
 """
 
@@ -27,8 +27,20 @@ from mfumon.exporter.job.wrap.cli import build_parser
 from tests.conftest import LiveServer, start_server
 
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text(encoding="utf-8")
-BLOCKS = [(m["lang"], m["body"]) for m in re.finditer(r"^```(?P<lang>\w*)\n(?P<body>.*?)^```", README, re.S | re.M)]
+
+
+def _pages() -> list[Path]:
+    """README.md and the site's own pages (not the runbooks and deployment notes linked in from deploy/)."""
+    pages = [ROOT / "README.md"]
+    for folder, subfolders, files in os.walk(ROOT / "docs"):  # does not follow the links into deploy/
+        subfolders.sort()
+        pages += [Path(folder) / name for name in sorted(files) if name.endswith(".md")]
+    return [page for page in pages if not page.is_symlink()]
+
+
+PAGES = _pages()
+DOCS = "\n".join(page.read_text(encoding="utf-8") for page in PAGES)
+BLOCKS = [(m["lang"], m["body"]) for m in re.finditer(r"^```(?P<lang>\w*)\n(?P<body>.*?)^```", DOCS, re.S | re.M)]
 PYTHON = [body for lang, body in BLOCKS if lang == "python"]
 SHELL = [body for lang, body in BLOCKS if lang in ("sh", "bash")]
 
@@ -50,7 +62,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         yield live
 
 
-def test_the_readme_has_the_examples_this_file_runs() -> None:
+def test_the_docs_have_the_examples_this_file_runs() -> None:
+    assert len(PAGES) > 20
     assert len(PYTHON) >= 3 and len(CURL) >= 2 and len(WRAP) >= 2
 
 
