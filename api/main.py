@@ -32,10 +32,12 @@ from mfumon.api.routes import (
     health,
     job_events,
     jobs,
+    landing,
     metrics,
     nodes,
     remediations,
     scheduler,
+    ui,
     usage,
 )
 from mfumon.api.services.accounting import bill_gpu_states, maintain_hours
@@ -205,6 +207,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Cluster-wide MFU: job throughput and GPU counters in, MFU and Prometheus metrics out.",
         version="0.1.0",
         lifespan=lifespan,
+        docs_url=None,  # served by mfumon.api.routes.landing from the package, not a CDN
+        redoc_url=None,
     )
     app.add_middleware(WriteAudit)
     app.add_middleware(
@@ -247,6 +251,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         remediations,
         metrics,
         health,
+        landing,
+        ui,
     ):  # node pushes matched first
         app.include_router(module.router)
     openapi.install(app)

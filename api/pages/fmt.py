@@ -1,0 +1,99 @@
+"""How the pages print numbers: units always named, ratios as percentages with the 0-1 value in ``title``, and an
+unknown value as ``—`` with the reason, never a made-up zero.
+
+Each function returns :class:`markupsafe.Markup` (escaped here, so templates print it as is).
+"""
+
+from __future__ import annotations
+
+import time
+
+from markupsafe import Markup, escape
+
+DASH = "—"
+
+
+def unknown(reason: str | None = None) -> Markup:
+    """``—`` and why the value is unknown (the reason is also the tooltip)."""
+    if not reason:
+        return Markup('<span class="unknown">—</span>')
+    return Markup('<span class="unknown" title="{0}">— <small>({0})</small></span>').format(reason)
+
+
+def ratio(value: float | None, reason: str | None = None, *, digits: int = 1) -> Markup:
+    """A 0-1 ratio as ``45.2 %``, the exact ratio in the title attribute."""
+    if value is None:
+        return unknown(reason)
+    return Markup('<span class="ratio" title="{0:.4f}">{1} %</span>').format(value, f"{value * 100:.{digits}f}")
+
+
+def _scaled(value: float, units: tuple[tuple[float, str], ...]) -> str:
+    for factor, unit in units:
+        if abs(value) >= factor:
+            return f"{value / factor:.3g} {unit}"
+    return f"{value:.3g} {units[-1][1]}" if units[-1][0] == 1 else f"{value:.3g}"
+
+
+_FLOPS = ((1e18, "EFLOP/s"), (1e15, "PFLOP/s"), (1e12, "TFLOP/s"), (1e9, "GFLOP/s"), (1.0, "FLOP/s"))
+_COUNT = ((1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+
+
+def flops_per_second(value: float | None, reason: str | None = None) -> Markup:
+    """FLOP/s in the largest unit that keeps a digit before the point (``3.45 PFLOP/s``)."""
+    if value is None:
+        return unknown(reason)
+    return Markup('<span title="{0:.6g} FLOP/s">{1}</span>').format(value, _scaled(value, _FLOPS))
+
+
+def count(value: float | None, unit: str, reason: str | None = None) -> Markup:
+    """A count with its unit (``12.3 k tokens/s``); the exact value in the title."""
+    if value is None:
+        return unknown(reason)
+    scaled = _scaled(value, _COUNT).rstrip()
+    return Markup('<span title="{0:.6g} {1}">{2} {1}</span>').format(value, unit, scaled)
+
+
+def gpu_hours(gpu_seconds: float | None, reason: str | None = None) -> Markup:
+    """GPU-seconds shown as GPU-hours (the unit people budget in); GPU-seconds in the title."""
+    if gpu_seconds is None:
+        return unknown(reason)
+    return Markup('<span title="{0:.0f} GPU-seconds">{1:.2f} GPU-h</span>').format(gpu_seconds, gpu_seconds / 3600)
+
+
+def seconds(value: float | None, reason: str | None = None) -> Markup:
+    """A duration: ``850 ms``, ``12.5 s``, ``4.2 min``, ``3.1 h``."""
+    if value is None:
+        return unknown(reason)
+    if value < 1:
+        text = f"{value * 1000:.0f} ms"
+    elif value < 120:
+        text = f"{value:.3g} s"
+    elif value < 7200:
+        text = f"{value / 60:.1f} min"
+    else:
+        text = f"{value / 3600:.1f} h"
+    return Markup('<span title="{0:.3f} s">{1}</span>').format(value, text)
+
+
+def when(timestamp: float | None, reason: str | None = None) -> Markup:
+    """A Unix time as UTC (the server's clock; Unix seconds in the title)."""
+    if timestamp is None:
+        return unknown(reason)
+    text = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(timestamp))
+    return Markup('<time title="{0:.0f} (Unix seconds)">{1}</time>').format(timestamp, text)
+
+
+def text(value: object | None, reason: str | None = None) -> Markup:
+    """A label or number as given, or ``—``."""
+    if value is None or value == "":
+        return unknown(reason)
+    return Markup(escape(str(value)))
+
+
+def evidence(value: object) -> Markup:
+    """A finding's evidence value: floats to four significant digits, lists joined, the rest as given."""
+    if isinstance(value, float):
+        return Markup(escape(f"{value:.4g}"))
+    if isinstance(value, (list, tuple)):
+        return Markup(", ").join(evidence(v) for v in value)
+    return text(value, "none")

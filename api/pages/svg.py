@@ -1,0 +1,206 @@
+"""Inline SVG charts for the pages: pure functions from numbers to markup, so a page needs no script and no
+external asset, and each chart can be checked on its own (``tests/api/pages/test_svg.py``).
+
+Every chart is ``<svg class="chart" viewBox="0 0 W H">`` with a ``<title>`` for screen readers; lines are
+``<path class="line">``, bars ``<rect class="bar">``, all inside the viewBox. Colours come from the page's CSS
+(classes ``s0``..``s3`` and the waterfall categories), so the charts follow the stylesheet.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from markupsafe import Markup
+
+PAD_LEFT, PAD_RIGHT, PAD_TOP, PAD_BOTTOM = 48.0, 12.0, 10.0, 22.0
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """One line: (x, y) points in x order; a None y breaks the line (a gap, not a zero)."""
+
+    label: str
+    points: Sequence[tuple[float, float | None]]
+    css: str = "s0"
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """A horizontal dashed line at ``y`` (a baseline, the hardware estimate now)."""
+
+    label: str
+    y: float
+    css: str = "ref"
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One segment of a stacked bar or one row of a bar list."""
+
+    label: str
+    value: float
+    css: str = "s0"
+    note: str = ""  # shown in the tooltip after the value
+
+
+def _percent(y: float) -> str:
+    return f"{y * 100:.0f} %"
+
+
+def _clock(x: float) -> str:
+    return time.strftime("%H:%M", time.gmtime(x))
+
+
+def _svg(chart_id: str, title: str, width: float, height: float, body: Sequence[str]) -> Markup:
+    head = Markup(
+        '<svg class="chart" id="{0}" viewBox="0 0 {1:g} {2:g}" width="{1:g}" height="{2:g}" role="img" '
+    ).format(chart_id, width, height)
+    head += Markup('aria-label="{0}"><title>{0}</title>').format(title)
+    return head + Markup("".join(body)) + Markup("</svg>")
+
+
+def line_chart(
+    chart_id: str,
+    title: str,
+    series: Sequence[Series],
+    *,
+    references: Sequence[Reference] = (),
+    y_max: float | None = None,
+    width: float = 640,
+    height: float = 200,
+    y_format: Callable[[float], str] = _percent,
+) -> Markup:
+    """Lines over time (x in Unix seconds, labelled as UTC clock time); y from 0 to ``y_max`` (the largest value
+    shown, at least a little above zero, when not given)."""
+    xs = [x for s in series for x, y in s.points if y is not None]
+    ys = [y for s in series for _, y in s.points if y is not None] + [r.y for r in references]
+    top = y_max if y_max is not None else max([*ys, 1e-9]) * 1.1
+    x0, x1 = (min(xs), max(xs)) if xs else (0.0, 1.0)
+    span = (x1 - x0) or 1.0
+    plot_w, plot_h = width - PAD_LEFT - PAD_RIGHT, height - PAD_TOP - PAD_BOTTOM
+
+    def px(x: float) -> float:
+        return PAD_LEFT + (plot_w / 2 if x1 == x0 else (x - x0) / span * plot_w)
+
+    def py(y: float) -> float:
+        return PAD_TOP + plot_h - min(max(y / top, 0.0), 1.0) * plot_h
+
+    body = []
+    for i in range(5):  # gridlines at 0, 1/4 ... of the top
+        y = top * i / 4
+        body.append(
+            Markup('<line class="grid" x1="{0:g}" x2="{1:g}" y1="{2:.1f}" y2="{2:.1f}"/>').format(
+                PAD_LEFT, width - PAD_RIGHT, py(y)
+            )
+        )
+        body.append(
+            Markup('<text class="axis" x="{0:g}" y="{1:.1f}" text-anchor="end">{2}</text>').format(
+                PAD_LEFT - 4, py(y) + 4, y_format(y)
+            )
+        )
+    if xs:
+        for x, anchor in ((x0, "start"), (x1, "end")):
+            body.append(
+                Markup('<text class="axis" x="{0:.1f}" y="{1:g}" text-anchor="{2}">{3} UTC</text>').format(
+                    px(x), height - 6, anchor, _clock(x)
+                )
+            )
+    for ref in references:
+        body.append(
+            Markup('<path class="{0}" d="M{1:g} {2:.1f}H{3:g}"><title>{4}: {5}</title></path>').format(
+                ref.css, PAD_LEFT, py(ref.y), width - PAD_RIGHT, ref.label, y_format(ref.y)
+            )
+        )
+    for s in series:
+        d, pen_down = [], False
+        for px_at, value in s.points:
+            if value is None:
+                pen_down = False
+                continue
+            d.append(f"{'L' if pen_down else 'M'}{px(px_at):.1f} {py(value):.1f}")
+            pen_down = True
+        if not d:
+            continue
+        if len(d) == 1:  # one point: a short tick, so the line is visible
+            d.append("h1")
+        body.append(
+            Markup('<path class="line {0}" d="{1}"><title>{2}</title></path>').format(s.css, " ".join(d), s.label)
+        )
+        last_x, last_y = s.points[-1]
+        if last_y is not None:  # the newest value, marked
+            body.append(
+                Markup('<circle class="dot {0}" cx="{1:.1f}" cy="{2:.1f}" r="3"/>').format(
+                    s.css, px(last_x), py(last_y)
+                )
+            )
+    return _svg(chart_id, title, width, height, body)
+
+
+def stacked_bar(chart_id: str, title: str, parts: Sequence[Part], *, width: float = 640, height: float = 28) -> Markup:
+    """One bar split into its parts, each as wide as its share of the total (empty parts are left out)."""
+    total = sum(p.value for p in parts if p.value > 0)
+    body, x = [], 0.0
+    for part in parts:
+        if part.value <= 0 or total <= 0:
+            continue
+        w = part.value / total * width
+        share = part.value / total
+        body.append(
+            Markup(
+                '<rect class="bar {0}" x="{1:.2f}" y="0" width="{2:.2f}" height="{3:g}">'
+                "<title>{4}: {5:.1f} %{6}</title></rect>"
+            ).format(part.css, x, w, height, part.label, share * 100, f" ({part.note})" if part.note else "")
+        )
+        x += w
+    return _svg(chart_id, title, width, height, body)
+
+
+def bar_list(
+    chart_id: str,
+    title: str,
+    parts: Sequence[Part],
+    *,
+    x_max: float | None = None,
+    width: float = 640,
+    row_height: float = 20,
+    label_width: float = 140,
+    value_format: Callable[[float], str] = _percent,
+) -> Markup:
+    """One labelled horizontal bar per part, scaled to ``x_max`` (the largest value when not given)."""
+    top = x_max if x_max is not None else max([p.value for p in parts] + [1e-9])
+    bar_w = width - label_width - 70
+    body = []
+    for i, part in enumerate(parts):
+        y = i * row_height
+        w = max(min(part.value / top, 1.0), 0.0) * bar_w if top > 0 else 0.0
+        body.append(
+            Markup('<text class="label" x="{0:g}" y="{1:.1f}" text-anchor="end">{2}</text>').format(
+                label_width - 6, y + row_height * 0.7, part.label
+            )
+        )
+        body.append(
+            Markup(
+                '<rect class="bar {0}" x="{1:g}" y="{2:.1f}" width="{3:.2f}" height="{4:.1f}">'
+                "<title>{5}: {6}{7}</title></rect>"
+            ).format(
+                part.css,
+                label_width,
+                y + 2,
+                max(w, 0.5),
+                row_height - 4,
+                part.label,
+                value_format(part.value),
+                f" ({part.note})" if part.note else "",
+            )
+        )
+        body.append(
+            Markup('<text class="value" x="{0:.1f}" y="{1:.1f}">{2}</text>').format(
+                label_width + max(w, 0.5) + 4, y + row_height * 0.7, value_format(part.value)
+            )
+        )
+    return _svg(chart_id, title, width, max(len(parts), 1) * row_height, body)
+
+
+__all__ = ["Part", "Reference", "Series", "bar_list", "line_chart", "stacked_bar"]

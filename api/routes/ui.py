@@ -1,0 +1,92 @@
+"""The pages under ``/ui``: the cluster, the jobs list, a job, and two jobs compared (HTML, no script).
+
+Reads go through the services like the JSON API's, and the same admission rule guards them (a ``read`` token when
+``MFUMON_READ_REQUIRES_TOKEN`` is on). A bad input gets an HTML page with its 4xx status: 404 for an unknown job,
+422 for a filter value the list does not know.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query
+from starlette.responses import FileResponse, HTMLResponse
+
+from mfumon.api.deps import ContextDep, JobIdPath
+from mfumon.api.errors import NotFoundError
+from mfumon.api.pages import STATIC_DIR, render
+from mfumon.api.pages.cluster import MAX_JOBS_READ, cluster_page
+from mfumon.api.pages.compare import compare_page
+from mfumon.api.pages.jobs import FILTERS, KINDS, STATUSES, hardware_reason, job_page, list_jobs, mfu_reason
+from mfumon.api.routes.landing import static_file
+from mfumon.api.schemas._common import ID_PATTERN
+
+router = APIRouter(prefix="/ui", include_in_schema=False)
+
+Filter = Annotated[str, Query(max_length=128)]
+JobQuery = Annotated[str, Query(max_length=128)]
+_JOB_ID = re.compile(ID_PATTERN.removesuffix("$") + r"\Z")
+
+
+def _error(status_code: int, heading: str, message: str) -> HTMLResponse:
+    return render("error.html", status_code, status_code=status_code, heading=heading, message=message)
+
+
+@router.get("", response_class=HTMLResponse)
+def read_cluster_page(ctx: ContextDep) -> HTMLResponse:
+    """The cluster at a glance."""
+    return render("cluster.html", **cluster_page(ctx))
+
+
+@router.get("/jobs", response_class=HTMLResponse)
+def read_jobs_page(
+    ctx: ContextDep, status: Filter = "", team: Filter = "", pool: Filter = "", kind: Filter = ""
+) -> HTMLResponse:
+    """Jobs, filtered by status, team, pool and kind."""
+    filters = {"status": status, "team": team, "pool": pool, "kind": kind}
+    for name, allowed in (("status", STATUSES), ("kind", KINDS)):
+        if filters[name] and filters[name] not in allowed:
+            return _error(422, "Unknown filter value", f"{name} must be one of {', '.join(allowed)} (or empty).")
+    lines, truncated, choices = list_jobs(ctx, filters)
+    return render(
+        "jobs.html",
+        lines=lines,
+        truncated=truncated,
+        max_jobs=MAX_JOBS_READ,
+        filters={k: filters[k] for k in FILTERS},
+        choices=choices,
+        mfu_reason=mfu_reason,
+        hardware_reason=hardware_reason,
+    )
+
+
+@router.get("/jobs/{job_id}", response_class=HTMLResponse)
+def read_job_page(job_id: JobIdPath, ctx: ContextDep) -> HTMLResponse:
+    """One job: MFU over time, waterfall, diagnosis, stragglers, events, baseline."""
+    try:
+        context = job_page(ctx, job_id)
+    except NotFoundError:
+        return _error(404, "No such job", f"The aggregator has no job {job_id!r}.")
+    return render("job.html", **context)
+
+
+@router.get("/compare", response_class=HTMLResponse)
+def read_compare_page(ctx: ContextDep, a: JobQuery = "", b: JobQuery = "") -> HTMLResponse:
+    """Job ``a`` (before) against job ``b`` (after); with neither, a form to name them."""
+    if not a and not b:
+        return render("compare.html", a="", b="", result=None)
+    for name, value in (("a", a), ("b", b)):
+        if not _JOB_ID.match(value):
+            return _error(422, "Name two jobs", f"{name} must be a job id (letters, digits and ._:@+-), got {value!r}.")
+    try:
+        context = compare_page(ctx, a, b)
+    except NotFoundError as exc:
+        return _error(404, "No such job", str(exc))
+    return render("compare.html", a=a, b=b, **context)
+
+
+@router.get("/static/{name}", response_model=None)
+def read_static(name: Annotated[str, Path(max_length=128)]) -> FileResponse | HTMLResponse:
+    """The pages' stylesheet."""
+    return static_file(STATIC_DIR, name)
