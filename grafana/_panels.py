@@ -18,6 +18,11 @@ Panel = dict[str, Any]
 
 JOB_UID = "mfumon-job-drilldown"
 JOB_LINK = f"/d/{JOB_UID}?var-job=${{__value.raw}}&${{__url_time_range}}"  # data link from a job_id cell
+# Every job_id cell that links to the drill-down also links to the job's page on the aggregator (/ui/jobs/<id>):
+# the diagnosis findings, events and before/after comparison live there. ``$aggregator`` is the aggregator's URL as
+# the browser reaches it (a text box on each dashboard, like the datasource picker).
+AGGREGATOR_URL = "http://localhost:8000"
+JOB_PAGE_LINK = "${aggregator}/ui/jobs/${__value.raw}"
 
 
 def target(
@@ -120,6 +125,14 @@ def stat(
     }
 
 
+def _links(title: str, url: str) -> list[dict[str, Any]]:
+    """A column's data links: the given one, and the job's page beside the drill-down."""
+    out: list[dict[str, Any]] = [{"title": title, "url": url}]
+    if url == JOB_LINK:
+        out.append({"title": "Job page (diagnosis, events, compare)", "url": JOB_PAGE_LINK, "targetBlank": True})
+    return out
+
+
 def table(
     title: str,
     queries: list[dict[str, Any]],
@@ -141,7 +154,7 @@ def table(
     overrides += [
         {
             "matcher": {"id": "byName", "options": col},
-            "properties": [{"id": "links", "value": [{"title": link_title, "url": url}]}],
+            "properties": [{"id": "links", "value": _links(link_title, url)}],
         }
         for col, (link_title, url) in (links or {}).items()
     ]
@@ -207,6 +220,19 @@ def datasource_variable() -> dict[str, Any]:
         "options": [],
         "refresh": 1,
         "regex": "",
+    }
+
+
+def aggregator_variable() -> dict[str, Any]:
+    """The aggregator's URL as the browser reaches it, for the links to its pages (edit it on the dashboard)."""
+    return {
+        "name": "aggregator",
+        "label": "Aggregator URL",
+        "type": "textbox",
+        "query": AGGREGATOR_URL,
+        "current": {"text": AGGREGATOR_URL, "value": AGGREGATOR_URL},
+        "hide": 0,
+        "options": [{"selected": True, "text": AGGREGATOR_URL, "value": AGGREGATOR_URL}],
     }
 
 
@@ -276,6 +302,6 @@ def dashboard(
                 "keepTime": True,
             }
         ],
-        "templating": {"list": [datasource_variable(), *variables]},
+        "templating": {"list": [datasource_variable(), *variables, aggregator_variable()]},
         "panels": layout(panels),
     }
