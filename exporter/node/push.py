@@ -6,6 +6,10 @@ network. The sender thread pushes batches in order. When a push fails (connectio
 replayed oldest-first after an exponential backoff with jitter, or after the aggregator's ``Retry-After`` (an
 overloaded aggregator answers 503 with one) if that is longer. A batch the aggregator rejects as invalid (other
 4xx) is dropped and counted, since sending it again cannot succeed.
+
+A push that failed on a kept-alive connection the aggregator was closing is sent again at once on a fresh one
+(:mod:`mfumon.exporter.transport`), so the keep-alive race never shows. A 401/403 is logged once, with the flag and
+variables that fix it, then retried with backoff quietly and counted (``mfumon_exporter_auth_failures_total``).
 """
 
 from __future__ import annotations
@@ -20,10 +24,12 @@ from urllib.parse import quote
 
 import httpx
 
+from mfumon.exporter.auth import AUTH_STATUSES, auth_hint
 from mfumon.exporter.node.selfmetrics import ExporterMetrics
 from mfumon.exporter.node.spool import Spool
 from mfumon.exporter.retry_after import retry_after_seconds, spread
 from mfumon.exporter.samples import NodeBatch, decode_record
+from mfumon.exporter.transport import FreshConnectionRetry
 
 __all__ = ["RetryPolicy", "Sender"]
 
@@ -68,18 +74,22 @@ class Sender:
         retry: RetryPolicy | None = None,
         queue_max: int = 1000,
         seed: int | None = None,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
         headers = {"User-Agent": "mfumon-exporter"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
         timeout = httpx.Timeout(timeout_seconds, connect=min(2.0, timeout_seconds))
-        self._client = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout)
+        self._client = httpx.Client(
+            base_url=url.rstrip("/"), headers=headers, timeout=timeout, transport=FreshConnectionRetry(transport)
+        )
         self._spool = spool
         self._metrics = metrics or ExporterMetrics()
         self._retry = retry or RetryPolicy()
         self._rng = random.Random(seed)
         self._queue: queue.Queue[object] = queue.Queue(maxsize=queue_max)
         self._failures = 0
+        self._auth_told = False  # the 401/403 hint is logged once per process
         self._next_attempt = 0.0
         self._thread: threading.Thread | None = None
         self.delivered = 0
@@ -182,6 +192,11 @@ class Sender:
             retry_after = response.headers.get("Retry-After")
             if response.is_success:
                 outcome = "success"
+            elif response.status_code in AUTH_STATUSES:
+                self._metrics.auth_failures.labels(str(response.status_code)).inc()
+                level = logging.DEBUG if self._auth_told else logging.WARNING
+                logger.log(level, "push refused: %s", auth_hint(response.status_code, response.text))
+                self._auth_told = True
             elif response.status_code < 500 and response.status_code not in _RETRY_STATUS:
                 outcome = "rejected"
                 logger.warning("aggregator rejected a batch (%d): %s", response.status_code, response.text[:300])
@@ -200,6 +215,7 @@ class Sender:
         if self._failures:
             logger.info("aggregator reachable again after %d failed attempt(s)", self._failures)
         self._failures = 0
+        self._auth_told = False  # the 401/403 hint is logged once per process
         self._next_attempt = 0.0
         if outcome == "success":
             self.delivered += 1

@@ -44,8 +44,16 @@ class ExporterMetrics:
             "mfumon_exporter_collector_errors", "Failed counter reads and failed collection cycles.", registry=r
         )
         self.push = Counter("mfumon_exporter_push", "Push attempts by outcome.", ["outcome"], registry=r)
+        self.auth_failures = Counter(
+            "mfumon_exporter_auth_failures",
+            "Requests the aggregator refused for the token (401, 403); the first is logged with the fix.",
+            ["status"],
+            registry=r,
+        )
         for outcome in PUSH_OUTCOMES:
             self.push.labels(outcome)
+        for status in ("401", "403"):
+            self.auth_failures.labels(status)
         self.push_duration = Histogram(
             "mfumon_exporter_push_duration_seconds", "Wall time of one push attempt.", registry=r
         )

@@ -4,7 +4,11 @@ The standard library's ``urllib`` is used rather than httpx so that the reporter
 dependency to a training process. Nothing here raises to the caller: a request is either delivered, kept for
 the next round (network error, 5xx, 429; not before the aggregator's ``Retry-After`` when it sends one), dropped
 when the queue is full, or rejected (other 4xx, which retrying would not fix). The outcome of each round is
-logged at most once.
+logged at most once. A 401/403 is logged once, naming the flag and variables that fix it; the requests stay queued and
+are tried again after a growing backoff, quietly, counted in ``DeliveryStats.auth_failures``.
+
+``urllib`` opens a connection per request, so the reporter never meets the keep-alive race the exporter guards
+against (:mod:`mfumon.exporter.transport`).
 """
 
 from __future__ import annotations
@@ -21,11 +25,17 @@ from time import monotonic, sleep
 from typing import Any
 from urllib.parse import urlsplit
 
+from mfumon.exporter.auth import AUTH_STATUSES, auth_hint
 from mfumon.exporter.retry_after import retry_after_seconds, spread
 
 logger = logging.getLogger("mfumon.exporter.job.reporter")
 
 _LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
+_TOKEN_FIX = (
+    "mfumon wrap --token-file FILE, JobReporter(token_file=...), or the environment variable MFUMON_TOKEN_FILE=FILE "
+    "or MFUMON_TOKEN=TOKEN"
+)
+_AUTH_BACKOFF_SECONDS = (10.0, 600.0)  # first and longest wait after a 401/403; doubles in between
 
 
 @dataclass(frozen=True)
@@ -37,6 +47,7 @@ class DeliveryStats:
     dropped: int
     rejected: int
     failed_attempts: int
+    auth_failures: int = 0  # requests refused 401/403 (each is kept and tried again later)
 
 
 @dataclass(frozen=True)
@@ -52,6 +63,14 @@ class _Retryable(Exception):
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class _Unauthorized(_Retryable):
+    """A 401/403: retrying helps only once the token is fixed, so it is retried after a growing backoff."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status, self.detail = status, detail
 
 
 class _Rejected(Exception):
@@ -75,6 +94,9 @@ class Delivery:
         self._lock = threading.Lock()
         self._sent = self._dropped = self._rejected = self._failed = 0
         self._failing = False
+        self._auth_told = False  # the 401/403 hint is logged once per reporter
+        self._auth_in_row = self._auth_failures = 0
+        self._auth_not_before = 0.0
         self._not_before = 0.0  # monotonic time before which the aggregator asked not to be called (Retry-After)
         self._rng = random.Random()
         self.last_response: dict[str, Any] | None = None
@@ -90,6 +112,8 @@ class Delivery:
     def deliver(self, deadline_seconds: float | None = None) -> bool:
         """Send queued requests oldest first until one fails or time is up; True when the queue is empty."""
         stop_at = None if deadline_seconds is None else monotonic() + deadline_seconds
+        if self._auth_in_row and monotonic() < self._auth_not_before:
+            return not self.stats().pending  # backing off after a 401/403, quietly: its hint was logged once
         error: str | None = None
         wait = self._not_before - monotonic()
         if wait > 0 and self.stats().pending:
@@ -110,6 +134,9 @@ class Delivery:
                     break
             try:
                 response = self._send(request, timeout)
+            except _Unauthorized as exc:
+                self._on_unauthorized(request, exc)
+                return False
             except _Retryable as exc:
                 with self._lock:
                     self._failed += 1
@@ -126,6 +153,7 @@ class Delivery:
             with self._lock:
                 self._pop(request)
                 self._sent += 1
+                self._auth_in_row = 0
             if request.path.endswith("/reports"):
                 self.last_response = response
                 if logger.isEnabledFor(logging.DEBUG):
@@ -135,7 +163,23 @@ class Delivery:
 
     def stats(self) -> DeliveryStats:
         with self._lock:
-            return DeliveryStats(self._sent, len(self._queue), self._dropped, self._rejected, self._failed)
+            return DeliveryStats(
+                self._sent, len(self._queue), self._dropped, self._rejected, self._failed, self._auth_failures
+            )
+
+    def _on_unauthorized(self, request: _Request, exc: _Unauthorized) -> None:
+        """Count it, say the fix the first time, and stay away for a growing while."""
+        with self._lock:
+            self._failed += 1
+            self._auth_failures += 1
+            self._auth_in_row += 1
+            first, longest = _AUTH_BACKOFF_SECONDS
+            wait = min(longest, first * 2 ** (self._auth_in_row - 1))
+            self._auth_not_before = monotonic() + spread(wait / 1.5, self._rng)
+        level = logging.DEBUG if self._auth_told else logging.WARNING
+        hint = auth_hint(exc.status, exc.detail, flags=_TOKEN_FIX)
+        logger.log(level, "mfumon aggregator %s: %s %s refused: %s", self._url, request.method, request.path, hint)
+        self._auth_told = True
 
     def _pop(self, request: _Request) -> None:
         if self._queue and self._queue[0] is request:
@@ -166,6 +210,8 @@ class Delivery:
                 payload = reply.read()
         except urllib.error.HTTPError as exc:
             detail = exc.read()[:500].decode(errors="replace")
+            if exc.code in AUTH_STATUSES:
+                raise _Unauthorized(exc.code, detail) from exc
             if exc.code == 429 or exc.code >= 500:
                 raise _Retryable(f"HTTP {exc.code}", retry_after_seconds(exc.headers.get("Retry-After"))) from exc
             raise _Rejected(f"HTTP {exc.code}: {detail}") from exc

@@ -13,7 +13,8 @@ import socket
 import sys
 import uuid
 from collections.abc import Mapping
-from pathlib import Path
+
+from mfumon.exporter import auth
 
 logger = logging.getLogger(__name__)
 
@@ -113,8 +114,6 @@ def default_url(env: Mapping[str, str] | None = None) -> str:
 
 
 def read_token(token_file: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> str | None:
-    """The ingest token from ``token_file`` (first line), else ``MFUMON_TOKEN``; None when neither is set."""
-    if token_file:
-        return Path(token_file).read_text(encoding="utf-8").strip() or None
-    env = os.environ if env is None else env
-    return env.get("MFUMON_TOKEN", "").strip() or None
+    """The ingest token from ``token_file`` (first line), else ``MFUMON_TOKEN_FILE``'s file, else ``MFUMON_TOKEN``;
+    None when none is set (the same rule on every subcommand: :func:`mfumon.exporter.auth.read_token`)."""
+    return auth.read_token(token_file, env)

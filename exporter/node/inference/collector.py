@@ -20,10 +20,12 @@ from urllib.parse import quote
 
 import httpx
 
+from mfumon.exporter.auth import AUTH_STATUSES, auth_hint
 from mfumon.exporter.node.inference.endpoints import InferenceEndpoint, describe_model
 from mfumon.exporter.node.inference.engines import EngineReading, parse_engine_metrics
 from mfumon.exporter.node.inference.window import serving_interval
 from mfumon.exporter.node.selfmetrics import ExporterMetrics
+from mfumon.exporter.transport import FreshConnectionRetry
 
 __all__ = ["InferenceCollector"]
 
@@ -31,6 +33,8 @@ logger = logging.getLogger(__name__)
 
 _KV_DTYPES = {"fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
 _RETRY_STATUS = frozenset({401, 403, 404, 408, 425, 429})
+_INFERENCE_TOKEN_FIX = "--inference.token-file FILE (a token allowed to write jobs), else --token-file FILE, or the "
+_INFERENCE_TOKEN_FIX += "environment variable MFUMON_INFERENCE_TOKEN_FILE, MFUMON_TOKEN_FILE or MFUMON_TOKEN"
 
 
 @dataclass
@@ -75,7 +79,8 @@ class InferenceCollector:
         if token:
             headers = {**headers, "Authorization": f"Bearer {token}"}
         timeout = httpx.Timeout(post_timeout_seconds, connect=min(2.0, post_timeout_seconds))
-        self._poster = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout, transport=transport)
+        poster = FreshConnectionRetry(transport)  # a report that met a closing kept-alive connection goes again
+        self._poster = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout, transport=poster)
         self._configured = list(endpoints)
         self._discover = discover
         self._node = node
@@ -214,10 +219,12 @@ class InferenceCollector:
         retry = response.status_code >= 500 or response.status_code in _RETRY_STATUS
         outcome = "error" if retry else "rejected"
         self.metrics.inference_reports.labels(outcome).inc()
-        hint = " (the token must be allowed to write jobs)" if response.status_code in (401, 403) else ""
-        self._warn(
-            endpoint, f"the aggregator answered {response.status_code} for {job_id}{hint}: {response.text[:300]}"
-        )
+        if response.status_code in AUTH_STATUSES:
+            self.metrics.auth_failures.labels(str(response.status_code)).inc()
+            hint = auth_hint(response.status_code, response.text, scope="ingest", flags=_INFERENCE_TOKEN_FIX)
+            self._warn(endpoint, f"the report of {job_id} was refused: {hint}")
+            return outcome
+        self._warn(endpoint, f"the aggregator answered {response.status_code} for {job_id}: {response.text[:300]}")
         return outcome
 
     def _warn(self, endpoint: InferenceEndpoint, message: str) -> None:
