@@ -54,9 +54,12 @@ def count(value: float | None, unit: str, reason: str | None = None) -> Markup:
 
 
 def gpu_hours(gpu_seconds: float | None, reason: str | None = None) -> Markup:
-    """GPU-seconds shown as GPU-hours (the unit people budget in); GPU-seconds in the title."""
+    """GPU-seconds shown as GPU-hours (the unit people budget in), or as GPU-seconds below a tenth of an hour so a
+    short run does not read ``0.00``; GPU-seconds in the title."""
     if gpu_seconds is None:
         return unknown(reason)
+    if abs(gpu_seconds) < 360:
+        return Markup('<span title="{0:.1f} GPU-seconds">{0:.0f} GPU-s</span>').format(gpu_seconds)
     return Markup('<span title="{0:.0f} GPU-seconds">{1:.2f} GPU-h</span>').format(gpu_seconds, gpu_seconds / 3600)
 
 
@@ -94,6 +97,10 @@ def evidence(value: object) -> Markup:
     """A finding's evidence value: floats to four significant digits, lists joined, the rest as given."""
     if isinstance(value, float):
         return Markup(escape(f"{value:.4g}"))
+    if isinstance(value, dict):
+        return Markup("; ").join(Markup("{0}: {1}").format(k, evidence(v)) for k, v in value.items())
     if isinstance(value, (list, tuple)):
+        if any(isinstance(v, dict) for v in value):
+            return Markup("").join(Markup("<div>{0}</div>").format(evidence(v)) for v in value)
         return Markup(", ").join(evidence(v) for v in value)
     return text(value, "none")

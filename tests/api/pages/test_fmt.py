@@ -1,0 +1,30 @@
+"""How the pages print values: units named, ratios as percentages with the 0-1 value in the title, unknowns as
+a dash with the reason."""
+
+from __future__ import annotations
+
+from mfumon.api.pages import fmt
+
+
+def test_a_ratio_is_a_percentage_with_the_exact_value_in_its_title() -> None:
+    assert fmt.ratio(0.4523) == '<span class="ratio" title="0.4523">45.2 %</span>'
+
+
+def test_an_unknown_value_is_a_dash_with_its_reason_escaped() -> None:
+    out = fmt.ratio(None, "unknown GPU model <x>")
+    assert out.startswith('<span class="unknown"') and "—" in out and "&lt;x&gt;" in out and "%" not in out
+    assert fmt.ratio(0.0) != fmt.ratio(None)  # zero is a value, not unknown
+
+
+def test_units_are_named() -> None:
+    assert ">2.97 PFLOP/s<" in fmt.flops_per_second(2.97e15)
+    assert ">33.7 k tokens/s<" in fmt.count(33_700, "tokens/s")
+    assert ">2.50 GPU-h<" in fmt.gpu_hours(9000)
+    assert ">36 GPU-s<" in fmt.gpu_hours(36)  # a short run does not read 0.00 GPU-h
+    assert ">850 ms<" in fmt.seconds(0.85) and ">4.2 min<" in fmt.seconds(252)
+    assert "1970-01-01 00:00:00 UTC" in fmt.when(0.0)
+
+
+def test_evidence_prints_nested_values_readably() -> None:
+    out = fmt.evidence([{"node": "n1", "clock_ratio": 0.612345}])
+    assert out == "<div>node: n1; clock_ratio: 0.6123</div>"

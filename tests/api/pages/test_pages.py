@@ -1,0 +1,137 @@
+"""The HTML pages in-process: what each shows, honest unknowns, 4xx pages for bad input, and the read-token rule."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.utils.factories import node_sample, report
+
+READER = "pages-reader-token-0123456789ab"
+NODES_ONLY = "pages-nodes-token-0123456789abc"
+HTML = "text/html; charset=utf-8"
+
+
+def _hrefs(page: str) -> list[str]:
+    return re.findall(r'(?:href|src)="([^"]+)"', page)
+
+
+def test_the_landing_page_links_the_pages_the_api_and_the_metrics(client: TestClient) -> None:
+    page = client.get("/")
+    assert page.status_code == 200 and page.headers["content-type"] == HTML
+    assert {"/ui", "/ui/jobs", "/docs", "/metrics", "/v1/cluster", "/v1/jobs", "/healthz"} <= set(_hrefs(page.text))
+    for href in _hrefs(page.text):
+        assert client.get(href).status_code == 200, href
+
+
+def test_swagger_ui_is_served_from_the_package(client: TestClient) -> None:
+    docs = client.get("/docs").text
+    assets = [h for h in _hrefs(docs)]
+    assert {"/docs/static/swagger-ui-bundle.js", "/docs/static/swagger-ui.css"} <= set(assets)
+    assert "http" not in docs and "cdn" not in docs and '"validatorUrl": null' in docs
+    for asset in assets:
+        answer = client.get(asset)
+        assert answer.status_code == 200 and len(answer.content) > 500, asset
+    assert client.get("/docs/static/swagger-ui-bundle.js").headers["content-type"].startswith("text/javascript")
+    assert client.get("/docs/static/nope.js").status_code == 404
+    assert client.get("/docs/static/..%2Findex.html").status_code == 404
+    assert client.get("/redoc").status_code == 404  # dropped: it would load its script from a CDN
+
+
+def test_a_job_page_shows_mfu_waterfall_and_baseline_with_units(client: TestClient) -> None:
+    for _ in range(3):
+        body = report(team="nlp", pool="train", step_seconds=2.0, comm_seconds=0.4, interval_seconds=30, tokens=750_000)
+        del body["tokens_per_second"]
+        assert client.post("/v1/jobs/run-1/reports", json=body).status_code == 200
+    mfu = client.get("/v1/jobs/run-1").json()["latest"]["mfu"]
+    page = client.get("/ui/jobs/run-1")
+    assert page.status_code == 200, page.text
+    text = page.text
+    assert f'title="{mfu:.4f}">{mfu * 100:.1f} %' in text  # the ratio as a percentage, the 0-1 value in the title
+    assert 'id="chart-mfu"' in text and 'id="chart-waterfall"' in text
+    assert "comm_exposed" in text and "GPU-s" in text and "tokens/s" in text
+    assert client.get("/v1/jobs/run-1/diagnosis").status_code == 200
+    assert "/ui/static/ui.css" in _hrefs(text) and client.get("/ui/static/ui.css").status_code == 200
+
+
+def test_an_unknown_mfu_is_a_dash_with_the_engines_reason(client: TestClient) -> None:
+    answer = client.post("/v1/jobs/odd-gpu/reports", json=report(gpu_model="Unobtainium X1"))
+    assert answer.json()["mfu"] is None
+    page = client.get("/ui/jobs/odd-gpu").text
+    job_mfu = re.search(r'id="job-mfu">(.*?)</div>', page, re.S)
+    assert job_mfu and "—" in job_mfu.group(1) and "unknown device" in job_mfu.group(1) and "%" not in job_mfu.group(1)
+    assert client.put("/v1/jobs/queued", json={"gpus_requested": 8}).status_code == 200
+    queued = client.get("/ui/jobs/queued").text
+    assert "no report yet" in queued and "no allocated GPU-time billed yet" in queued
+
+
+def test_the_cluster_page_shows_gpu_states_pools_and_coverage(client: TestClient) -> None:
+    assert client.post("/v1/jobs/j1/reports", json=report(pool="train")).status_code == 200
+    assert client.post("/v1/nodes/n1/samples", json=node_sample(8, job_id="j1")).status_code == 200
+    assert (
+        client.post(
+            "/v1/nodes/n2/samples", json=node_sample(8, tensor_active=0, utilization=0, sm_active=0)
+        ).status_code
+        == 200
+    )
+    page = client.get("/ui").text
+    cluster = client.get("/v1/cluster").json()
+    assert f'title="{cluster["mfu"]:.4f}"' in page
+    assert 'id="chart-gpu-states"' in page and "reporting: 8 GPUs" in page and "idle: 8 GPUs" in page
+    assert 'href="/ui/jobs?pool=train"' in page
+
+
+def test_the_jobs_list_filters_and_refuses_unknown_values(client: TestClient) -> None:
+    client.post("/v1/jobs/a-nlp/reports", json=report(team="nlp"))
+    client.post("/v1/jobs/b-vision/reports", json=report(team="vision", kind="inference"))
+    every = client.get("/ui/jobs").text
+    assert "a-nlp" in every and "b-vision" in every
+    nlp = client.get("/ui/jobs", params={"team": "nlp"}).text
+    assert 'href="/ui/jobs/a-nlp"' in nlp and 'href="/ui/jobs/b-vision"' not in nlp
+    inference = client.get("/ui/jobs", params={"kind": "inference", "status": "running"}).text
+    assert 'href="/ui/jobs/b-vision"' in inference and 'href="/ui/jobs/a-nlp"' not in inference
+    bad = client.get("/ui/jobs", params={"status": "done"})
+    assert bad.status_code == 422 and bad.headers["content-type"] == HTML and "pending, running, ended" in bad.text
+
+
+def test_bad_input_gets_a_4xx_page(client: TestClient) -> None:
+    missing = client.get("/ui/jobs/no-such-job")
+    assert missing.status_code == 404 and "no-such-job" in missing.text and missing.headers["content-type"] == HTML
+    assert client.get("/ui/jobs/-bad-").status_code == 422
+    client.post("/v1/jobs/before/reports", json=report())
+    assert client.get("/ui/compare").status_code == 200  # the form
+    one_sided = client.get("/ui/compare", params={"a": "before"})
+    assert one_sided.status_code == 422 and "b must be a job id" in one_sided.text
+    unknown = client.get("/ui/compare", params={"a": "before", "b": "after"})
+    assert unknown.status_code == 404 and "after" in unknown.text
+
+
+def test_the_compare_page_puts_two_jobs_side_by_side(client: TestClient) -> None:
+    client.post("/v1/jobs/before/reports", json=report(tokens_per_second=20_000.0))
+    client.post("/v1/jobs/after/reports", json=report(tokens_per_second=30_000.0))
+    page = client.get("/ui/compare", params={"a": "before", "b": "after"})
+    assert page.status_code == 200, page.text
+    rows = client.get("/v1/compare", params={"a": "before", "b": "after"}).json()["rows"]
+    latest = next(r for r in rows if r["metric"] == "latest_mfu")
+    assert f'title="{latest["a"]:.4f}"' in page.text and f'title="{latest["b"]:.4f}"' in page.text
+    assert f'title="{latest["ratio"]:.4f}">× 1.5' in page.text  # noqa: RUF001
+    assert "Same workload signature" in page.text
+
+
+@pytest.mark.parametrize("path", ["/", "/docs", "/ui", "/ui/jobs", "/ui/compare", "/ui/static/ui.css"])
+def test_pages_need_a_read_token_when_reads_do(make_client: Callable[..., TestClient], path: str) -> None:
+    client = make_client(
+        INGEST_TOKENS=f"{READER} name=viewer scopes=read,{NODES_ONLY} name=x scopes=nodes", READ_REQUIRES_TOKEN=True
+    )
+    assert client.get(path).status_code == 401
+    assert client.get(path, headers={"authorization": f"Bearer {NODES_ONLY}"}).status_code == 403
+    assert client.get(path, headers={"authorization": f"Bearer {READER}"}).status_code == 200
+    assert client.get("/healthz").status_code == 200
+
+
+def test_pages_need_no_token_when_reads_do_not(make_client: Callable[..., TestClient]) -> None:
+    client = make_client(INGEST_TOKENS=f"{READER} name=viewer scopes=read")
+    assert client.get("/ui").status_code == 200 and client.get("/").status_code == 200

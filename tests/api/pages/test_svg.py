@@ -1,0 +1,69 @@
+"""The SVG chart helpers: every mark inside the viewBox, gaps for unknown values, labels escaped."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+from mfumon.api.pages.svg import Part, Reference, Series, bar_list, line_chart, stacked_bar
+
+NS = "{http://www.w3.org/2000/svg}"
+
+
+def _parse(markup: str) -> ET.Element:
+    return ET.fromstring(str(markup).replace("<svg ", '<svg xmlns="http://www.w3.org/2000/svg" ', 1))
+
+
+def _view_box(svg: ET.Element) -> tuple[float, float]:
+    _, _, w, h = (float(v) for v in svg.get("viewBox", "").split())
+    return w, h
+
+
+def _path_points(d: str) -> list[tuple[float, float]]:
+    return [(float(x), float(y)) for x, y in re.findall(r"[ML]([-\d.]+) ([-\d.]+)", d)]
+
+
+def test_a_line_stays_inside_its_view_box_and_breaks_at_unknown_values() -> None:
+    points = [(1000.0, 0.30), (1030.0, 0.35), (1060.0, None), (1090.0, 0.40), (1120.0, 0.42)]
+    svg = _parse(line_chart("c", "MFU", [Series("MFU", points)], references=[Reference("baseline", 0.5)]))
+    w, h = _view_box(svg)
+    line = next(p for p in svg.iter(f"{NS}path") if "line" in p.get("class", ""))
+    d = line.get("d", "")
+    assert d.count("M") == 2  # the None starts a new segment instead of dropping to zero
+    xy = _path_points(d)
+    assert len(xy) == 4 and all(0 <= x <= w and 0 <= y <= h for x, y in xy)
+    assert xy[0][0] < xy[-1][0] and xy[-1][1] < xy[0][1]  # time goes right, a higher MFU is higher up
+    ref = next(p for p in svg.iter(f"{NS}path") if "ref" in p.get("class", ""))
+    ref_y = _path_points(ref.get("d", "").replace("H", " H"))[0][1]
+    assert ref_y < xy[-1][1]  # the baseline (0.5) is above every point (at most 0.42)
+
+
+def test_one_point_still_draws_a_visible_mark() -> None:
+    svg = _parse(line_chart("c", "MFU", [Series("MFU", [(5.0, 0.2)])]))
+    line = next(p for p in svg.iter(f"{NS}path") if "line" in p.get("class", ""))
+    assert "h1" in line.get("d", "") and list(svg.iter(f"{NS}circle"))
+
+
+def test_stacked_bar_widths_are_shares_of_the_width_and_skip_empty_parts() -> None:
+    parts = [Part("compute", 300.0, "wf-compute"), Part("idle", 0.0, "wf-idle"), Part("comm", 100.0, "wf-comm")]
+    svg = _parse(stacked_bar("b", "Waterfall", parts, width=400))
+    rects = list(svg.iter(f"{NS}rect"))
+    assert [r.get("class") for r in rects] == ["bar wf-compute", "bar wf-comm"]
+    assert [float(r.get("width", 0)) for r in rects] == [300.0, 100.0]
+    assert float(rects[1].get("x", 0)) == 300.0
+    assert "75.0 %" in (rects[0].findtext(f"{NS}title") or "")
+
+
+def test_an_empty_stacked_bar_has_no_marks() -> None:
+    assert list(_parse(stacked_bar("b", "x", [Part("a", 0.0)])).iter(f"{NS}rect")) == []
+
+
+def test_bar_list_scales_to_x_max_and_escapes_labels() -> None:
+    parts = [Part("<gpu 0>", 0.25), Part("gpu 1", 1.0), Part("gpu 2", 1.5)]
+    markup = bar_list("t", "Tensor", parts, x_max=1.0, width=640, label_width=140)
+    assert "<gpu 0>" not in markup and "&lt;gpu 0&gt;" in markup
+    svg = _parse(markup)
+    w, _ = _view_box(svg)
+    widths = [float(r.get("width", 0)) for r in svg.iter(f"{NS}rect")]
+    assert widths[0] == widths[1] / 4 and widths[2] == widths[1]  # clipped at x_max
+    assert all(140 + width <= w for width in widths)
