@@ -5,8 +5,9 @@ has not yet sent a complete request head (a half-open socket, a slowloris trickl
 stops reading its response, and keeps accepting until the process runs out of file descriptors. This protocol adds
 those three deadlines and a connection cap to uvicorn's own h11 protocol:
 
-- the request head must be complete within ``header_timeout_s`` of the connection opening or of the previous
-  response (408 if part of it came, a plain close if nothing did);
+- the request head must be complete within ``header_timeout_s`` of the connection opening, or of the first byte of a
+  later request (408 if part of it came, a plain close if nothing did); between requests a kept-alive connection may
+  stay idle for uvicorn's ``timeout_keep_alive`` (``KEEPALIVE_TIMEOUT_SECONDS``), longer than any client's interval;
 - a response the client does not read for ``write_timeout_s`` is abandoned;
 - every request is stamped with when its bytes were read (``mfumon.api.overload.ARRIVED``), so ingest that waited too
   long behind others is refused at once rather than served late;
@@ -184,6 +185,8 @@ class GuardedH11Protocol(H11Protocol):
             self.cycle.scope[ARRIVED] = arrived  # type: ignore[literal-required]
         if self.conn.their_state is not h11.IDLE:
             self._head_arrived()
+        elif self._head_timer is None and self.conn.trailing_data[0] and not self.transport.is_closing():
+            self._start_head_timer()  # the first bytes of a head after an idle wait: now it must come in time
 
     def _refuse_at_door(self, request: h11.Request) -> bool:
         """Admit a request as its head arrives (token, declared body size), then count an ingest request or answer
@@ -236,8 +239,8 @@ class GuardedH11Protocol(H11Protocol):
         super().on_response_complete()
         if self.transport.is_closing():
             return
-        if self.conn.their_state is h11.IDLE:
-            self._wait_for_head()
+        if self.conn.their_state is h11.IDLE:  # idle: uvicorn's keep-alive timeout closes it, not the head deadline
+            self._wait_for_head(timed=False)
         else:  # a pipelined request was already parsed
             self._head_arrived()
 
@@ -264,11 +267,17 @@ class GuardedH11Protocol(H11Protocol):
         super().resume_writing()
         self._cancel_write_timer()
 
-    def _wait_for_head(self) -> None:
+    def _wait_for_head(self, *, timed: bool = True) -> None:
+        """Wait for a request head (first in line for eviction); ``timed``: within the head deadline from now."""
         self.guard.waiting.pop(self, None)
         self.guard.waiting[self] = None
         if self._head_timer is not None:
             self._head_timer.cancel()
+            self._head_timer = None
+        if timed:
+            self._start_head_timer()
+
+    def _start_head_timer(self) -> None:
         self._head_timer = self.loop.call_later(self.guard.header_timeout_seconds, self._on_head_timeout)
 
     def _head_arrived(self) -> None:

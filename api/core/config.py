@@ -103,8 +103,14 @@ class Settings(BaseSettings):
     METRICS_MAX_AGE_SECONDS: float = Field(default=1.0, ge=0, le=60)
 
     # Connections (mfumon serve): no idle, slow or silent client holds one for long (api/connections.py).
-    KEEPALIVE_TIMEOUT_SECONDS: float = Field(default=5.0, gt=0)  # idle between requests on a kept-alive connection
-    HEADER_TIMEOUT_SECONDS: float = Field(default=10.0, gt=0)  # connection open or last response -> request head
+    # An idle kept-alive connection is closed after KEEPALIVE_TIMEOUT_SECONDS. It must be longer than any client's
+    # interval (exporter 10 s, demo 5 s, scheduler 30 s, reporter 10-60 s): at 5 s, a client pushing every 5 s reused
+    # connections the server was closing in that instant and got "Connection reset by peer" (issue 30). Idle kept-
+    # alive connections remain the first evicted past MAX_CONNECTIONS, and clients resend a request that met a
+    # connection closed under it once, on a fresh one (mfumon.exporter.transport).
+    KEEPALIVE_TIMEOUT_SECONDS: float = Field(default=75.0, gt=0)
+    # Connection open -> request head, or first byte of a later request head -> the whole head.
+    HEADER_TIMEOUT_SECONDS: float = Field(default=10.0, gt=0)
     BODY_TIMEOUT_SECONDS: float = Field(default=30.0, gt=0)  # request head -> whole body, else 408
     WRITE_TIMEOUT_SECONDS: float = Field(default=30.0, gt=0)  # a client that stops reading its response
     MAX_CONNECTIONS: int = Field(default=4096, ge=16)  # also kept below the process's file-descriptor limit
