@@ -213,7 +213,7 @@ class BaselineRow(Base):
 
 
 class SchedulerSourceRow(Base):
-    """One scheduler adapter's view (``mfumon scheduler``): when it last synced, and the team quotas it read."""
+    """One scheduler adapter's view (``mfumon scheduler``): when it last synced, the team quotas and pools it read."""
 
     __tablename__ = "scheduler_sources"
 
@@ -222,6 +222,8 @@ class SchedulerSourceRow(Base):
     observed_at: Mapped[float] = mapped_column(Float)  # adapter clock: when it read the scheduler
     synced_at: Mapped[float] = mapped_column(Float)  # aggregator clock: when the sync arrived
     quotas: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    # The scheduler's pools, [{"name", "nodes"}]; None when the adapter defines none (exporters' --pool then).
+    pools: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True, default=None)
     updated_at: Mapped[float] = mapped_column(Float, index=True)
 
 

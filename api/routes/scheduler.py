@@ -32,7 +32,7 @@ def sync_source(source: SourcePath, body: SchedulerSync, ctx: ContextDep, _: Sch
 
 @router.get("", response_model=SourcesPublic)
 def read_sources(ctx: ContextDep) -> SourcesPublic:
-    """Every scheduler source with its last sync and the quotas it read."""
+    """Every scheduler source with its last sync, the quotas it read and the names of the pools it defines."""
     data = [
         SourcePublic(
             name=r.name,
@@ -40,6 +40,7 @@ def read_sources(ctx: ContextDep) -> SourcesPublic:
             observed_at=r.observed_at,
             synced_at=r.synced_at,
             quotas=[TeamQuota.model_validate(q) for q in r.quotas or []],
+            pools=[str(p["name"]) for p in r.pools] if r.pools is not None else None,
         )
         for r in service.read_sources(ctx)
     ]

@@ -119,6 +119,33 @@ class TeamQuota(BaseModel):
     gpus: GpuCount
 
 
+MAX_POOLS = 10_000
+_NODES_SCHEMA = {  # node names, each once (a duplicate is a 422, not silently dropped)
+    "type": "array",
+    "maxItems": MAX_PLACEMENT_NODES,
+    "uniqueItems": True,
+    "items": {"type": "string", "pattern": ID_PATTERN},
+}
+
+
+class SchedulerPool(BaseModel):
+    """A pool as the scheduler defines it (a Slurm partition, a Kubernetes node pool) and the nodes in it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Label
+    nodes: Annotated[list[NodeName], WithJsonSchema(_NODES_SCHEMA)] = Field(
+        max_length=MAX_PLACEMENT_NODES,
+        description="the pool's nodes, each once; a node may be in several pools (overlapping partitions)",
+    )
+
+    @model_validator(mode="after")
+    def _unique_nodes(self) -> SchedulerPool:
+        if len(set(self.nodes)) != len(self.nodes):
+            raise ValueError("a pool lists each node once")
+        return self
+
+
 class SchedulerSync(BaseModel):
     """The whole body of ``PUT /v1/scheduler/{source}``."""
 
@@ -126,7 +153,8 @@ class SchedulerSync(BaseModel):
         extra="forbid",
         json_schema_extra={
             "description": "The whole body of `PUT /v1/scheduler/{source}`. Besides what the schema states: each "
-            "`jobs[].job_id` once, each quota's (`team`, `pool`) once, blanks around them aside (422)."
+            "`jobs[].job_id` once, each quota's (`team`, `pool`) once, each `pools[].name` once, blanks around them "
+            "aside (422)."
         },
     )
 
@@ -137,6 +165,13 @@ class SchedulerSync(BaseModel):
     jobs: list[SchedulerJob] = Field(max_length=MAX_JOBS)
     ended: list[EndedJob] = Field(default_factory=list, max_length=MAX_JOBS)
     quotas: list[TeamQuota] = Field(default_factory=list, max_length=10_000)
+    pools: list[SchedulerPool] | None = Field(
+        None,
+        max_length=MAX_POOLS,
+        description="the scheduler's pools and their nodes (Slurm partitions, Kubernetes node pools); pools may "
+        "overlap. While this source is fresh, its pools replace exporters' `--pool` for the nodes they list. "
+        "Absent: the adapter defines none, and exporters' `--pool` stays the source.",
+    )
 
     @model_validator(mode="after")
     def _unique(self) -> SchedulerSync:
@@ -146,6 +181,9 @@ class SchedulerSync(BaseModel):
         quota_keys = [(q.team, q.pool) for q in self.quotas]
         if len(set(quota_keys)) != len(quota_keys):
             raise ValueError("one quota per (team, pool)")
+        names = [pool.name for pool in self.pools or ()]
+        if len(set(names)) != len(names):
+            raise ValueError("pool names must be unique within a sync")
         return self
 
 
@@ -169,6 +207,9 @@ class SourcePublic(BaseModel):
     observed_at: float
     synced_at: float
     quotas: list[TeamQuota]
+    pools: list[str] | None = Field(
+        None, description="names of the pools the scheduler defines (absent: it defines none)"
+    )
 
 
 class SourcesPublic(BaseModel):
@@ -179,6 +220,7 @@ class SourcesPublic(BaseModel):
 __all__ = [
     "EndedJob",
     "SchedulerJob",
+    "SchedulerPool",
     "SchedulerSync",
     "SourcePublic",
     "SourcesPublic",

@@ -220,10 +220,13 @@ def _bill_report(
 ) -> None:
     """Close the job's waterfall tile with this report and add it to the pool, team and cluster counters.
 
-    The pool is that of the nodes exporters attribute the job's GPUs to (the first by name), else the job's label.
+    The pool is that of the nodes exporters attribute the job's GPUs to (the first by name; the job's own pool when
+    those nodes are in it, as a scheduler's overlapping partitions make them), else the job's label.
     """
-    pools = sorted(node.pool for node, _ in shares if node.pool)
-    job.accounting = {**(job.accounting or {}), "pool": pools[0] if pools else job.pool}
+    pools_of = ctx.state.pools(now).of
+    pools = sorted({pool for node, _ in shares for pool in pools_of(node)})
+    pool = job.pool if job.pool in pools else (pools[0] if pools else job.pool)
+    job.accounting = {**(job.accounting or {}), "pool": pool}
     ledger = accounting.ledger_of(job)
     known = mfu is not None
     bill = ledger.report(

@@ -167,6 +167,7 @@ def sync(ctx: AppContext, source: str, body: SchedulerSync) -> SyncResult:
         row.observed_at = min(body.observed_at, now)  # a snapshot dated in the future never outranks later ones
         row.synced_at = now
         row.quotas = [q.model_dump() for q in body.quotas]
+        row.pools = [p.model_dump() for p in body.pools] if body.pools is not None else None
         row.updated_at = now
         counter_rows = add_to_counters(session, out.increments, shard=shard_of(source), now=now)
         session.flush()

@@ -13,7 +13,9 @@ contribute their hardware estimate x their bf16 peak. Busy GPUs with no number (
 without tensor counters) are left out of both sides. Allocated MFU is the same without the idle GPUs; pool MFU covers
 the GPUs of the pool's nodes; team MFU the team's jobs' GPUs. Coverage = reporting GPUs ÷ busy GPUs: how much of
 the figure rests on reports rather than estimates. Resource satisfaction = Σ allocated ÷ Σ requested over the
-pool's running and queued jobs. Pools are those of the nodes exporters report: a job's ``pool`` label creates none.
+pool's running and queued jobs. Pools are those of the nodes exporters report, and every pool a scheduler adapter
+lists (:mod:`mfumon.api.state.pools`: the scheduler's pools replace exporters' ``--pool`` for the nodes they list, and
+may overlap: a node in two pools counts in both, in the cluster once); a job's ``pool`` label creates none.
 
 A **scheduler adapter** (``mfumon scheduler``), when one runs, is the ground truth for what jobs asked for and were
 given: a job it lists as running is allocated the GPUs the scheduler gave it (whether or not it reports), and a job it
@@ -207,9 +209,10 @@ def idle_and_unreported(snapshot: Snapshot) -> dict[str | None, tuple[int, int]]
     """
     reporting = reporting_jobs(snapshot)
     totals: dict[str | None, list[int]] = {None: [0, 0]}
+    pools_of = snapshot.pools.of
     for node in snapshot.nodes:
         states = node_gpu_states(node, reporting)
-        for key in (None, node.pool) if node.pool else (None,):
+        for key in (None, *pools_of(node)):
             counts = totals.setdefault(key, [0, 0])
             counts[0] += states["idle"]
             counts[1] += states["unreported"]
@@ -270,13 +273,15 @@ def summarize(snapshot: Snapshot) -> Summary:
     pools: dict[str, GroupTotals] = {}
     teams: dict[str, GroupTotals] = {}
     summary = Summary(cluster=cluster, pools=pools, teams=teams, jobs={})
+    for name in snapshot.pools.listed:  # every pool the scheduler lists, nodes reporting or not
+        pools[name] = GroupTotals()
 
     for node in snapshot.nodes:
         summary.nodes += 1
         summary.gpus_known += len(node.gpus)
         summary.gpus_unknown_model += node.gpus_unknown_model
-        pool = pools.setdefault(node.pool, GroupTotals()) if node.pool else None
-        groups = [cluster] if pool is None else [cluster, pool]
+        node_pools = snapshot.pools.of(node)
+        groups = [cluster, *(pools.setdefault(name, GroupTotals()) for name in node_pools)]
         for group in groups:
             group.gpus_down += node.gpus_down
             group.gpus_idle += node.gpus_idle
@@ -289,8 +294,9 @@ def summarize(snapshot: Snapshot) -> Summary:
             account.estimated += share.estimated
             account.estimate_sum += share.estimate_sum
             account.add_tensor_range(share)
-            if node.pool and (account.pool is None or node.pool < account.pool):
-                account.pool = node.pool  # the same pool whatever order the nodes come in
+            first = node_pools[0] if node_pools else None  # a node's pools come sorted by name
+            if first is not None and (account.pool is None or first < account.pool):
+                account.pool = first  # the same pool whatever order the nodes come in
             job = jobs.get(job_id)
             team = teams.setdefault(job.team, GroupTotals()) if job is not None and job.team else None
             _add_share(groups if team is None else [*groups, team], share, running.get(job_id))

@@ -7,6 +7,8 @@ Definitions:
 - a *queued* job is pending and competing for GPUs: a scheduler job that is held or waiting on a dependency is
   pending but not queued (it has no ``queued_at``) and counts neither as requested nor as waiting;
 - queue wait of a queued job = now - when it became eligible (scheduler jobs only);
+- a pool's nodes are those :mod:`mfumon.api.state.pools` gives it: a node in two of the scheduler's pools (overlapping
+  partitions) has its free GPUs in both, so free GPUs summed over pools count a shared node twice;
 - a pool's *largest free block* is the most free GPUs on one of its nodes: the largest one-node request it can
   place now;
 - *fragmented* GPUs: GPUs requested by queued jobs that cannot be placed whole (each unit of the request on one
@@ -106,15 +108,18 @@ def capacity(snapshot: Snapshot, allocated: Mapping[str, int]) -> Capacity:
         for node_name, gpus in (job.placement or {}).items():
             placed[node_name] = placed.get(node_name, 0) + gpus
 
-    pools: dict[str, PoolCapacity] = {}
+    pools: dict[str, PoolCapacity] = {name: PoolCapacity() for name in snapshot.pools.listed}
     for node in snapshot.nodes:
-        if not node.pool:
+        node_pools = snapshot.pools.of(node)  # a node in two of the scheduler's pools is free in both
+        if not node_pools:
             continue
-        pool = pools.setdefault(node.pool, PoolCapacity())
         up = len(node.gpus) - node.gpus_down
         busy = sum(share.count for job_id, share in node.shares.items() if job_id in running_ids)
-        pool.free_per_node.append(max(0, up - max(busy, placed.get(node.name, 0))))
-        pool.gpus_per_node_max = max(pool.gpus_per_node_max, len(node.gpus))
+        free = max(0, up - max(busy, placed.get(node.name, 0)))
+        for name in node_pools:
+            pool = pools.setdefault(name, PoolCapacity())
+            pool.free_per_node.append(free)
+            pool.gpus_per_node_max = max(pool.gpus_per_node_max, len(node.gpus))
 
     free_total = {name: pool.free_gpus for name, pool in pools.items()}
     teams: dict[str, TeamQueue] = {}

@@ -105,6 +105,9 @@ def source_view(row: SchedulerSourceRow) -> SourceView:
         synced_at=row.synced_at,
         quotas=quotas,
         updated_at=row.updated_at,
+        pools=None
+        if row.pools is None
+        else tuple((str(p["name"]), frozenset(str(n) for n in p["nodes"])) for p in row.pools),
     )
 
 

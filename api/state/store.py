@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from mfumon.api.state.counters import DurableCounters
 from mfumon.api.state.health import advance
+from mfumon.api.state.pools import PoolMap, PoolsKey, pool_map, pools_key
 from mfumon.api.state.views import BaselineView, HistogramView, JobShare, JobView, NodeView, SourceView
 
 _NEWER = object()  # apply_node's default: take the view if it is newer than the one held
@@ -39,6 +40,7 @@ class Snapshot:
     counters: DurableCounters = field(default_factory=DurableCounters)  # read at render time; they only grow
     sources: tuple[SourceView, ...] = ()  # every scheduler adapter that ever synced, fresh or not
     queue_waits: tuple[HistogramView, ...] = ()
+    pools: PoolMap = field(default_factory=PoolMap)  # the fresh adapters' pools (mfumon.api.state.pools)
 
 
 class ClusterState:
@@ -61,6 +63,8 @@ class ClusterState:
         self._job_nodes: dict[str, set[str]] = {}  # job_id -> nodes whose GPUs exporters attribute to it
         self._sources: dict[str, SourceView] = {}
         self._queue_waits: dict[tuple[str, str], HistogramView] = {}
+        self._pools_key: PoolsKey = ()
+        self._pools = PoolMap()  # built from the fresh sources' pools at each snapshot, when they changed
         self.scheduler_ttl_seconds = scheduler_ttl_seconds
         self._gpu_count = 0  # GPUs of the nodes held, for the cardinality limits
         self._open_jobs = 0  # jobs held that have not ended
@@ -102,12 +106,13 @@ class ClusterState:
         return True
 
     def _count_pool_health(self, view: NodeView) -> None:
-        if view.pool is None or view.health is None:
+        if view.health is None:
             return
-        totals = self._pool_health.setdefault(view.pool, PoolHealthTotals())
-        totals.idle_energy_joules += view.health.idle_energy_joules
-        totals.idle_gpu_seconds += view.health.idle_gpu_seconds
-        totals.gpu_faults += view.health.faults
+        for pool in self._pools.of(view):  # a node in two of the scheduler's pools counts in both
+            totals = self._pool_health.setdefault(pool, PoolHealthTotals())
+            totals.idle_energy_joules += view.health.idle_energy_joules
+            totals.idle_gpu_seconds += view.health.idle_gpu_seconds
+            totals.gpu_faults += view.health.faults
 
     def _index_jobs(self, node: NodeView | None, *, remove: bool) -> None:
         for job_id in node.shares if node is not None else ():
@@ -207,6 +212,7 @@ class ClusterState:
             }
             sources = tuple(self._sources.values())
             queue_waits = tuple(self._queue_waits.values())
+            pools = self._current_pools(now)
         return Snapshot(
             now=now,
             nodes=nodes,
@@ -216,7 +222,20 @@ class ClusterState:
             counters=self.counters,
             sources=sources,
             queue_waits=queue_waits,
+            pools=pools,
         )
+
+    def pools(self, now: float) -> PoolMap:
+        """The pools nodes are in now (:mod:`mfumon.api.state.pools`), without a whole snapshot."""
+        with self._lock:
+            return self._current_pools(now)
+
+    def _current_pools(self, now: float) -> PoolMap:
+        """The fresh sources' pools (under the lock); rebuilt only when they changed, not at every scrape."""
+        key = pools_key(s for s in self._sources.values() if self._source_fresh(s.name, now))
+        if key != self._pools_key:
+            self._pools_key, self._pools = key, pool_map(key)
+        return self._pools
 
     def reserve_job(self, job_id: str, limit: int) -> bool:
         """Hold a place for a write that may start tracking ``job_id``; False when ``limit`` jobs not ended are

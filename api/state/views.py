@@ -280,7 +280,7 @@ class JobView:
 
 @dataclass(frozen=True, slots=True)
 class SourceView:
-    """A scheduler adapter's last sync and the quotas it read."""
+    """A scheduler adapter's last sync, the quotas it read and the pools it defines."""
 
     name: str
     kind: str
@@ -288,6 +288,7 @@ class SourceView:
     synced_at: float
     quotas: tuple[tuple[str, str | None, int], ...]  # (team, pool or None for all pools, GPUs)
     updated_at: float
+    pools: tuple[tuple[str, frozenset[str]], ...] | None = None  # (pool, its nodes); None: the adapter defines none
 
 
 @dataclass(frozen=True, slots=True)

@@ -125,6 +125,16 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--once", action="store_true", help="sync once and exit (1 on failure)")
     p.add_argument("--dry-run", action="store_true", help="print the snapshot as JSON and exit, sending nothing")
     p.add_argument("--slurm.squeue", dest="squeue", default=env("MFUMON_SLURM_SQUEUE", "squeue"))
+    p.add_argument(
+        "--slurm.sinfo", dest="sinfo", default=env("MFUMON_SLURM_SINFO", "sinfo"), help="sinfo: partitions as pools"
+    )
+    p.add_argument(
+        "--pools",
+        choices=("scheduler", "exporters"),
+        default=env("MFUMON_SCHEDULER_POOLS", "scheduler"),
+        help="who defines pools: the scheduler's partitions / node pools (they may overlap) or exporters' --pool "
+        "[scheduler]",
+    )
     p.add_argument("--kube.pool-label", dest="pool_labels", action="append", help="node label naming the pool")
     p.add_argument("--kube.job-label", dest="job_labels", action="append", help="pod label naming the job")
     p.add_argument("--kube.team-label", dest="team_label", default=env("MFUMON_KUBE_TEAM_LABEL"), help="[namespace]")
@@ -138,11 +148,16 @@ def _reader(args: argparse.Namespace) -> Callable[[], Snapshot]:
         from mfumon.exporter.scheduler import slurm
 
         command = (args.squeue, "--all", "--json")
-        return lambda: slurm.snapshot(command)
+        sinfo = (args.sinfo, "--json") if args.pools == "scheduler" else None
+        return lambda: slurm.snapshot(command, sinfo=sinfo)
     from mfumon.exporter.scheduler import kubernetes
 
     watcher = kubernetes.ClusterWatcher.from_environment(
-        pool_labels=args.pool_labels, job_labels=args.job_labels, team_label=args.team_label, kueue=args.kueue
+        pool_labels=args.pool_labels,
+        job_labels=args.job_labels,
+        team_label=args.team_label,
+        kueue=args.kueue,
+        pools=args.pools == "scheduler",
     )
     watcher.start()
     return watcher.snapshot

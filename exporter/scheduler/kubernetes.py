@@ -18,6 +18,9 @@ snapshot, so the rules below are tested on recorded API responses:
 - quotas: each ClusterQueue's ``nvidia.com/gpu`` nominal quota per flavor; the flavor's node label for the pool
   label names the pool (else the flavor's name); the team is the namespace when exactly one namespace's LocalQueues
   point at the ClusterQueue, else the ClusterQueue's name.
+- pools (:func:`gpu_node_pools`): the nodes with GPUs by their pool label, and each Kueue ResourceFlavor named by its own
+  name (no pool label among its node labels) over the GPU nodes that carry all its node labels; flavors may
+  overlap node pools and each other, so a node may be in several pools.
 """
 
 from __future__ import annotations
@@ -29,10 +32,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from mfumon.exporter.scheduler.model import EndedJob, Quota, ScheduledJob, Snapshot
+from mfumon.exporter.scheduler.model import EndedJob, Pool, Quota, ScheduledJob, Snapshot
 from mfumon.exporter.workloads import JOB_LABELS, pod_job_id
 
-__all__ = ["POOL_LABELS", "ClusterWatcher", "build_snapshot", "pod_gpus"]
+__all__ = ["POOL_LABELS", "ClusterWatcher", "build_snapshot", "gpu_node_pools", "pod_gpus"]
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +93,41 @@ def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
 
 def _pool_of(labels: Mapping[str, str] | None, pool_labels: Sequence[str]) -> str | None:
     return next((labels[k] for k in pool_labels if labels and labels.get(k)), None)
+
+
+def _has_gpus(node: Mapping[str, Any]) -> bool:
+    status = node.get("status") or {}
+    resources = {**(status.get("capacity") or {}), **(status.get("allocatable") or {})}
+    return any(
+        (name == GPU_RESOURCE or name.startswith(MIG_PREFIX)) and _quantity(value) > 0
+        for name, value in resources.items()
+    )
+
+
+def gpu_node_pools(
+    nodes: Iterable[Mapping[str, Any]],
+    flavors: Iterable[Mapping[str, Any]] = (),
+    pool_labels: Sequence[str] = POOL_LABELS,
+) -> list[Pool]:
+    """The GPU nodes' pools: by pool label, and by Kueue ResourceFlavor where the flavor names no pool label."""
+    labelled = {
+        str((n.get("metadata") or {}).get("name")): (n.get("metadata") or {}).get("labels") or {}
+        for n in nodes
+        if _has_gpus(n) and (n.get("metadata") or {}).get("name")
+    }
+    members: dict[str, set[str]] = {}
+    for name, labels in labelled.items():
+        pool = _pool_of(labels, pool_labels)
+        if pool:
+            members.setdefault(pool, set()).add(name)
+    for flavor in flavors:
+        wanted = (flavor.get("spec") or {}).get("nodeLabels") or {}
+        flavor_name = str((flavor.get("metadata") or {}).get("name") or "")
+        if not wanted or not flavor_name or _pool_of(wanted, pool_labels):
+            continue  # a flavor that names a pool label is that node pool (kueue_quotas names it so too)
+        matching = {n for n, labels in labelled.items() if all(labels.get(k) == v for k, v in wanted.items())}
+        members.setdefault(flavor_name, set()).update(matching)
+    return [Pool(name=p, nodes=tuple(sorted(n))) for p, n in sorted(members.items())]
 
 
 def _exit_code(pod: Mapping[str, Any]) -> int | None:
@@ -152,9 +190,13 @@ def build_snapshot(
     pool_labels: Sequence[str] = POOL_LABELS,
     job_labels: Sequence[str] = JOB_LABELS,
     team_label: str | None = None,
+    pools: bool = True,
 ) -> Snapshot:
-    """A snapshot from API objects as dicts (``kubectl get -o json`` items)."""
+    """A snapshot from API objects as dicts (``kubectl get -o json`` items); ``pools=False`` leaves pools to
+    exporters' ``--pool``."""
     now = time.time() if now is None else now
+    nodes = list(nodes)
+    flavors = list(flavors)
     node_pools = {n["metadata"]["name"]: _pool_of((n.get("metadata") or {}).get("labels"), pool_labels) for n in nodes}
     jobs: dict[str, _Job] = {}
     for pod in pods:
@@ -212,6 +254,7 @@ def build_snapshot(
             snapshot.jobs.append(pending)
             listed_ids.add(pending.job_id)
     snapshot.quotas = kueue_quotas(cluster_queues, local_queues, flavors, pool_labels)
+    snapshot.pools = gpu_node_pools(nodes, flavors, pool_labels) if pools else None
     return snapshot
 
 
@@ -356,6 +399,7 @@ class ClusterWatcher:
         team_label: str | None = None,
         kueue: str = "auto",
         watch_timeout_seconds: int = 300,
+        pools: bool = True,
     ) -> None:
         from lightkube.resources.core_v1 import Node, Pod
 
@@ -363,6 +407,7 @@ class ClusterWatcher:
         self._pool_labels = tuple(pool_labels or POOL_LABELS)
         self._job_labels = tuple(job_labels or JOB_LABELS)
         self._team_label = team_label
+        self._pools = pools
         self._kueue = self._kueue_resources() if kueue != "off" else None
         if kueue == "on" and self._kueue is None:
             raise RuntimeError("Kueue was asked for (--kube.kueue on) but its API is not served")
@@ -435,4 +480,5 @@ class ClusterWatcher:
             pool_labels=self._pool_labels,
             job_labels=self._job_labels,
             team_label=self._team_label,
+            pools=self._pools,
         )

@@ -1,4 +1,4 @@
-"""The snapshot a scheduler adapter puts to ``PUT /v1/scheduler/{source}``: jobs, finished jobs and quotas.
+"""The snapshot a scheduler adapter puts to ``PUT /v1/scheduler/{source}``: jobs, finished jobs, quotas and pools.
 
 Field meanings are the aggregator's (``api/schemas/scheduler.py``); this side only builds them.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["EndedJob", "Quota", "ScheduledJob", "Snapshot"]
+__all__ = ["EndedJob", "Pool", "Quota", "ScheduledJob", "Snapshot"]
 
 
 @dataclass(slots=True)
@@ -83,6 +83,17 @@ class Quota:
         return body
 
 
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """A pool as the scheduler defines it (a Slurm partition, a Kubernetes node pool) and its nodes, by name."""
+
+    name: str
+    nodes: tuple[str, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name[:128], "nodes": sorted(set(self.nodes))}
+
+
 @dataclass(slots=True)
 class Snapshot:
     """Everything one read of the scheduler found."""
@@ -92,13 +103,17 @@ class Snapshot:
     jobs: list[ScheduledJob] = field(default_factory=list)
     ended: list[EndedJob] = field(default_factory=list)
     quotas: list[Quota] = field(default_factory=list)
+    pools: list[Pool] | None = None  # None: this adapter leaves pools to exporters' --pool
 
     def as_json(self) -> dict[str, Any]:
         listed = {job.job_id for job in self.jobs}
-        return {
+        body: dict[str, Any] = {
             "kind": self.kind,
             "observed_at": self.observed_at,
             "jobs": [job.as_json() for job in self.jobs],
             "ended": [job.as_json() for job in self.ended if job.job_id not in listed],
             "quotas": [quota.as_json() for quota in self.quotas],
         }
+        if self.pools is not None:
+            body["pools"] = [pool.as_json() for pool in sorted(self.pools, key=lambda p: p.name)]
+        return body

@@ -1,4 +1,5 @@
-"""Slurm: ``squeue --json`` into a snapshot of GPU jobs.
+"""Slurm: ``squeue --json`` into a snapshot of GPU jobs; the partitions as pools from ``sinfo --json``
+(:mod:`mfumon.exporter.scheduler.slurm_partitions`).
 
 Handles the data_parser shapes of Slurm 22.05 to 24.11 (see ``tests/exporter/scheduler/fixtures/slurm/README.md``):
 - numbers are plain (22.05, openapi v0.0.38) or ``{"set", "infinite", "number"}`` objects (23.02+; times too from
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mfumon.exporter.scheduler.model import EndedJob, ScheduledJob, Snapshot
+from mfumon.exporter.scheduler.slurm_partitions import SINFO, parse_partitions
 
 __all__ = [
     "MAX_ARRAY_TASKS",
@@ -350,7 +352,7 @@ def read_squeue(
     env: Mapping[str, str] | None = None,
     timeout_seconds: float = 60.0,
 ) -> dict[str, Any]:
-    """Run squeue and return its JSON document."""
+    """Run squeue (or another Slurm command printing JSON: ``sinfo --json``) and return its JSON document."""
     try:
         done = subprocess.run(
             list(command), capture_output=True, timeout=timeout_seconds, check=False, env=dict(env) if env else None
@@ -369,7 +371,16 @@ def read_squeue(
     return document
 
 
-def snapshot(command: Iterable[str] = ("squeue", "--all", "--json"), env: Mapping[str, str] | None = None) -> Snapshot:
-    """Read Slurm now."""
+def snapshot(
+    command: Iterable[str] = ("squeue", "--all", "--json"),
+    env: Mapping[str, str] | None = None,
+    *,
+    sinfo: Iterable[str] | None = SINFO,
+) -> Snapshot:
+    """Read Slurm now: the queue, and (unless ``sinfo`` is None) the partitions as pools. Either read failing fails
+    the snapshot, so a sync never drops the pools for one round."""
     observed_at = time.time()
-    return parse_squeue(read_squeue(tuple(command), env=env), observed_at)
+    snap = parse_squeue(read_squeue(tuple(command), env=env), observed_at)
+    if sinfo is not None:
+        snap.pools = parse_partitions(read_squeue(tuple(sinfo), env=env))
+    return snap

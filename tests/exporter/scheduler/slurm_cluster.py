@@ -67,7 +67,7 @@ def require_slurm() -> None:
         pytest.skip(reason)
 
 
-def _config(root: Path, ctld_port: int, slurmd_port: int, node: str) -> str:
+def _config(root: Path, ctld_port: int, slurmd_port: int, node: str, extra: str) -> str:
     return f"""ClusterName=mfumontest
 SlurmctldHost=localhost
 SlurmctldPort={ctld_port}
@@ -98,7 +98,7 @@ AccountingStorageType=accounting_storage/none
 MpiDefault=none
 NodeName={node} NodeAddr=127.0.0.1 CPUs=64 RealMemory=64000 Gres=gpu:h100:{GPUS} State=UNKNOWN
 PartitionName=train Nodes={node} Default=YES MaxTime=INFINITE State=UP
-"""
+{extra}"""
 
 
 def _version() -> tuple[int, int]:
@@ -116,8 +116,12 @@ def _pid(path: Path) -> int | None:
 
 
 @contextlib.contextmanager
-def slurm_cluster(node: str = "gpu-node-1", timeout_seconds: float = 60.0) -> Iterator[SlurmCluster]:
-    """Start munged, slurmctld and slurmd; stop them (by their pid files) and remove everything afterwards."""
+def slurm_cluster(
+    node: str = "gpu-node-1", timeout_seconds: float = 60.0, extra_config: str = ""
+) -> Iterator[SlurmCluster]:
+    """Start munged, slurmctld and slurmd; stop them (by their pid files) and remove everything afterwards.
+
+    ``extra_config``: slurm.conf lines after partition ``train`` (more partitions, nodes that never start)."""
     require_slurm()
     root = Path(tempfile.mkdtemp(prefix="mfumon-slurm-"))
     root.chmod(0o755)
@@ -135,7 +139,7 @@ def slurm_cluster(node: str = "gpu-node-1", timeout_seconds: float = 60.0) -> It
     conf = root / "etc" / "slurm.conf"
     ports = contextlib.ExitStack()
     ctld_port, slurmd_port = ports.enter_context(reserved_port()), ports.enter_context(reserved_port())
-    conf.write_text(_config(root, ctld_port, slurmd_port, node))
+    conf.write_text(_config(root, ctld_port, slurmd_port, node, extra_config))
     (root / "etc" / "gres.conf").write_text(
         f"AutoDetect=off\nNodeName={node} Name=gpu Type=h100 File={root}/dev/nvidia[0-{GPUS - 1}]\n"
     )
