@@ -1,12 +1,13 @@
 """``GET /`` (the landing page) and ``GET /docs`` (Swagger UI), both served without the internet: Swagger UI's
-files come from the ``swagger-ui-bundle`` package, so an air-gapped cluster sees the same page as anyone."""
+files come from the ``fastapi-offline`` package (swagger-ui 5, which reads OpenAPI 3.1; ``swagger-ui-bundle``'s
+swagger-ui 4 answers "Unable to render this definition"), so an air-gapped cluster sees the same page as anyone."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated
 
-import swagger_ui_bundle
+import fastapi_offline
 from fastapi import APIRouter, Request
 from fastapi import Path as PathParam
 from fastapi.openapi.docs import get_swagger_ui_html
@@ -16,7 +17,7 @@ from mfumon.api.pages import render
 
 router = APIRouter(include_in_schema=False)
 
-SWAGGER_DIR = Path(swagger_ui_bundle.swagger_ui_path)
+SWAGGER_DIR = Path(fastapi_offline.__file__).resolve().parent / "static"
 DOCS_STATIC = "/docs/static"
 _MEDIA = {".js": "text/javascript", ".css": "text/css", ".png": "image/png", ".map": "application/json"}
 
@@ -35,7 +36,7 @@ def read_docs() -> HTMLResponse:
         title="mfu-monitor aggregator: API",
         swagger_js_url=f"{DOCS_STATIC}/swagger-ui-bundle.js",
         swagger_css_url=f"{DOCS_STATIC}/swagger-ui.css",
-        swagger_favicon_url=f"{DOCS_STATIC}/favicon-32x32.png",
+        swagger_favicon_url=f"{DOCS_STATIC}/favicon.png",
         # Swagger UI would otherwise ask validator.swagger.io for a badge: a request to the internet.
         swagger_ui_parameters={"validatorUrl": None},
     )
@@ -51,5 +52,5 @@ def static_file(directory: Path, name: str) -> FileResponse | HTMLResponse:
 
 @router.get(f"{DOCS_STATIC}/{{name}}", response_model=None)
 def read_docs_file(name: Annotated[str, PathParam(max_length=128)]) -> FileResponse | HTMLResponse:
-    """Swagger UI's own files (``swagger-ui-bundle``)."""
+    """Swagger UI's own files (from ``fastapi-offline``)."""
     return static_file(SWAGGER_DIR, name)
