@@ -44,7 +44,7 @@ def delta(metric: str, d: float | None) -> Markup:
         return fmt.unknown("one side unknown")
     if metric in _RATIOS:
         return Markup('<span title="{0:+.4f}">{1:+.1f} pt</span>').format(d, d * 100)
-    return Markup("{0}").format(f"{d:+.3g}")
+    return Markup("{0}{1}").format("-" if d < 0 else "+", value(metric, abs(d)))
 
 
 def compare_page(ctx: AppContext, a: str, b: str) -> dict[str, Any]:

@@ -119,6 +119,7 @@ def test_the_compare_page_puts_two_jobs_side_by_side(client: TestClient) -> None
     assert f'title="{latest["a"]:.4f}"' in page.text and f'title="{latest["b"]:.4f}"' in page.text
     assert f'title="{latest["ratio"]:.4f}">× 1.5' in page.text  # noqa: RUF001
     assert "Same workload signature" in page.text
+    assert '+<span title="1250 tokens/s/GPU">1.25 k tokens/s/GPU</span>' in page.text  # (30k - 20k) / 8 GPUs
 
 
 @pytest.mark.parametrize("path", ["/", "/docs", "/ui", "/ui/jobs", "/ui/compare", "/ui/static/ui.css"])
