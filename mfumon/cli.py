@@ -25,7 +25,7 @@ class Subcommand:
     needs: tuple[str, ...] = ()  # top-level packages of that extra
 
 
-_SERVER = ("fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic")
+_SERVER = ("fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic", "jinja2", "fastapi_offline")
 
 SUBCOMMANDS: dict[str, Subcommand] = {
     "serve": Subcommand("mfumon.api.cli", "run the aggregator (database from MFUMON_DATABASE_URL)", "server", _SERVER),

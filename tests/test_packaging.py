@@ -58,12 +58,14 @@ def test_the_wheel_holds_exactly_one_import_package(wheel: Path) -> None:
         assert needed in names
     assert "mfumon/migrations/script.py.mako" in names and "mfumon/py.typed" in names
     assert any(n.startswith("mfumon/migrations/versions/0001_") for n in names)
+    # The pages' templates and stylesheet (issue 30 #3): package data, not Python, so listed in pyproject.toml.
+    assert {"mfumon/api/pages/templates/job.html", "mfumon/api/pages/static/ui.css"} <= set(names)
 
 
 def test_the_plain_install_leaves_the_server_stack_to_an_extra(wheel: Path) -> None:
     plain, extras = _requirements(wheel)
     assert not plain & {"fastapi", "uvicorn", "sqlalchemy", "alembic"}, plain
-    assert {"fastapi", "uvicorn", "sqlalchemy", "alembic"} <= extras["server"]
+    assert {"fastapi", "uvicorn", "sqlalchemy", "alembic", "jinja2", "fastapi-offline"} <= extras["server"]
     assert {"postgres", "nvml", "kubernetes"} <= set(extras)
 
 
