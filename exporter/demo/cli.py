@@ -5,6 +5,13 @@ cluster (:func:`mfumon.exporter.demo.simcluster.default_cluster`: 10 nodes x 8 G
 nodes push samples through the real exporter pipeline while its jobs post reports over HTTP, simulated serving
 engines (vLLM- and TGI-style ``/metrics`` on loopback ports) that the real inference collector reads and reports,
 and a simulated scheduler that puts its queue as ``mfumon scheduler`` would. Runs until Ctrl-C or ``--duration``.
+With ``--prometheus`` a Prometheus runs beside it (:mod:`mfumon.exporter.demo.prometheus`).
+
+On an idle machine the demo prints nothing of its own after its banner: its clients resend a request that met a
+kept-alive connection the server was closing (:mod:`mfumon.exporter.transport`), the server keeps idle connections
+longer than the demo's interval, the simulated nodes push at staggered times within the interval, and the demo's
+server lets ingest queue for ``DEMO_INGEST_QUEUE_SECONDS`` (a shared laptop is slower than a server) before it
+answers 503.
 
 Other code reuses the simulation against any aggregator with :func:`run_simulation`.
 """
@@ -29,6 +36,7 @@ from types import FrameType
 import httpx
 
 from mfumon.cli import LISTENING_PREFIX
+from mfumon.exporter.demo.prometheus import DemoPrometheus, PrometheusUnavailable, start_prometheus
 from mfumon.exporter.demo.simcluster import ClusterSpec, SimJob, SimNode, default_cluster
 from mfumon.exporter.demo.simremediate import dry_run_remediator
 from mfumon.exporter.demo.simserving import SimulatedEngine
@@ -38,12 +46,16 @@ from mfumon.exporter.node.pipeline import Agent
 from mfumon.exporter.node.push import RetryPolicy, Sender
 from mfumon.exporter.node.sources.sim import SimIbPorts, SimPort, SimSource, SimWorkload
 from mfumon.exporter.node.spool import MemorySpool
+from mfumon.exporter.transport import FreshConnectionRetry
 
 __all__ = ["SimulationResult", "main", "run_simulation"]
 
 logger = logging.getLogger(__name__)
 
 SCHEDULER_INTERVAL_S = 5.0
+#: how long the demo's server lets ingest wait in its queue before a 503 (MFUMON_MAX_INGEST_QUEUE_SECONDS; 0.05 s in
+#: production): the demo shares a laptop's cores with everything else on it
+DEMO_INGEST_QUEUE_SECONDS = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +96,8 @@ def _ports(node: SimNode, started: float) -> SimIbPorts:
 def _start_nodes(url: str, cluster: ClusterSpec, interval_seconds: float, seed: int, token: str | None) -> list[Agent]:
     agents = []
     started = time.time()
-    for node in cluster.nodes:
+    spacing_seconds = interval_seconds / max(1, len(cluster.nodes))  # pushes spread over the interval, not a burst
+    for number, node in enumerate(cluster.nodes):
         source = SimSource(node=node.name, model=node.gpu_model, count=node.gpu_count, seed=seed)
         if node.fault_gpu is not None:
             source.schedule_fault(node.fault_gpu, started + node.fault_after_seconds)
@@ -127,7 +140,7 @@ def _start_nodes(url: str, cluster: ClusterSpec, interval_seconds: float, seed: 
             interval_seconds=interval_seconds,
             ports=_ports(node, started),
         )
-        agent.start()
+        agent.start(delay_seconds=number * spacing_seconds)
         agents.append(agent)
     return agents
 
@@ -214,7 +227,7 @@ def run_simulation(
     cluster = cluster or default_cluster()
     stop = stop_event or threading.Event()
     deadline = None if duration_seconds is None else time.monotonic() + duration_seconds
-    client = httpx.Client(base_url=url.rstrip("/"), headers=_auth(token), timeout=5.0)
+    client = httpx.Client(base_url=url.rstrip("/"), headers=_auth(token), timeout=5.0, transport=FreshConnectionRetry())
     _register_jobs(client, cluster)
     agents = _start_nodes(url, cluster, interval_seconds, seed, token)
     engines = [SimulatedEngine(job, seed).start() for job in cluster.serving]
@@ -279,11 +292,27 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interval", type=float, default=5.0, help="seconds between samples and reports [5]")
     p.add_argument("--seed", type=int, default=0, help="seed of the simulation [0]")
     p.add_argument("--no-checkpoints", action="store_true", help="no periodic checkpoint dips in training jobs")
+    p.add_argument("--log-level", default="WARNING", help="the demo's own log level: DEBUG, INFO, WARNING... [WARNING]")
+    prometheus = p.add_argument_group("Prometheus beside the demo (docs: demo with Prometheus and Grafana)")
+    prometheus.add_argument(
+        "--prometheus",
+        action="store_true",
+        help="also start Prometheus on a free loopback port with the project's rules, scraping the demo",
+    )
+    prometheus.add_argument(
+        "--prometheus-binary", default="prometheus", metavar="PATH", help="the Prometheus to run [prometheus]"
+    )
+    prometheus.add_argument(
+        "--prometheus-rules",
+        metavar="DIR",
+        help="rule files to load [deploy/prometheus/rules of this checkout]",
+    )
     return p
 
 
 def _start_server(host: str, port: int, data_dir: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "MFUMON_DATABASE_URL": f"sqlite:///{data_dir / 'mfumon.db'}"}
+    env.setdefault("MFUMON_MAX_INGEST_QUEUE_SECONDS", str(DEMO_INGEST_QUEUE_SECONDS))
     cmd = [sys.executable, "-m", "mfumon", "serve", "--host", host, "--port", str(port)]
     with open(data_dir / "serve.log", "wb") as log:  # the child keeps its own copy of the descriptor
         return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=data_dir)
@@ -323,14 +352,25 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_seconds: floa
     return False
 
 
+def _print_banner(url: str, data_dir: Path, prometheus: DemoPrometheus | None) -> None:
+    """The addresses, the pages first: what a person opens."""
+    print(f"mfumon demo: open {url}/ui in a browser", flush=True)
+    print(f"  aggregator at {url} (data in {data_dir})", flush=True)
+    if prometheus is not None:
+        print(f"  prometheus: {prometheus.url} (rules loaded; config {prometheus.config_path})", flush=True)
+    print(f"  metrics:  {url}/metrics\n  API docs: {url}/docs\n  cluster:  {url}/v1/cluster", flush=True)
+    print(f"  jobs:     {url}/v1/jobs\n  nodes:    {url}/v1/nodes", flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the aggregator and the simulated cluster until Ctrl-C (or ``--duration``)."""
     args = _build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     temporary = args.data_dir is None
     data_dir = Path(tempfile.mkdtemp(prefix="mfumon-demo-") if temporary else args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     proc = _start_server(args.host, args.port, data_dir)
+    prometheus: DemoPrometheus | None = None
     stop = threading.Event()
 
     def _on_signal(_signum: int, _frame: FrameType | None) -> None:
@@ -346,9 +386,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             if "in use" in reason:
                 print("mfumon demo: is another mfumon running there? Pick a free port with --port.", file=sys.stderr)
             return 1
-        print(f"mfumon demo: aggregator at {url} (data in {data_dir})", flush=True)
-        print(f"  metrics:  {url}/metrics\n  API docs: {url}/docs\n  cluster:  {url}/v1/cluster", flush=True)
-        print(f"  jobs:     {url}/v1/jobs\n  nodes:    {url}/v1/nodes", flush=True)
+        if args.prometheus:
+            try:
+                prometheus = start_prometheus(
+                    url, data_dir, binary=args.prometheus_binary, rules_dir=args.prometheus_rules
+                )
+            except PrometheusUnavailable as exc:
+                print(f"mfumon demo: {exc}", file=sys.stderr)
+                return 1
+        _print_banner(url, data_dir, prometheus)
         print(
             "Simulating 10 nodes x 8 GPUs (H100, A100) in 4 pools: 7 reporting jobs (one over-claims, one checkpoints, "
             "fails once and restarts, one waits on its data, one has a straggler GPU), 3 serving jobs "
@@ -367,6 +413,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if prometheus is not None:
+            prometheus.stop()
         if proc.poll() is None:
             proc.terminate()
             try:

@@ -11,6 +11,7 @@ from mfumon.exporter.demo.simcluster import ClusterSpec
 from mfumon.exporter.scheduler.remediate.aggregator import Aggregator
 from mfumon.exporter.scheduler.remediate.loop import KillSwitch, Remediator
 from mfumon.exporter.scheduler.remediate.model import Action, Decision, Policy, SchedulerNode
+from mfumon.exporter.transport import FreshConnectionRetry
 
 __all__ = ["SimSchedulerNodes", "dry_run_remediator"]
 
@@ -38,7 +39,7 @@ class SimSchedulerNodes:
 
 def dry_run_remediator(url: str, cluster: ClusterSpec, token: str | None = None) -> tuple[Remediator, Aggregator]:
     """The loop in dry run, drains due as soon as a node is on the drain list; close the aggregator when done."""
-    aggregator = Aggregator(url, token=token, timeout_seconds=5.0)
+    aggregator = Aggregator(url, token=token, timeout_seconds=5.0, transport=FreshConnectionRetry())
     policy = Policy(drain_after_seconds=0, max_pool_ratio=1.0, max_cluster_ratio=1.0)
     remediator = Remediator(
         SimSchedulerNodes(cluster), aggregator, policy=policy, act=False, kill_switch=KillSwitch(environ={})

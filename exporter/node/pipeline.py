@@ -55,14 +55,17 @@ class Agent:
         self._clock = clock
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._delay_seconds = 0.0
         self._started_at = time.monotonic()
         self._last_success: float | None = None
         self._source_errors_seen = 0
         self.gpu_model: str | None = None  # the node's most common GPU name, for the inference collector
         self.metrics.info.labels(node, source.name).set(1)
 
-    def start(self) -> None:
-        """Start the sender and the collector thread."""
+    def start(self, delay_seconds: float = 0.0) -> None:
+        """Start the sender and the collector thread, whose first collection waits ``delay_seconds`` (many agents
+        in one process, as in the demo, spread their pushes over the interval instead of sending them at once)."""
+        self._delay_seconds = delay_seconds
         self._started_at = time.monotonic()
         self.sender.start()
         self._thread = threading.Thread(target=self._run, name="mfumon-collector", daemon=True)
@@ -132,6 +135,8 @@ class Agent:
         }
 
     def _run(self) -> None:
+        if self._stop.wait(self._delay_seconds):
+            return
         next_due = time.monotonic()
         while not self._stop.is_set():
             self.collect_once()

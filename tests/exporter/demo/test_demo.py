@@ -171,6 +171,8 @@ def test_demo_command_starts_the_aggregator_and_stops(tmp_path: object, capsys: 
     found = re.search(r"aggregator at http://127\.0\.0\.1:(\d+) ", out)
     assert found, out  # port 0: the banner names the port the server bound
     port = int(found.group(1))
+    first_address = re.search(r"http://\S+", out)
+    assert first_address and first_address.group(0) == f"http://127.0.0.1:{port}/ui"  # the pages come first
     for path in ("/metrics", "/docs", "/v1/cluster"):
         assert f"http://127.0.0.1:{port}{path}" in out
     assert "stopped after" in out
