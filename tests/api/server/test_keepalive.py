@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from mfumon.api.core.config import Settings
 from mfumon.exporter.job.reporter import JobReporter
 from mfumon.exporter.node.settings import Settings as ExporterSettings
@@ -65,6 +67,7 @@ def test_the_default_idle_timeout_outlasts_every_client_interval() -> None:
     assert Settings().KEEPALIVE_TIMEOUT_SECONDS > Settings().HEADER_TIMEOUT_SECONDS
 
 
+@pytest.mark.slow
 def test_an_idle_connection_outlives_the_head_deadline_and_a_slow_head_does_not(tmp_path: Path) -> None:
     env = {"MFUMON_HEADER_TIMEOUT_SECONDS": "1", "MFUMON_KEEPALIVE_TIMEOUT_SECONDS": "600"}
     with start_server(tmp_path, env=env) as server:
@@ -81,6 +84,7 @@ def test_an_idle_connection_outlives_the_head_deadline_and_a_slow_head_does_not(
             assert _answer(idle).startswith(b"HTTP/1.1 200 ")  # the same connection, still open
 
 
+@pytest.mark.slow
 def test_an_idle_connection_is_closed_after_the_keepalive_timeout(tmp_path: Path) -> None:
     env = {"MFUMON_HEADER_TIMEOUT_SECONDS": "600", "MFUMON_KEEPALIVE_TIMEOUT_SECONDS": "1"}
     with start_server(tmp_path, env=env) as server, socket.create_connection(("127.0.0.1", server.port)) as sock:
