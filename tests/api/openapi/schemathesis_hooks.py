@@ -96,12 +96,15 @@ def _report(body: dict[str, Any]) -> None:
 
 
 def _scheduler(body: dict[str, Any]) -> None:
-    """SchedulerSync's and SchedulerJob's descriptions: unique ids and quotas, units and placement add up."""
+    """SchedulerSync's and SchedulerJob's descriptions: unique ids, quotas and pool names, units and placement add
+    up."""
     _not_ahead(body, "observed_at")
     if "jobs" in body:
         body["jobs"] = _unique(body["jobs"], lambda job: job.get("job_id"))
     if "quotas" in body:
         body["quotas"] = _unique(body["quotas"], lambda q: (_label(q.get("team")), _label(q.get("pool"))))
+    if isinstance(body.get("pools"), list):
+        body["pools"] = _unique(body["pools"], lambda pool: _label(pool.get("name")))
     for job in body.get("jobs") if isinstance(body.get("jobs"), list) else ():
         if not isinstance(job, dict):
             continue
@@ -179,9 +182,7 @@ def map_case(context: HookContext, case: Case) -> Case:
     elif operation == "PUT /v1/jobs/{job_id}" and body is not None:
         _model(body, required=False)
         _layout(body)
-    elif operation == "POST /v1/jobs/{job_id}/events" and body is not None:
-        _not_ahead(body, "timestamp")
-    elif operation == "POST /v1/remediations" and body is not None:
+    elif operation in ("POST /v1/jobs/{job_id}/events", "POST /v1/remediations") and body is not None:
         _not_ahead(body, "timestamp")
     elif operation == "PUT /v1/scheduler/{source}" and body is not None:
         _scheduler(body)
