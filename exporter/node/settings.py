@@ -143,7 +143,8 @@ _FLAGS: dict[str, str] = {
     "sim.profile": "SIM_PROFILE",
     "sim.mfu": "SIM_MFU",
     "sim.seed": "SIM_SEED",
-    "log.level": "LOG_LEVEL",
+    "log.level": "LOG_LEVEL",  # the old spelling, kept as a hidden alias
+    "log_level": "LOG_LEVEL",
     "inference.discovery": "INFERENCE_DISCOVERY",
     "inference.interval": "INFERENCE_INTERVAL",
     "inference.token_file": "INFERENCE_TOKEN_FILE",
@@ -183,7 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--sim.profile", choices=("training", "comm_bound", "inference", "idle"), help="simulated workload")
     add("--sim.mfu", type=float, help="target MFU of the simulated workload [default 0.4]")
     add("--sim.seed", type=int, help="seed of the simulation [default 0]")
-    add("--log.level", help="DEBUG, INFO, WARNING or ERROR [default INFO]")
+    add("--log-level", metavar="LEVEL", help="DEBUG, INFO, WARNING or ERROR [MFUMON_LOG_LEVEL, default INFO]")
+    add("--log.level", help=argparse.SUPPRESS)  # deprecated spelling of --log-level; kept so nothing breaks
     add("--once", action="store_true", help="read the GPUs over one second, print that JSON body to stdout and exit")
     inference = p.add_argument_group("serving engines (vLLM, SGLang, TGI): MFU, MBU and queue of inference jobs")
     inference.add_argument(

@@ -7,6 +7,7 @@ aggregator requires one, and prints Markdown or a self-contained HTML page (``--
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import httpx
 
+from mfumon.exporter.auth import read_token
+from mfumon.exporter.cliopts import add_log_level_option, add_token_file_option
 from mfumon.exporter.ops.html import render_html
 from mfumon.exporter.ops.markdown import render_markdown
 from mfumon.exporter.ops.prices import ENV as PRICES_ENV
@@ -44,9 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--token",
-        default=os.environ.get("MFUMON_TOKEN"),
-        help="a token with the 'read' scope, when the aggregator requires one (default $MFUMON_TOKEN)",
+        help="a token with the 'read' scope, when the aggregator requires one (default: --token-file, "
+        "$MFUMON_TOKEN_FILE, $MFUMON_TOKEN)",
     )
+    add_token_file_option(parser, purpose="'read' scope")
+    add_log_level_option(parser, "WARNING")
     parser.add_argument(
         "--price",
         action="append",
@@ -80,9 +85,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         prices = parse_prices(price_items, args.currency)
     except ValueError as exc:
         parser.error(str(exc))
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        token = args.token or read_token(args.token_file)
+    except OSError as exc:
+        parser.error(f"cannot read the token file (--token-file or MFUMON_TOKEN_FILE): {exc}")
     headers = {"User-Agent": "mfumon-report"}
-    if args.token:
-        headers["Authorization"] = f"Bearer {args.token}"
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
     try:
         with httpx.Client(base_url=args.url.rstrip("/"), headers=headers, timeout=args.timeout) as client:
             report = fetch_report(

@@ -25,6 +25,8 @@ from typing import Any
 import httpx
 import yaml
 
+from mfumon.exporter.auth import read_token
+from mfumon.exporter.cliopts import add_log_level_option, add_token_file_option
 from mfumon.exporter.scheduler.model import Quota, Snapshot
 
 __all__ = ["Syncer", "load_quotas", "main"]
@@ -116,15 +118,24 @@ def _build_parser() -> argparse.ArgumentParser:
         prog="mfumon scheduler",
         description="Keep the aggregator's jobs in step with the scheduler (one per cluster).",
     )
-    p.add_argument("--source", choices=("slurm", "kubernetes"), default=env("MFUMON_SCHEDULER_SOURCE"))
+    source = env("MFUMON_SCHEDULER_SOURCE")
+    p.add_argument(
+        "--source",
+        choices=("slurm", "kubernetes"),
+        default=source,
+        required=source is None,
+        help="the scheduler to follow (required unless $MFUMON_SCHEDULER_SOURCE is set)",
+    )
     p.add_argument("--name", default=env("MFUMON_SCHEDULER_NAME"), help="source name on the aggregator [the source]")
     p.add_argument("--url", default=env("MFUMON_URL", "http://127.0.0.1:8000"), help="aggregator URL [$MFUMON_URL]")
-    p.add_argument("--token-file", default=env("MFUMON_TOKEN_FILE"), help="ingest token file [$MFUMON_TOKEN_FILE]")
+    add_token_file_option(p, purpose="'scheduler'-scoped ingest")
     p.add_argument("--interval", type=float, default=float(env("MFUMON_SCHEDULER_INTERVAL", "30")), help="seconds [30]")
     p.add_argument("--quota-file", default=env("MFUMON_QUOTA_FILE"), help="YAML team -> GPUs (or pool -> GPUs)")
     p.add_argument("--once", action="store_true", help="sync once and exit (1 on failure)")
     p.add_argument("--dry-run", action="store_true", help="print the snapshot as JSON and exit, sending nothing")
-    p.add_argument("--slurm.squeue", dest="squeue", default=env("MFUMON_SLURM_SQUEUE", "squeue"))
+    p.add_argument(
+        "--slurm.squeue", dest="squeue", default=env("MFUMON_SLURM_SQUEUE", "squeue"), help="squeue to run [squeue]"
+    )
     p.add_argument(
         "--slurm.sinfo", dest="sinfo", default=env("MFUMON_SLURM_SINFO", "sinfo"), help="sinfo: partitions as pools"
     )
@@ -138,8 +149,14 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kube.pool-label", dest="pool_labels", action="append", help="node label naming the pool")
     p.add_argument("--kube.job-label", dest="job_labels", action="append", help="pod label naming the job")
     p.add_argument("--kube.team-label", dest="team_label", default=env("MFUMON_KUBE_TEAM_LABEL"), help="[namespace]")
-    p.add_argument("--kube.kueue", dest="kueue", choices=("auto", "on", "off"), default=env("MFUMON_KUEUE", "auto"))
-    p.add_argument("--log-level", default=env("MFUMON_LOG_LEVEL", "INFO"))
+    p.add_argument(
+        "--kube.kueue",
+        dest="kueue",
+        choices=("auto", "on", "off"),
+        default=env("MFUMON_KUEUE", "auto"),
+        help="read Kueue's queues and quotas [auto: when its CRDs exist]",
+    )
+    add_log_level_option(p, "INFO")
     return p
 
 
@@ -164,16 +181,11 @@ def _reader(args: argparse.Namespace) -> Callable[[], Snapshot]:
 
 
 def _token(args: argparse.Namespace) -> str | None:
-    if args.token_file:
-        return Path(args.token_file).read_text(encoding="utf-8").strip() or None
-    return os.environ.get("MFUMON_TOKEN", "").strip() or None
+    return read_token(args.token_file)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
-    if args.source is None:
-        print("mfumon scheduler: --source slurm|kubernetes is required", file=sys.stderr)
-        return 2
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         quotas = load_quotas(args.quota_file) if args.quota_file else []

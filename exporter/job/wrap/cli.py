@@ -13,6 +13,7 @@ import logging
 import os
 from collections.abc import Sequence
 
+from mfumon.exporter.cliopts import add_log_level_option, add_token_file_option
 from mfumon.exporter.job.models import ModelSpec, from_hf_config
 from mfumon.exporter.job.reporter import JobReporter
 from mfumon.exporter.job.reporter._env import default_world_size, read_token
@@ -68,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     conn = parser.add_argument_group("aggregator")
     conn.add_argument("--url", help="aggregator URL (env MFUMON_URL, default http://127.0.0.1:8000)")
-    conn.add_argument("--token-file", help="file holding the ingest token (default: env MFUMON_TOKEN)")
+    add_token_file_option(conn)
     conn.add_argument("--interval", type=_positive, default=15.0, help="seconds between reports (default 15)")
     job = parser.add_argument_group("job")
     job.add_argument("--job-id", help="default: MFUMON_JOB_ID, SLURM_JOB_ID, TORCHELASTIC_RUN_ID, ... or generated")
@@ -77,19 +78,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--num-gpus", type=_whole, help="GPUs of the whole job (default WORLD_SIZE or CUDA_VISIBLE_DEVICES)"
     )
     job.add_argument("--gpu-model", help='e.g. "NVIDIA H100 80GB HBM3" or "h100-sxm" (default: exporters attribute)')
-    job.add_argument("--dtype", choices=("bf16", "fp16", "fp8", "tf32", "fp32"))
+    job.add_argument(
+        "--dtype", choices=("bf16", "fp16", "fp8", "tf32", "fp32"), help="precision of the dense peak (default bf16)"
+    )
     job.add_argument("--peak-flops-per-gpu", type=_positive, help="dense peak FLOP/s of one device (e.g. 989e12)")
-    job.add_argument("--gpus-requested", type=_whole)
+    job.add_argument("--gpus-requested", type=_whole, help="GPUs the job asked the scheduler for")
     job.add_argument("--recompute-activations", action="store_true", default=None, help="full activation recompute")
-    for label in ("name", "team", "pool"):
-        job.add_argument(f"--{label}")
+    for label, meaning in (("name", "a readable name"), ("team", "the owning team"), ("pool", "the GPU pool")):
+        job.add_argument(f"--{label}", help=f"the job's label: {meaning}")
     model = parser.add_argument_group("model")
     model.add_argument("--model", help="HF config.json (or its folder), or a JSON object of model fields")
     for label in ("params", "active-params"):
         model.add_argument(f"--{label}", type=_count, help="e.g. 8030261248, 8.03e9 or 8B")
     for label in ("layers", "heads", "head-dim"):
-        model.add_argument(f"--{label}", type=_whole)
-    model.add_argument("--flops-per-token", type=_positive)
+        model.add_argument(f"--{label}", type=_whole, help=f"model {label} (attention FLOPs need all three)")
+    model.add_argument("--flops-per-token", type=_positive, help="explicit FLOPs per token; overrides the formula")
     model.add_argument("--seq-len", type=_whole, help="default: the command's --seq-length/--max_seq_length/...")
     logs = parser.add_argument_group("log parsing")
     logs.add_argument(
@@ -105,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument("--no-builtin-patterns", action="store_true", help="use only --pattern")
     parser.add_argument("-v", "--verbose", action="store_true", help="log every report and the aggregator's answer")
     parser.add_argument("-q", "--quiet", action="store_true", help="no messages of our own on stderr")
+    add_log_level_option(parser, None)
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the command to run, after --")
     return parser
 
@@ -170,7 +174,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = command or list(args.command)
     if not command:
         parser.error("no command given; usage: mfumon wrap [options] -- CMD ARGS...")
-    level = logging.CRITICAL + 1 if args.quiet else logging.INFO if args.verbose else logging.WARNING
+    level: int | str = logging.CRITICAL + 1 if args.quiet else logging.INFO if args.verbose else logging.WARNING
+    if args.log_level and not args.quiet:
+        level = args.log_level.upper()
     logging.basicConfig(level=level, format="%(asctime)s mfumon wrap %(levelname)s: %(message)s")
     if args.verbose:  # every report and the aggregator's answer (logged by the reporter at DEBUG)
         logging.getLogger("mfumon.exporter.job.reporter").setLevel(logging.DEBUG)
@@ -179,6 +185,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         model = _model_spec(args)
     except ValueError as exc:
         parser.error(str(exc))
+    try:
+        token = read_token(args.token_file)
+    except OSError as exc:
+        parser.error(f"cannot read the token file (--token-file or MFUMON_TOKEN_FILE): {exc}")
     seq_from_command = seq_len_from_command(command)
     seq_len = args.seq_len or (model.seq_len if model else None) or seq_from_command
     if model is not None and seq_len and model.seq_len is None:
@@ -192,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     reporter = JobReporter(
         args.job_id,
         url=args.url,
-        token=read_token(args.token_file),
+        token=token,
         kind=args.kind or "training",
         model=model,
         num_gpus=num_gpus,

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
+from mfumon.exporter.auth import read_token
+from mfumon.exporter.cliopts import add_log_level_option, add_token_file_option
 from mfumon.exporter.scheduler.remediate.aggregator import Aggregator
 from mfumon.exporter.scheduler.remediate.driver import Driver
 from mfumon.exporter.scheduler.remediate.loop import KILL_ENV, KillSwitch, Remediator, Retry
@@ -32,10 +34,17 @@ def _build_parser() -> argparse.ArgumentParser:
         description="Drain nodes on the aggregator's drain list and resume them once healthy, through the scheduler "
         "(one per cluster). Dry run unless --act.",
     )
-    p.add_argument("--source", choices=("slurm", "kubernetes"), default=env("MFUMON_SCHEDULER_SOURCE"))
+    source = env("MFUMON_SCHEDULER_SOURCE")
+    p.add_argument(
+        "--source",
+        choices=("slurm", "kubernetes"),
+        default=source,
+        required=source is None,
+        help="the scheduler that drains and resumes (required unless $MFUMON_SCHEDULER_SOURCE is set)",
+    )
     p.add_argument("--act", action="store_true", help="drain and resume for real (default: dry run)")
     p.add_argument("--url", default=env("MFUMON_URL", "http://127.0.0.1:8000"), help="aggregator URL [$MFUMON_URL]")
-    p.add_argument("--token-file", default=env("MFUMON_TOKEN_FILE"), help="token with the 'remediate' scope")
+    add_token_file_option(p, purpose="'remediate'-scoped")
     p.add_argument("--interval", type=float, default=float(env("MFUMON_REMEDIATE_INTERVAL", "30")), help="s [30]")
     p.add_argument("--once", action="store_true", help="one round and exit (1 when it could not read or act)")
     p.add_argument(
@@ -46,18 +55,57 @@ def _build_parser() -> argparse.ArgumentParser:
     rails = p.add_argument_group("rails")
     rails.add_argument("--drain-after", type=float, default=defaults.drain_after_seconds, help="seconds [300]")
     rails.add_argument("--resume-after", type=float, default=defaults.resume_after_seconds, help="seconds [900]")
-    rails.add_argument("--budget.pool-nodes", dest="pool_nodes", type=int, default=defaults.max_pool_nodes)
-    rails.add_argument("--budget.pool-ratio", dest="pool_ratio", type=float, default=defaults.max_pool_ratio)
-    rails.add_argument("--budget.cluster-nodes", dest="cluster_nodes", type=int, default=defaults.max_cluster_nodes)
-    rails.add_argument("--budget.cluster-ratio", dest="cluster_ratio", type=float, default=defaults.max_cluster_ratio)
-    rails.add_argument("--rate.actions", dest="max_actions", type=int, default=defaults.max_actions)
-    rails.add_argument("--rate.window", dest="rate_window", type=float, default=defaults.rate_window_seconds)
-    rails.add_argument("--retry.attempts", dest="attempts", type=int, default=3)
+    budget = "at most this many drained at once"
+    rails.add_argument(
+        "--budget.pool-nodes",
+        dest="pool_nodes",
+        type=int,
+        default=defaults.max_pool_nodes,
+        help=f"nodes of a pool {budget} [{defaults.max_pool_nodes}]",
+    )
+    rails.add_argument(
+        "--budget.pool-ratio",
+        dest="pool_ratio",
+        type=float,
+        default=defaults.max_pool_ratio,
+        help=f"share of a pool's nodes {budget} [{defaults.max_pool_ratio}]",
+    )
+    rails.add_argument(
+        "--budget.cluster-nodes",
+        dest="cluster_nodes",
+        type=int,
+        default=defaults.max_cluster_nodes,
+        help=f"nodes of the cluster {budget} [{defaults.max_cluster_nodes}]",
+    )
+    rails.add_argument(
+        "--budget.cluster-ratio",
+        dest="cluster_ratio",
+        type=float,
+        default=defaults.max_cluster_ratio,
+        help=f"share of the cluster's nodes {budget} [{defaults.max_cluster_ratio}]",
+    )
+    rails.add_argument(
+        "--rate.actions",
+        dest="max_actions",
+        type=int,
+        default=defaults.max_actions,
+        help=f"actions allowed per --rate.window [{defaults.max_actions}]",
+    )
+    rails.add_argument(
+        "--rate.window",
+        dest="rate_window",
+        type=float,
+        default=defaults.rate_window_seconds,
+        help=f"seconds of the action rate limit [{defaults.rate_window_seconds:g}]",
+    )
+    rails.add_argument("--retry.attempts", dest="attempts", type=int, default=3, help="tries of a failed action [3]")
     rails.add_argument("--retry.backoff", dest="backoff", type=float, default=2.0, help="seconds, doubling [2]")
-    p.add_argument("--slurm.sinfo", dest="sinfo", default=env("MFUMON_SLURM_SINFO", "sinfo"))
-    p.add_argument("--slurm.scontrol", dest="scontrol", default=env("MFUMON_SLURM_SCONTROL", "scontrol"))
+    p.add_argument("--slurm.sinfo", dest="sinfo", default=env("MFUMON_SLURM_SINFO", "sinfo"), help="sinfo to run")
+    p.add_argument(
+        "--slurm.scontrol", dest="scontrol", default=env("MFUMON_SLURM_SCONTROL", "scontrol"), help="scontrol to run"
+    )
     p.add_argument("--kube.pool-label", dest="pool_labels", action="append", help="node label naming the pool")
-    p.add_argument("--log-level", default=env("MFUMON_LOG_LEVEL", "INFO"))
+    add_log_level_option(p, "INFO")
     return p
 
 
@@ -72,16 +120,11 @@ def _driver(args: argparse.Namespace) -> Driver:
 
 
 def _token(args: argparse.Namespace) -> str | None:
-    if args.token_file:
-        return Path(args.token_file).read_text(encoding="utf-8").strip() or None
-    return os.environ.get("MFUMON_TOKEN", "").strip() or None
+    return read_token(args.token_file)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
-    if args.source is None:
-        print("mfumon remediate: --source slurm|kubernetes is required", file=sys.stderr)
-        return 2
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         policy = Policy(
