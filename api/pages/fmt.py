@@ -93,14 +93,22 @@ def text(value: object | None, reason: str | None = None) -> Markup:
     return Markup(escape(str(value)))
 
 
-def evidence(value: object) -> Markup:
-    """A finding's evidence value: floats to four significant digits, lists joined, the rest as given."""
+_RATIO_WORDS = ("share", "ratio", "spread", "deviation", "mfu", "agreement", "active", "utilization", "goodput")
+
+
+def evidence(value: object, key: str = "") -> Markup:
+    """A finding's evidence value: a ratio (by its key's name: ``share_of_step_time``, ``clock_ratio``) as a
+    percentage, other floats to four significant digits, GPU-seconds with their unit, lists and objects spelt out."""
+    if isinstance(value, float) and any(word in key for word in _RATIO_WORDS):
+        return ratio(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and key.endswith("gpu_seconds"):
+        return gpu_hours(float(value))
     if isinstance(value, float):
         return Markup(escape(f"{value:.4g}"))
     if isinstance(value, dict):
-        return Markup("; ").join(Markup("{0}: {1}").format(k, evidence(v)) for k, v in value.items())
+        return Markup("; ").join(Markup("{0}: {1}").format(k, evidence(v, str(k))) for k, v in value.items())
     if isinstance(value, (list, tuple)):
         if any(isinstance(v, dict) for v in value):
-            return Markup("").join(Markup("<div>{0}</div>").format(evidence(v)) for v in value)
-        return Markup(", ").join(evidence(v) for v in value)
+            return Markup("").join(Markup("<div>{0}</div>").format(evidence(v, key)) for v in value)
+        return Markup(", ").join(evidence(v, key) for v in value)
     return text(value, "none")

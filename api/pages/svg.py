@@ -8,6 +8,7 @@ Every chart is ``<svg class="chart" viewBox="0 0 W H">`` with a ``<title>`` for 
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -46,7 +47,14 @@ class Part:
 
 
 def _percent(y: float) -> str:
-    return f"{y * 100:.0f} %"
+    return f"{y * 100:.3g} %"
+
+
+def nice_top(largest: float) -> float:
+    """The top of a y axis a little above ``largest`` whose quarters are round numbers (0.2 -> 5 %, 10 %, ...)."""
+    raw = max(largest, 1e-9) * 1.1
+    magnitude = 10 ** math.floor(math.log10(raw))
+    return next(m * magnitude for m in (1, 2, 4, 8, 10) if m * magnitude >= raw)
 
 
 def _clock(x: float) -> str:
@@ -76,7 +84,7 @@ def line_chart(
     shown, at least a little above zero, when not given)."""
     xs = [x for s in series for x, y in s.points if y is not None]
     ys = [y for s in series for _, y in s.points if y is not None] + [r.y for r in references]
-    top = y_max if y_max is not None else max([*ys, 1e-9]) * 1.1
+    top = y_max if y_max is not None else nice_top(max([*ys, 1e-9]))
     x0, x1 = (min(xs), max(xs)) if xs else (0.0, 1.0)
     span = (x1 - x0) or 1.0
     plot_w, plot_h = width - PAD_LEFT - PAD_RIGHT, height - PAD_TOP - PAD_BOTTOM
@@ -203,4 +211,4 @@ def bar_list(
     return _svg(chart_id, title, width, max(len(parts), 1) * row_height, body)
 
 
-__all__ = ["Part", "Reference", "Series", "bar_list", "line_chart", "stacked_bar"]
+__all__ = ["Part", "Reference", "Series", "bar_list", "line_chart", "nice_top", "stacked_bar"]

@@ -26,5 +26,7 @@ def test_units_are_named() -> None:
 
 
 def test_evidence_prints_nested_values_readably() -> None:
-    out = fmt.evidence([{"node": "n1", "clock_ratio": 0.612345}])
-    assert out == "<div>node: n1; clock_ratio: 0.6123</div>"
+    out = fmt.evidence([{"node": "n1", "clock_ratio": 0.612345}], "throttled_gpus")
+    assert out == '<div>node: n1; clock_ratio: <span class="ratio" title="0.6123">61.2 %</span></div>'
+    assert ">10.0 %<" in fmt.evidence(0.1, "share_of_step_time")
+    assert fmt.evidence(2.4, "gpu_seconds") == fmt.gpu_hours(2.4) and fmt.evidence(8, "gpus") == "8"

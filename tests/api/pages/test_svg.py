@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from mfumon.api.pages.svg import Part, Reference, Series, bar_list, line_chart, stacked_bar
+from mfumon.api.pages.svg import Part, Reference, Series, bar_list, line_chart, nice_top, stacked_bar
 
 NS = "{http://www.w3.org/2000/svg}"
 
@@ -67,3 +67,9 @@ def test_bar_list_scales_to_x_max_and_escapes_labels() -> None:
     widths = [float(r.get("width", 0)) for r in svg.iter(f"{NS}rect")]
     assert widths[0] == widths[1] / 4 and widths[2] == widths[1]  # clipped at x_max
     assert all(140 + width <= w for width in widths)
+
+
+def test_the_y_axis_tops_at_a_round_number_above_the_data() -> None:
+    assert [nice_top(v) for v in (0.12, 0.42, 0.5, 0.9, 3.0e15)] == [0.2, 0.8, 0.8, 1.0, 4.0e15]
+    svg = line_chart("c", "MFU", [Series("MFU", [(0.0, 0.12), (1.0, 0.15)])])
+    assert [t for t in re.findall(r">([\d.]+ %)<", str(svg))] == ["0 %", "5 %", "10 %", "15 %", "20 %"]
