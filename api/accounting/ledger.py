@@ -185,10 +185,10 @@ class Ledger:
         bill.add("compute", compute)
         self.progress_since_checkpoint += stepping
         self._add_peak(bill, gpus * tile - gpus * absorbed, compute=compute)
-        ran_seconds = covered_seconds if covered_seconds else rest - gap
+        ran_seconds = covered_seconds if covered_seconds else rest  # without covered_seconds there is no gap
         if model_flops_per_second and self.peak_flops_per_gpu and stepping > 0:
             bill.model_flops += model_flops_per_second * ran_seconds * (progress / stepping)
-        if mfu is not None and ran_seconds > 0:
+        if mfu is not None:  # ran_seconds >= 0: a report covering no time adds nothing
             self.mfu_seconds += mfu * ran_seconds
             self.mfu_covered_seconds += ran_seconds
         if split.step_seconds:

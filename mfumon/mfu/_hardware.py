@@ -86,7 +86,7 @@ def check_accounting(
             f"dtype: a job that reports {dtype} but runs fp8 matmuls does twice the FLOPs per tensor-pipe cycle",
         )
     if ratio < AGREEMENT_UNDER_CLAIM:
-        hint = "" if recompute else " or activation recompute the report does not declare (recompute_activations),"
+        hint = "," if recompute else " or activation recompute the report does not declare (recompute_activations),"
         return AccountingCheck(
             "under_claims",
             f"the job's model FLOPs are only {ratio:.2f}x of the tensor work executed ({reported_mfu:.0%} reported "

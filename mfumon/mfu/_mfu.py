@@ -8,9 +8,9 @@ backward), not rematerialisation. HFU counts the FLOPs executed, recompute inclu
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass, replace
 
+from ._checks import check_at_least, check_num_gpus
 from ._flops import ModelShape, WorkloadKind, flops_per_token, hardware_flops_per_token
 from ._serving import ServingResult, ServingWindow, StorageDtype, evaluate_serving, storage_dtype_for
 from ._spec import Dtype, check_dtype
@@ -43,10 +43,15 @@ class MfuResult:
 
 def compute_mfu(tokens_per_second: float, flops_per_token: float, num_gpus: int, peak_flops_per_gpu: float) -> float:
     """tokens/s * FLOPs/token / (num_gpus * dense peak FLOP/s per GPU); raises ValueError on bad inputs."""
-    _check_at_least("tokens_per_second", tokens_per_second, 0.0)
-    _check_at_least("flops_per_token", flops_per_token, 0.0, strictly=True)
-    _check_num_gpus(num_gpus)
-    _check_at_least("peak_flops_per_gpu", peak_flops_per_gpu, 0.0, strictly=True)
+    check_at_least("tokens_per_second", tokens_per_second, 0.0)
+    check_at_least("flops_per_token", flops_per_token, 0.0, strictly=True)
+    check_num_gpus(num_gpus)
+    check_at_least("peak_flops_per_gpu", peak_flops_per_gpu, 0.0, strictly=True)
+    return _utilization(tokens_per_second, flops_per_token, num_gpus, peak_flops_per_gpu)
+
+
+def _utilization(tokens_per_second: float, flops_per_token: float, num_gpus: int, peak_flops_per_gpu: float) -> float:
+    """The MFU (or HFU) ratio of inputs already checked (by `compute_mfu` or `evaluate`)."""
     model_flops_per_second = tokens_per_second * flops_per_token
     job_peak_flops_per_second = num_gpus * peak_flops_per_gpu
     return model_flops_per_second / job_peak_flops_per_second
@@ -96,11 +101,7 @@ def evaluate(
         An `MfuResult`. Inputs that break the report contract (no params, num_gpus < 1, unknown dtype) raise
         ValueError; a missing peak or an MFU above 1 gives `mfu=None` and a `reason`.
     """
-    check_dtype(dtype)
-    _check_at_least("tokens_per_second", tokens_per_second, 0.0)
-    _check_num_gpus(num_gpus)
-    if serving is not None and kind != "inference":
-        raise ValueError("prefill_tokens and decode_tokens describe inference jobs; this job's kind is training")
+    _check_report(kind, tokens_per_second, num_gpus, dtype, peak_flops_per_gpu, serving, peak_memory_bandwidth_per_gpu)
     model_flops_per_token = flops_per_token(shape, kind)
     executed_flops_per_token = (
         None if recompute_activations is None else hardware_flops_per_token(shape, kind, recompute_activations)
@@ -152,10 +153,10 @@ def evaluate(
     if peak.peak_flops_per_gpu is None:
         return unresolved
     job_peak_flops_per_second = num_gpus * peak.peak_flops_per_gpu
-    mfu = compute_mfu(tokens_per_second, model_flops_per_token, num_gpus, peak.peak_flops_per_gpu)
+    mfu = _utilization(tokens_per_second, model_flops_per_token, num_gpus, peak.peak_flops_per_gpu)
     hfu = None
     if executed_flops_per_token is not None:
-        hfu = compute_mfu(tokens_per_second, executed_flops_per_token, num_gpus, peak.peak_flops_per_gpu)
+        hfu = _utilization(tokens_per_second, executed_flops_per_token, num_gpus, peak.peak_flops_per_gpu)
     resolved = replace(
         unresolved,
         mfu=mfu,
@@ -187,10 +188,9 @@ def _find_peak(
     """The table's peak, or the explicit override (still naming the device when the table knows it)."""
     if peak_flops_per_gpu is None:
         return table.lookup(device_name, dtype, mig_profile)
-    _check_at_least("peak_flops_per_gpu", peak_flops_per_gpu, 0.0, strictly=True)
-    spec = table.resolve(device_name) if device_name and device_name.strip() else None
+    spec = table.resolve(device_name) if device_name else None  # a blank name resolves to None
     device_key = None if spec is None else spec.key
-    return PeakLookup(device_key, dtype, float(peak_flops_per_gpu), 1.0, None, mig_profile)
+    return PeakLookup(device_key, dtype, float(peak_flops_per_gpu), 1.0, None)  # used as given: no MIG scaling
 
 
 def _find_bandwidth(
@@ -199,17 +199,29 @@ def _find_bandwidth(
     """The table's memory bandwidth for the device, or the job's own figure."""
     if override is None:
         return table.bandwidth(device_name, mig_profile)
-    _check_at_least("peak_memory_bandwidth_per_gpu", override, 0.0, strictly=True)
     return BandwidthLookup(None, float(override), None, "peak_memory_bandwidth_per_gpu sent by the job")
 
 
-def _check_at_least(name: str, value: float, minimum: float, strictly: bool = False) -> None:
-    below = value <= minimum if strictly else value < minimum
-    if isinstance(value, bool) or not math.isfinite(value) or below:
-        bound = ">" if strictly else ">="
-        raise ValueError(f"{name} must be a finite number {bound} {minimum:g}, got {value!r}")
+def _check_report(
+    kind: WorkloadKind,
+    tokens_per_second: float,
+    num_gpus: int,
+    dtype: str,
+    peak_flops_per_gpu: float | None,
+    serving: ServingWindow | None,
+    peak_memory_bandwidth_per_gpu: float | None,
+) -> None:
+    """Every input of a report that is not a model shape or a serving window (those check themselves), once.
 
-
-def _check_num_gpus(num_gpus: int) -> None:
-    if isinstance(num_gpus, bool) or not isinstance(num_gpus, int) or num_gpus < 1:
-        raise ValueError(f"num_gpus must be an integer >= 1, got {num_gpus!r}")
+    Checked before any lookup, so a report breaks the contract whatever its device: an unknown device with
+    `num_gpus=0` or `dtype="int4"` is an error, not an MFU of None.
+    """
+    check_dtype(dtype)
+    check_at_least("tokens_per_second", tokens_per_second, 0.0)
+    check_num_gpus(num_gpus)
+    if peak_flops_per_gpu is not None:
+        check_at_least("peak_flops_per_gpu", peak_flops_per_gpu, 0.0, strictly=True)
+    if peak_memory_bandwidth_per_gpu is not None:
+        check_at_least("peak_memory_bandwidth_per_gpu", peak_memory_bandwidth_per_gpu, 0.0, strictly=True)
+    if serving is not None and kind != "inference":
+        raise ValueError("prefill_tokens and decode_tokens describe inference jobs; this job's kind is training")

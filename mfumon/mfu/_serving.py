@@ -26,10 +26,10 @@ the GPUs while it runs, the number that judges prefill.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
+from ._checks import check_at_least, check_num_gpus
 from ._flops import ModelShape, flops_per_token
 
 StorageDtype = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"]
@@ -86,10 +86,9 @@ def decode_step_bytes(weights: float, kv_bytes_per_token: float, batch_size: flo
 
 def compute_mbu(bytes_per_second: float, num_gpus: int, peak_bandwidth_per_gpu: float) -> float:
     """Bytes read per second / (num_gpus x peak memory bandwidth per GPU)."""
-    if not (math.isfinite(bytes_per_second) and bytes_per_second >= 0):
-        raise ValueError(f"bytes_per_second must be a finite number >= 0, got {bytes_per_second!r}")
-    if num_gpus < 1 or not (math.isfinite(peak_bandwidth_per_gpu) and peak_bandwidth_per_gpu > 0):
-        raise ValueError("num_gpus must be >= 1 and peak_bandwidth_per_gpu > 0")
+    check_at_least("bytes_per_second", bytes_per_second, 0.0)
+    check_num_gpus(num_gpus)
+    check_at_least("peak_bandwidth_per_gpu", peak_bandwidth_per_gpu, 0.0, strictly=True)
     return bytes_per_second / (num_gpus * peak_bandwidth_per_gpu)
 
 
@@ -113,16 +112,15 @@ class ServingWindow:
     decode_seconds: float | None = None
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.interval_seconds) and self.interval_seconds > 0):
-            raise ValueError(f"interval_seconds must be > 0, got {self.interval_seconds!r}")
+        check_at_least("interval_seconds", self.interval_seconds, 0.0, strictly=True)
         for name in ("prefill_tokens", "decode_tokens", "prefill_seconds", "decode_seconds"):
             value = getattr(self, name)
-            if value is not None and not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+            if value is not None:
+                check_at_least(name, value, 0.0)
         for name in ("batch_size", "context_tokens", "prompt_tokens"):
             value = getattr(self, name)
-            if value is not None and not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+            if value is not None:
+                check_at_least(name, value, 0.0, strictly=True)
 
     @property
     def tokens_per_second(self) -> float:
@@ -308,7 +306,7 @@ def _phase(
 ) -> PhaseResult:
     """One phase's FLOPs with its own context length T (the attention term needs T)."""
     context = None if context_tokens is None else max(1, round(context_tokens))
-    phase_shape = replace(shape, seq_len=context) if context is not None else replace(shape, seq_len=None)
+    phase_shape = replace(shape, seq_len=context)  # None drops the attention term
     phase_flops_per_token = flops_per_token(phase_shape, "inference")
     tokens_per_second = tokens / interval_seconds
     model_flops_per_second = tokens_per_second * phase_flops_per_token

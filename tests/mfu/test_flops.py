@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from mfumon.mfu import ModelShape, flops_per_token, hardware_flops_per_token
@@ -79,3 +81,37 @@ def test_unknown_kind_is_an_error() -> None:
 def test_shape_rejects_impossible_values(fields: dict[str, float], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         ModelShape(**fields)  # type: ignore[arg-type]
+
+
+# -- boundaries (issue 36) ----------------------------------------------------------------------------------------
+
+
+def test_the_defaults_are_training_without_recompute() -> None:
+    assert hardware_flops_per_token(ModelShape(params=1e9)) == 6e9
+
+
+def test_unknown_kind_message() -> None:
+    with pytest.raises(ValueError, match=r"^kind must be one of training, inference; got 'serving'$"):
+        flops_per_token(ModelShape(params=1e9), "serving")  # type: ignore[arg-type]
+
+
+def test_as_many_kv_heads_as_heads_and_all_params_active_are_valid() -> None:
+    shape = ModelShape(params=1e9, active_params=1e9, heads=8, kv_heads=8)
+    assert flops_per_token(shape) == 6e9
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"params": 1e9, "active_params": 2e9}, "model.active_params (2e+09) exceeds model.params (1e+09)"),
+        ({"heads": 8, "kv_heads": 9}, "model.kv_heads (9) exceeds model.heads (8)"),
+        ({"kv_heads": 0}, "model.kv_heads must be a finite number > 0, got 0"),
+    ],
+)
+def test_shape_messages(fields: dict[str, float], message: str) -> None:
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        ModelShape(**fields)  # type: ignore[arg-type]
+
+
+def test_kv_heads_without_heads_is_accepted() -> None:
+    assert ModelShape(params=1e9, kv_heads=64).kv_heads == 64

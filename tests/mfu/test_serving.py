@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import math
+import re
+from typing import Any
+
 import pytest
 
 from mfumon.mfu import (
     FORMULAS,
     ModelShape,
     PeakTable,
+    PhaseResult,
+    ServingResult,
     ServingWindow,
     compute_mbu,
     decode_step_bytes,
@@ -16,6 +22,7 @@ from mfumon.mfu import (
     kv_cache_bytes_per_token,
     weight_bytes,
 )
+from mfumon.mfu._serving import storage_dtype_for
 
 # A 70B Llama-3-shaped model: 80 layers, 64 query heads of 128, 8 KV heads (GQA).
 LLAMA_70B = ModelShape(params=70e9, layers=80, heads=64, kv_heads=8, head_dim=128)
@@ -217,3 +224,427 @@ def test_a_training_job_cannot_send_a_phase_split() -> None:
     window = ServingWindow(interval_seconds=1, prefill_tokens=1, decode_tokens=1)
     with pytest.raises(ValueError, match="inference"):
         evaluate(kind="training", shape=LLAMA_70B, tokens_per_second=2, num_gpus=1, serving=window)
+
+
+# -- boundaries (issue 36) ----------------------------------------------------------------------------------------
+# A small model whose figures are powers of two, so every ratio below is exact:
+#   inference FLOPs/token = 2 x 2^30 + 4 x 4 x 8 x 16 x T = 2^31 + 2048 T
+#   weights (bf16) = 2^31 bytes; KV per token (bf16) = 2 x 4 layers x 2 KV heads x 16 x 2 = 512 bytes
+SMALL = ModelShape(params=2**30, layers=4, heads=8, head_dim=16, kv_heads=2)
+PREFILL_FLOPS_PER_TOKEN = 2**31 + 2048 * 512  # mean prompt 512 tokens: 2,148,532,224
+DECODE_FLOPS_PER_TOKEN = 2**31 + 2048 * 1024  # mean context 1,024 tokens: 2,149,580,800
+# 4 s: 4,096 prompt tokens (1,024/s) and 2,048 decoded (512/s) in steps of 8 sequences; busy 2 s and 3 s.
+WINDOW = ServingWindow(
+    interval_seconds=4,
+    prefill_tokens=4096,
+    decode_tokens=2048,
+    batch_size=8,
+    context_tokens=1024,
+    prompt_tokens=512,
+    prefill_seconds=2,
+    decode_seconds=3,
+)
+PEAK_FLOPS = 2.0**42  # per GPU; 2 GPUs: 2^43
+PEAK_BANDWIDTH = 2.0**38  # bytes/s per GPU; 2 GPUs: 2^39
+
+
+def test_every_figure_of_a_window_with_differing_prefill_and_decode_context() -> None:
+    # prefill: 1,024 x 2,148,532,224 = 2^41 + 2^30 FLOP/s; / 2^43 = 0.2501220703125; active: x 4 s / 2 s busy
+    # decode:    512 x 2,149,580,800 = 2^40 + 2^30 FLOP/s; / 2^43 = 0.1251220703125; active: x 4 s / 3 s busy
+    # MBU: (2^31 + 8 x 1,024 x 512 = 2^31 + 2^22 bytes a step) x 64 steps/s (2,048 / 4 s / 8) / 2^39 = 0.25048828125
+    result = evaluate_serving(
+        shape=SMALL,
+        window=WINDOW,
+        num_gpus=2,
+        peak_flops_per_gpu=PEAK_FLOPS,
+        peak_bandwidth_per_gpu=PEAK_BANDWIDTH,
+        bandwidth_source="datasheet",
+    )
+    assert result == ServingResult(
+        phases={
+            "prefill": PhaseResult(
+                1024.0, 512, PREFILL_FLOPS_PER_TOKEN, 2**41 + 2**30, 0.2501220703125, 0.500244140625, 2
+            ),
+            "decode": PhaseResult(
+                512.0,
+                1024,
+                DECODE_FLOPS_PER_TOKEN,
+                2**40 + 2**30,
+                0.1251220703125,
+                2048 * DECODE_FLOPS_PER_TOKEN / (3 * 2.0**43),
+                3,
+            ),
+        },
+        mfu=0.375244140625,
+        model_flops_per_second=2**41 + 2**40 + 2**31,
+        mbu=0.25048828125,
+        mbu_reason=None,
+        weight_dtype="bf16",
+        kv_cache_dtype="bf16",
+        batch_size=8,
+        context_tokens=1024,
+        weight_bytes=2**31,
+        kv_cache_bytes_per_token=512,
+        decode_step_weight_bytes=2**31,
+        decode_step_kv_cache_bytes=2**22,
+        memory_bytes_per_second=64 * (2**31 + 2**22),
+        peak_memory_bytes_per_second=2**39,
+        bandwidth_source="datasheet",
+        assumptions=(),
+    )
+
+
+def test_the_json_of_a_window() -> None:
+    result = evaluate_serving(
+        shape=SMALL,
+        window=WINDOW,
+        num_gpus=2,
+        peak_flops_per_gpu=PEAK_FLOPS,
+        peak_bandwidth_per_gpu=PEAK_BANDWIDTH,
+        bandwidth_source="datasheet",
+    )
+    assert result.as_json(SMALL) == {
+        "phases": {name: vars(phase) for name, phase in result.phases.items()},
+        "mfu": 0.375244140625,
+        "mbu": 0.25048828125,
+        "mbu_reason": None,
+        "batch_size": 8,
+        "context_tokens": 1024,
+        "weight_dtype": "bf16",
+        "kv_cache_dtype": "bf16",
+        "weight_bytes": 2**31,
+        "kv_cache_bytes_per_token": 512,
+        "decode_step_bytes": {"weights": 2**31, "kv_cache": 2**22, "total": 2**31 + 2**22},
+        "memory_bytes_per_second": 64 * (2**31 + 2**22),
+        "peak_memory_bytes_per_second": 2**39,
+        "bandwidth_source": "datasheet",
+        "formulas": FORMULAS,
+        "symbols": {"N": 2**30, "L": 4, "H": 8, "H_kv": 2, "Q": 16, "B": 8, "T": 1024, "b_w": 2.0, "b_kv": 2.0},
+        "assumptions": [],
+    }
+    assert result.as_json(SMALL)["phases"]["decode"]["busy_seconds"] == 3
+    mha = ModelShape(params=2**30, layers=4, heads=8, head_dim=16)
+    assert result.as_json(mha)["symbols"]["H_kv"] == 8  # no kv_heads: every head keeps its K and V
+    moe = ModelShape(params=2**31, active_params=2**30)
+    assert result.as_json(moe)["symbols"]["N"] == 2**30
+
+
+def test_evaluate_takes_the_mean_flops_per_token_of_both_phases() -> None:
+    # 1,536 tokens/s in all: the mean FLOPs per token is the combined FLOP/s over them, not decode's figure; an
+    # inference report recomputes nothing, so HFU = MFU.
+    result = evaluate(
+        kind="inference",
+        shape=SMALL,
+        tokens_per_second=WINDOW.tokens_per_second,
+        num_gpus=2,
+        peak_flops_per_gpu=PEAK_FLOPS,
+        peak_memory_bandwidth_per_gpu=PEAK_BANDWIDTH,
+        serving=WINDOW,
+        recompute_activations=False,
+    )
+    combined = 2**41 + 2**40 + 2**31
+    assert WINDOW.tokens_per_second == 1536
+    assert result.flops_per_token == combined / 1536
+    assert result.hardware_flops_per_token == combined / 1536
+    assert result.model_flops_per_second == combined
+    assert (result.mfu, result.hfu) == (0.375244140625, 0.375244140625)
+    assert result.serving is not None and result.serving.mbu == 0.25048828125
+    assert result.serving.bandwidth_source == "peak_memory_bandwidth_per_gpu sent by the job"
+    assert result.serving.peak_memory_bytes_per_second == 2**39
+
+
+def test_evaluate_without_recompute_flag_has_no_hardware_flops() -> None:
+    result = evaluate(
+        kind="inference", shape=SMALL, tokens_per_second=1536, num_gpus=2, peak_flops_per_gpu=PEAK_FLOPS, serving=WINDOW
+    )
+    assert (result.hardware_flops_per_token, result.hfu) == (None, None)
+
+
+def test_evaluate_of_an_idle_window_takes_decode_flops_per_token() -> None:
+    idle = ServingWindow(interval_seconds=4, prefill_tokens=0, decode_tokens=0, batch_size=8, context_tokens=1024)
+    result = evaluate(
+        kind="inference", shape=SMALL, tokens_per_second=0.0, num_gpus=2, peak_flops_per_gpu=PEAK_FLOPS, serving=idle
+    )
+    assert (result.flops_per_token, result.mfu) == (DECODE_FLOPS_PER_TOKEN, 0.0)
+
+
+def test_evaluate_of_a_slow_window_still_takes_the_mean() -> None:
+    # 2 tokens in 4 s (0.5/s): one prompt token at T=512 and one decoded at T=1,024.
+    slow = ServingWindow(
+        interval_seconds=4, prefill_tokens=1, decode_tokens=1, batch_size=1, context_tokens=1024, prompt_tokens=512
+    )
+    result = evaluate(
+        kind="inference", shape=SMALL, tokens_per_second=0.5, num_gpus=2, peak_flops_per_gpu=PEAK_FLOPS, serving=slow
+    )
+    assert result.flops_per_token == (PREFILL_FLOPS_PER_TOKEN + DECODE_FLOPS_PER_TOKEN) / 2
+
+
+def test_a_job_supplied_bandwidth_serves_a_mig_slice() -> None:
+    # The table has no bandwidth for a MIG slice; the job's own figure gives the MBU. 10 tokens/s of a 1e9-param
+    # bf16 model at batch 1, context 1, 4 bytes of KV a token: (2e9 + 4) x 10 bytes/s over 1e11.
+    shape = ModelShape(params=1e9, layers=1, heads=1, head_dim=1)
+    window = ServingWindow(interval_seconds=1, prefill_tokens=0, decode_tokens=10, batch_size=1, context_tokens=1)
+    arguments: dict[str, Any] = {
+        "kind": "inference",
+        "shape": shape,
+        "tokens_per_second": 10,
+        "num_gpus": 1,
+        "device_name": "NVIDIA A100-SXM4-40GB",
+        "mig_profile": "1g.5gb",
+        "serving": window,
+    }
+    without = evaluate(**arguments)
+    assert without.serving is not None and without.serving.mbu is None
+    assert without.serving.mbu_reason == (
+        "memory bandwidth of a MIG slice of a100-sxm-40gb is not modelled: send peak_memory_bandwidth_per_gpu"
+    )
+    given = evaluate(**arguments, peak_memory_bandwidth_per_gpu=1e11)
+    assert given.serving is not None
+    assert given.serving.mbu == (2e9 + 4) * 10 / 1e11
+    assert given.serving.peak_memory_bytes_per_second == 1e11
+
+
+@pytest.mark.parametrize(
+    ("dtype", "storage"), [("bf16", "bf16"), ("fp16", "fp16"), ("fp8", "bf16"), ("tf32", "fp32"), ("fp32", "fp32")]
+)
+def test_storage_follows_the_compute_dtype_unless_named(dtype: str, storage: str) -> None:
+    assert storage_dtype_for(dtype) == storage
+    result = evaluate(
+        kind="inference",
+        shape=SMALL,
+        tokens_per_second=1536,
+        num_gpus=2,
+        peak_flops_per_gpu=PEAK_FLOPS,
+        serving=WINDOW,
+        dtype=dtype,  # type: ignore[arg-type]
+    )
+    assert result.serving is not None
+    assert (result.serving.weight_dtype, result.serving.kv_cache_dtype) == (storage, storage)
+    named = evaluate(
+        kind="inference",
+        shape=SMALL,
+        tokens_per_second=1536,
+        num_gpus=2,
+        peak_flops_per_gpu=PEAK_FLOPS,
+        serving=WINDOW,
+        dtype=dtype,  # type: ignore[arg-type]
+        weight_dtype="int4",
+        kv_cache_dtype="fp8",
+    )
+    assert named.serving is not None
+    assert (named.serving.weight_dtype, named.serving.kv_cache_dtype) == ("int4", "fp8")
+
+
+def test_an_unknown_compute_dtype_stores_bf16() -> None:
+    assert storage_dtype_for("int4") == "bf16"
+
+
+def _mbu_of(decode_tokens: float, peak_bandwidth_per_gpu: float) -> ServingResult:
+    # One 2^30-param bf16 model, 1 layer x 1 head x 1: a step at batch 1, context 1 reads 2^31 + 4 bytes.
+    shape = ModelShape(params=2**30, layers=1, heads=1, head_dim=1)
+    window = ServingWindow(
+        interval_seconds=1, prefill_tokens=0, decode_tokens=decode_tokens, batch_size=1, context_tokens=1
+    )
+    return evaluate_serving(
+        shape=shape, window=window, num_gpus=1, peak_flops_per_gpu=None, peak_bandwidth_per_gpu=peak_bandwidth_per_gpu
+    )
+
+
+def test_an_mbu_of_exactly_one_is_plausible() -> None:
+    result = _mbu_of(1, 2.0**31 + 4)
+    assert (result.mbu, result.mbu_reason) == (1.0, None)
+
+
+def test_an_mbu_just_above_one_is_implausible() -> None:
+    result = _mbu_of(1.01, 2.0**31 + 4)
+    assert result.mbu is None
+    assert result.mbu_reason == "implausible MBU 1.01 > 1: the batch size, context, model shape or dtypes are wrong"
+    assert result.memory_bytes_per_second == (2.0**31 + 4) * 1.01
+    assert result.decode_step_kv_cache_bytes == 4
+
+
+def test_no_peak_flops_gives_no_mfu_but_keeps_the_flops() -> None:
+    result = _mbu_of(1, 2.0**32)
+    assert result.mfu is None
+    assert result.phases["decode"] == PhaseResult(1.0, 1, 2.0**31 + 4, 2.0**31 + 4, None, None, None)
+    assert result.model_flops_per_second == 2.0**31 + 4
+
+
+def test_no_decode_step_reads_nothing() -> None:
+    result = _mbu_of(0, 2.0**32)
+    assert (result.mbu, result.memory_bytes_per_second, result.mbu_reason) == (0.0, 0.0, None)
+
+
+@pytest.mark.parametrize(
+    ("batch_size", "decode_tokens", "taken_as", "assumed"),
+    [(0.5, 10, 1.0, True), (0.5, 0.5, 1.0, True), (1, 10, 1, False), (1.5, 10, 1.5, False), (0.5, 0, 0.5, False)],
+)
+def test_a_batch_below_one_while_decoding_is_taken_as_one(
+    batch_size: float, decode_tokens: float, taken_as: float, assumed: bool
+) -> None:
+    window = ServingWindow(
+        interval_seconds=1,
+        prefill_tokens=0,
+        decode_tokens=decode_tokens,
+        batch_size=batch_size,
+        context_tokens=8,
+        prompt_tokens=8,
+    )
+    result = evaluate_serving(
+        shape=SMALL, window=window, num_gpus=1, peak_flops_per_gpu=None, peak_bandwidth_per_gpu=2.0**40
+    )
+    assert result.batch_size == taken_as
+    expected = (f"batch_size {batch_size:g} < 1 while decoding: taken as 1 sequence per step",) if assumed else ()
+    assert result.assumptions == expected
+
+
+def test_contexts_taken_from_the_model_are_stated() -> None:
+    window = ServingWindow(interval_seconds=1, prefill_tokens=10, decode_tokens=10, batch_size=2)
+    shape = ModelShape(params=2**30, layers=4, heads=8, head_dim=16, seq_len=100)
+    result = evaluate_serving(
+        shape=shape, window=window, num_gpus=1, peak_flops_per_gpu=None, peak_bandwidth_per_gpu=None
+    )
+    assert result.assumptions == (
+        "decode context taken as model.seq_len (100): the report sent no context_tokens",
+        "prefill attention span taken as the decode context: the report sent no prompt_tokens",
+        "model.kv_heads not given: every head keeps its own K and V (MHA); GQA models read less",
+    )
+    assert (result.phases["prefill"].context_tokens, result.phases["decode"].context_tokens) == (100, 100)
+    assert result.context_tokens == 100
+
+
+def test_a_reported_context_leaves_only_the_prompt_assumption() -> None:
+    window = ServingWindow(interval_seconds=1, prefill_tokens=10, decode_tokens=10, batch_size=2, context_tokens=64)
+    result = evaluate_serving(
+        shape=SMALL, window=window, num_gpus=1, peak_flops_per_gpu=None, peak_bandwidth_per_gpu=None
+    )
+    assert result.assumptions == (
+        "prefill attention span taken as the decode context: the report sent no prompt_tokens",
+    )
+    assert result.phases["prefill"].context_tokens == 64
+
+
+def test_without_any_context_nothing_is_assumed_and_attention_is_left_out() -> None:
+    window = ServingWindow(interval_seconds=1, prefill_tokens=10, decode_tokens=10, batch_size=2)
+    result = evaluate_serving(
+        shape=SMALL, window=window, num_gpus=1, peak_flops_per_gpu=None, peak_bandwidth_per_gpu=2.0**40
+    )
+    assert result.assumptions == ()
+    assert result.phases["prefill"].flops_per_token == 2**31
+    assert result.phases["decode"].flops_per_token == 2**31
+    assert result.mbu_reason == "context length unknown: report context_tokens or model.seq_len"
+
+
+@pytest.mark.parametrize(("prompt_tokens", "attention_span"), [(0.4, 1), (1, 1), (2.6, 3)])
+def test_a_phase_context_is_rounded_to_at_least_one_token(prompt_tokens: float, attention_span: int) -> None:
+    window = ServingWindow(
+        interval_seconds=1, prefill_tokens=1, decode_tokens=0, context_tokens=8, prompt_tokens=prompt_tokens
+    )
+    result = evaluate_serving(
+        shape=SMALL, window=window, num_gpus=1, peak_flops_per_gpu=None, peak_bandwidth_per_gpu=None
+    )
+    assert result.phases["prefill"].flops_per_token == 2**31 + 2048 * attention_span
+
+
+@pytest.mark.parametrize(
+    ("shape", "reason"),
+    [
+        (
+            ModelShape(flops_per_token=1e9),
+            "model.params (or flops_per_token only) unknown: MBU needs the parameter count",
+        ),
+        (
+            ModelShape(params=1e9, heads=8, head_dim=16),
+            "the KV cache size needs model.layers, model.heads (or kv_heads) and model.head_dim",
+        ),
+        (
+            ModelShape(params=1e9, layers=4, heads=8),
+            "the KV cache size needs model.layers, model.heads (or kv_heads) and model.head_dim",
+        ),
+        (
+            ModelShape(params=1e9, layers=4, head_dim=16),
+            "the KV cache size needs model.layers, model.heads (or kv_heads) and model.head_dim",
+        ),
+    ],
+)
+def test_why_mbu_is_missing(shape: ModelShape, reason: str) -> None:
+    window = ServingWindow(interval_seconds=1, prefill_tokens=0, decode_tokens=1, batch_size=1, context_tokens=1)
+    result = evaluate_serving(
+        shape=shape, window=window, num_gpus=1, peak_flops_per_gpu=None, peak_bandwidth_per_gpu=2.0**40
+    )
+    assert (result.mbu, result.mbu_reason) == (None, reason)
+
+
+def test_why_mbu_is_missing_without_batch_or_bandwidth() -> None:
+    window = ServingWindow(interval_seconds=1, prefill_tokens=0, decode_tokens=1, context_tokens=1)
+    no_batch = evaluate_serving(
+        shape=SMALL, window=window, num_gpus=1, peak_flops_per_gpu=None, peak_bandwidth_per_gpu=2.0**40
+    )
+    assert no_batch.mbu_reason == (
+        "batch_size unknown: report batch_size (mean sequences per decode step) or requests_running"
+    )
+    arguments: dict[str, Any] = {"shape": SMALL, "window": WINDOW, "num_gpus": 1, "peak_flops_per_gpu": None}
+    no_bandwidth = evaluate_serving(**arguments, peak_bandwidth_per_gpu=None)
+    assert no_bandwidth.mbu_reason == "peak memory bandwidth unknown: send peak_memory_bandwidth_per_gpu"
+    assert no_bandwidth.peak_memory_bytes_per_second is None
+    looked_up = evaluate_serving(**arguments, peak_bandwidth_per_gpu=None, bandwidth_reason="no figure for x")
+    assert looked_up.mbu_reason == "no figure for x"
+
+
+@pytest.mark.parametrize(
+    ("shape", "expected"),
+    [
+        (ModelShape(params=1e9, heads=8, head_dim=16), None),
+        (ModelShape(params=1e9, layers=4, heads=8), None),
+        (ModelShape(params=1e9, layers=4, head_dim=16), None),
+        (ModelShape(params=1e9, layers=4, head_dim=16, kv_heads=2), 512),
+    ],
+)
+def test_kv_cache_bytes_need_the_whole_shape(shape: ModelShape, expected: float | None) -> None:
+    assert kv_cache_bytes_per_token(shape, "bf16") == expected
+
+
+def test_weight_bytes_need_params() -> None:
+    assert weight_bytes(ModelShape(flops_per_token=1e9), "bf16") is None
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("interval_seconds", 0.0, "interval_seconds must be a finite number > 0, got 0.0"),
+        ("interval_seconds", math.nan, "interval_seconds must be a finite number > 0, got nan"),
+        ("prefill_tokens", -1.0, "prefill_tokens must be a finite number >= 0, got -1.0"),
+        ("decode_tokens", -1.0, "decode_tokens must be a finite number >= 0, got -1.0"),
+        ("decode_tokens", math.nan, "decode_tokens must be a finite number >= 0, got nan"),
+        ("prefill_seconds", -0.5, "prefill_seconds must be a finite number >= 0, got -0.5"),
+        ("decode_seconds", math.inf, "decode_seconds must be a finite number >= 0, got inf"),
+        ("batch_size", 0.0, "batch_size must be a finite number > 0, got 0.0"),
+        ("context_tokens", 0.0, "context_tokens must be a finite number > 0, got 0.0"),
+        ("prompt_tokens", -3.0, "prompt_tokens must be a finite number > 0, got -3.0"),
+    ],
+)
+def test_serving_window_refuses_bad_inputs(field: str, value: float, message: str) -> None:
+    arguments: dict[str, Any] = {"interval_seconds": 1.0, "prefill_tokens": 1.0, "decode_tokens": 1.0, field: value}
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        ServingWindow(**arguments)
+
+
+def test_serving_window_accepts_zeros_where_zero_is_meaningful() -> None:
+    window = ServingWindow(
+        interval_seconds=0.5, prefill_tokens=0, decode_tokens=0, prefill_seconds=0, decode_seconds=0, batch_size=0.1
+    )
+    assert window.tokens_per_second == 0.0
+
+
+def test_compute_mbu_boundaries() -> None:
+    assert compute_mbu(0.0, 1, 1.0) == 0.0
+    assert compute_mbu(0.5, 1, 0.5) == 1.0
+    for args, message in [
+        ((-1.0, 1, 1.0), "bytes_per_second must be a finite number >= 0, got -1.0"),
+        ((math.nan, 1, 1.0), "bytes_per_second must be a finite number >= 0, got nan"),
+        ((1.0, 0, 1.0), "num_gpus must be an integer >= 1, got 0"),
+        ((1.0, 1, 0.0), "peak_bandwidth_per_gpu must be a finite number > 0, got 0.0"),
+        ((1.0, 1, math.inf), "peak_bandwidth_per_gpu must be a finite number > 0, got inf"),
+    ]:
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            compute_mbu(*args)  # type: ignore[arg-type]

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mfumon.api.accounting import CATEGORIES, STEP_CATEGORIES, Ledger, StepSplit
+from mfumon.api.accounting.ledger import Bill
 
 NO_CAP = math.inf
 
@@ -123,6 +124,159 @@ def test_step_time_deviation() -> None:
     ledger = Ledger(recent_step_seconds=[1.0, 1.0, 1.0, 1.0, 2.0])
     assert ledger.step_time_deviation == pytest.approx(0.2)
     assert Ledger(recent_step_seconds=[1.0, 1.0]).step_time_deviation is None
+
+
+# -- boundaries (issue 36): where a plausible change to the ledger would move a number -----------------------------
+
+
+def test_an_absent_part_of_the_step_counts_as_zero() -> None:
+    assert StepSplit(step_seconds=2.0, data_wait_seconds=0.5).fractions() == {"data_wait": 0.25}
+    assert StepSplit(step_seconds=None, comm_seconds=1.0).fractions() == {}
+
+
+def test_a_bill_is_truthy_when_it_charges_anything() -> None:
+    assert not Bill()
+    assert not Bill(model_flops=0.0)
+    assert Bill(model_flops=0.5)
+    assert Bill(gpu_seconds={"compute": 1.0})
+    bill = Bill()
+    bill.add("compute", 0.0)
+    bill.add("stalled", -1.0)
+    assert bill.gpu_seconds == {}
+
+
+def test_events_of_no_time_or_no_room_change_nothing() -> None:
+    ledger = Ledger()
+    _report(ledger, 1000.0, gpus=2, covered=10.0)
+    ledger.event("checkpoint", 0.0, now=1010.0)
+    ledger.event("checkpoint", -5.0, now=1010.0)
+    ledger.event("checkpoint", None, now=1010.0)
+    ledger.event("checkpoint", 40.0, now=1000.0)  # no time has passed since the report: no room for it
+    assert (ledger.pending_seconds, ledger.prepaid_seconds) == ({}, 0.0)
+
+
+def test_events_in_one_tile_share_the_time_since_the_report() -> None:
+    ledger = Ledger()
+    _report(ledger, 1000.0, gpus=2, covered=10.0)
+    ledger.event("checkpoint", 20.0, now=1030.0)
+    ledger.event("eval", 20.0, now=1030.0)  # only 30 - 20 = 10 s are left in the tile
+    assert (ledger.pending_seconds, ledger.prepaid_seconds) == ({"checkpoint": 20.0, "eval": 10.0}, 30.0)
+
+
+def test_two_failures_without_a_checkpoint_charge_each_loss_once() -> None:
+    ledger = Ledger()
+    _report(ledger, 1000.0, gpus=2, covered=50.0)  # 100 GPU-s of progress, never checkpointed
+    _report(ledger, 1050.0, gpus=2, covered=50.0)  # 100 more: 200 since the (absent) checkpoint
+    assert ledger.progress_since_checkpoint == 200.0
+    ledger.failed()
+    assert (ledger.lost_debt, ledger.progress_since_checkpoint) == (200.0, 0.0)
+    assert _report(ledger, 1080.0, gpus=2, covered=30.0) == {"lost": 60.0}  # 60 of the 200 redone
+    ledger.failed()  # the 60 GPU-s just redone are lost again, once: 140 + 60
+    assert (ledger.lost_debt, ledger.progress_since_checkpoint) == (200.0, 0.0)
+    assert _report(ledger, 1180.0, gpus=2, covered=100.0) == {"lost": 200.0}
+    assert _report(ledger, 1190.0, gpus=2, covered=10.0) == {"compute": 20.0}
+    assert ledger.gpu_seconds == {"compute": 220.0, "lost": 260.0}
+
+
+def test_peak_flop_seconds_cover_stalled_and_closing_tiles() -> None:
+    # Lifetime MFU's denominator is every allocated GPU-second at the peak: step time, stalls, events and the
+    # silence a close bills, so peak_flops = 100 FLOP/s x the waterfall's total.
+    ledger = Ledger()
+    _report(ledger, 1000.0, gpus=2, covered=10.0, peak=100.0, mfps=50.0)  # 20 GPU-s of compute
+    assert _report(ledger, 1010.0, gpus=2, covered=10.0, stalled=True, peak=100.0) == {"stalled": 20.0}
+    assert ledger.peak_flops == 100.0 * 40.0
+    ledger.event("checkpoint", 4.0, now=1015.0)  # prepaid: billed at close, taken out of the closing tile
+    bill = ledger.close(1020.0, gpus=None, max_gap_seconds=NO_CAP)
+    assert bill.gpu_seconds == {"checkpoint": 8.0, "stalled": 12.0}
+    assert bill.peak_flops == 100.0 * 20.0
+    assert ledger.peak_flops == 100.0 * 60.0 == 100.0 * ledger.total_gpu_seconds
+    assert ledger.compute_peak_flops == 100.0 * 20.0
+    assert ledger.lifetime_mfu == (50.0 * 10.0) / (100.0 * 60.0)
+
+
+def test_peak_flop_seconds_of_a_tile_with_an_event_inside() -> None:
+    ledger = Ledger()
+    _report(ledger, 1000.0, gpus=2, covered=10.0, peak=100.0)
+    ledger.event("eval", 5.0, now=1010.0)
+    parts = _report(ledger, 1020.0, gpus=2, covered=10.0, peak=100.0)
+    # eval: 5 s x 2 GPUs; compute: the 20 s tile less the 5 s the event took, x 2 GPUs.
+    assert parts == {"eval": 10.0, "compute": 30.0}
+    assert ledger.peak_flops == 100.0 * ledger.total_gpu_seconds == 100.0 * 60.0
+    assert ledger.compute_peak_flops == 100.0 * 50.0
+
+
+def test_close_caps_the_silence_at_the_last_reports_gap() -> None:
+    ledger = Ledger()
+    _report(ledger, 0.0, gpus=1, covered=10.0, cap=600.0)
+    assert ledger.max_gap_seconds == 600.0
+    assert ledger.close(10_000.0, gpus=None).gpu_seconds == {"stalled": 600.0}
+
+
+def test_close_with_its_own_cap() -> None:
+    ledger = Ledger()
+    _report(ledger, 0.0, gpus=1, covered=10.0, cap=600.0)
+    assert ledger.close(10_000.0, gpus=None, max_gap_seconds=60.0).gpu_seconds == {"stalled": 60.0}
+
+
+def test_model_flops_and_mfu_cover_the_interval_the_report_measured() -> None:
+    # 15 s since the last report, 10 s measured (within 1.5 x): 15 s of step time, 10 s of model FLOPs and MFU.
+    ledger = Ledger()
+    _report(ledger, 1000.0, gpus=1, covered=10.0, peak=100.0, mfps=40.0, mfu=0.4)
+    _report(ledger, 1015.0, gpus=1, covered=10.0, peak=100.0, mfps=20.0, mfu=0.2)
+    assert ledger.gpu_seconds == {"compute": 25.0}
+    assert ledger.model_flops == 40.0 * 10.0 + 20.0 * 10.0
+    assert (ledger.mfu_seconds, ledger.mfu_covered_seconds) == (0.4 * 10.0 + 0.2 * 10.0, 20.0)
+    assert ledger.time_weighted_mfu == (0.4 * 10.0 + 0.2 * 10.0) / 20.0
+    assert ledger.peak_flops == 100.0 * 25.0
+
+
+def test_without_a_measured_interval_the_tile_is_what_ran() -> None:
+    ledger = Ledger()
+    _report(ledger, 1000.0, gpus=1, covered=10.0)
+    _report(ledger, 1000.5, gpus=1, covered=None, peak=100.0, mfps=40.0, mfu=0.4)  # half a GPU-second
+    assert ledger.model_flops == 40.0 * 0.5
+    assert (ledger.mfu_seconds, ledger.mfu_covered_seconds) == (0.4 * 0.5, 0.5)
+
+
+def test_work_redone_after_a_failure_is_not_model_flops() -> None:
+    ledger = Ledger()
+    _report(ledger, 1000.0, gpus=2, covered=10.0)
+    ledger.failed()  # 20 GPU-s lost
+    _report(ledger, 1040.0, gpus=2, covered=40.0, peak=100.0, mfps=10.0)  # 80 GPU-s: 20 redone, 60 new
+    assert ledger.gpu_seconds == {"compute": 80.0, "lost": 20.0}
+    assert ledger.model_flops == 10.0 * 40.0 * (60.0 / 80.0)
+
+
+def test_the_waterfall_lists_every_category_in_order() -> None:
+    ledger = Ledger(gpu_seconds={"lost": 3.0, "compute": 5.0})
+    assert ledger.waterfall() == [
+        ("init", 0.0),
+        ("checkpoint", 0.0),
+        ("eval", 0.0),
+        ("lost", 3.0),
+        ("stalled", 0.0),
+        ("data_wait", 0.0),
+        ("comm_exposed", 0.0),
+        ("bubble", 0.0),
+        ("compute", 5.0),
+    ]
+
+
+def test_step_time_deviation_of_an_even_number_of_steps() -> None:
+    # sorted 1, 2, 4, 5: median (2 + 4) / 2 = 3; deviations 2 + 1 + 1 + 2 = 6; 6 / 4 / 3 = 0.5
+    assert Ledger(recent_step_seconds=[5.0, 1.0, 4.0, 2.0]).step_time_deviation == 0.5
+    # three steps are enough: median 2, deviations 1 + 0 + 4 = 5
+    assert Ledger(recent_step_seconds=[6.0, 1.0, 2.0]).step_time_deviation == 5 / 3 / 2
+    assert Ledger(recent_step_seconds=[0.0, 0.0, 0.0]).step_time_deviation is None
+
+
+def test_step_time_deviation_looks_at_the_ten_latest_reports() -> None:
+    ledger = Ledger()
+    for i in range(12):
+        _report(ledger, 1000.0 + i, gpus=1, covered=1.0, split=StepSplit(step_seconds=float(i + 1)))
+    assert ledger.recent_step_seconds == [3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0]
+    # median (7 + 8) / 2 = 7.5; deviations 4.5 + 3.5 + 2.5 + 1.5 + 0.5 (twice) = 25; 25 / 10 / 7.5
+    assert ledger.step_time_deviation == 25 / 10 / 7.5
 
 
 # -- the parts always add up --------------------------------------------------------------------------------
