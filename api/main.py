@@ -22,7 +22,14 @@ from mfumon.api.db.session import make_engine, make_sessionmaker
 from mfumon.api.metrics.scrapes import ScrapeCache
 from mfumon.api.metrics.self_metrics import SelfMetrics
 from mfumon.api.metrics.store import MetricsRenderer
-from mfumon.api.middleware import BodySizeLimit, BodyTimeout, ReadLimit, WriteAudit, endpoint_of
+from mfumon.api.middleware import (
+    BodySizeLimit,
+    BodyTimeout,
+    JsonContentType,
+    ReadLimit,
+    WriteAudit,
+    endpoint_of,
+)
 from mfumon.api.overload import IngestGate, IngestLimit
 from mfumon.api.routes import (
     baselines,
@@ -210,6 +217,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url=None,  # served by mfumon.api.routes.landing from the package, not a CDN
         redoc_url=None,
     )
+    app.add_middleware(JsonContentType)  # innermost: a JSON body without its content type is read as JSON
     app.add_middleware(WriteAudit)
     app.add_middleware(
         BodySizeLimit,
