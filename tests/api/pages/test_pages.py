@@ -66,6 +66,7 @@ def test_an_unknown_mfu_is_a_dash_with_the_engines_reason(client: TestClient) ->
     assert client.put("/v1/jobs/queued", json={"gpus_requested": 8}).status_code == 200
     queued = client.get("/ui/jobs/queued").text
     assert "no report yet" in queued and "no allocated GPU-time billed yet" in queued
+    assert "8 GPUs requested" in queued
 
 
 def test_the_cluster_page_shows_gpu_states_pools_and_coverage(client: TestClient) -> None:

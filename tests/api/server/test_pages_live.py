@@ -260,3 +260,13 @@ def test_swagger_ui_renders_the_api_offline(demo_server: LiveServer, tmp_path: P
     if target := os.environ.get("UI_SCREENSHOTS_DIR"):
         Path(target).mkdir(parents=True, exist_ok=True)
         shutil.copyfile(shot, Path(target) / shot.name)
+
+
+def test_mfumon_serve_asks_the_pages_for_a_read_token_when_reads_need_one(tmp_path: Path) -> None:
+    """At the door of ``mfumon serve`` (not only in the app's middleware): the pages are reads like any other."""
+    reader = "pages-live-reader-0123456789abcdef"
+    env = {"MFUMON_INGEST_TOKENS": f"{reader} name=viewer scopes=read", "MFUMON_READ_REQUIRES_TOKEN": "true"}
+    with start_server(tmp_path, env) as server, httpx.Client(base_url=server.url, timeout=10) as http:
+        for path in ("/", "/ui", "/ui/jobs", "/ui/compare", "/docs", "/docs/static/swagger-ui.css"):
+            assert http.get(path).status_code == 401, path
+            assert http.get(path, headers={"authorization": f"Bearer {reader}"}).status_code == 200, path
