@@ -137,3 +137,15 @@ def test_pages_need_a_read_token_when_reads_do(make_client: Callable[..., TestCl
 def test_pages_need_no_token_when_reads_do_not(make_client: Callable[..., TestClient]) -> None:
     client = make_client(INGEST_TOKENS=f"{READER} name=viewer scopes=read")
     assert client.get("/ui").status_code == 200 and client.get("/").status_code == 200
+
+
+def test_an_ended_job_is_read_from_its_summary(client: TestClient) -> None:
+    body = report(interval_seconds=30, tokens=750_000, step_seconds=2.0, comm_seconds=0.5)
+    del body["tokens_per_second"]
+    assert client.post("/v1/jobs/done-1/reports", json=body).status_code == 200
+    assert client.post("/v1/jobs/done-1/end", json={"exit_code": 0}).status_code == 200
+    page = client.get("/ui/jobs/done-1")
+    assert page.status_code == 200, page.text
+    assert 'class="status-ended"' in page.text and 'id="chart-waterfall"' in page.text
+    assert "the job ended: its GPUs are no longer read" in page.text  # no hardware estimate, and why
+    assert 'href="/ui/jobs/done-1"' in client.get("/ui/jobs", params={"status": "ended"}).text
