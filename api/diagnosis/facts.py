@@ -60,6 +60,8 @@ class JobFacts:
     step_time_deviation: float | None = None
     recent_step_seconds: tuple[float, ...] = ()
     gpus: tuple[GpuFacts, ...] = ()
+    # 0 with busy GPUs: a job seen only through its hardware counters; None: not known (facts built by hand)
+    reports_received: int | None = None
 
     @property
     def total(self) -> float:

@@ -173,6 +173,31 @@ def _mean(values: list[float | None]) -> float | None:
     return fmean(known) if known else None
 
 
+def busy_without_reporting(facts: JobFacts) -> Finding | None:
+    """Exporters see the job's GPUs busy, but the job never reported: its MFU, waterfall and findings stay unknown
+    (it counts as ``unreported`` in the cluster's GPU states)."""
+    if facts.reports_received != 0 or facts.status == "ended" or not facts.gpus:
+        return None
+    busy = _mean([g.sm_active if g.sm_active is not None else g.utilization for g in facts.gpus])
+    if busy is None or busy < SM_BUSY:
+        return None
+    evidence: dict[str, object] = {
+        "gpus": len(facts.gpus),
+        "nodes": sorted({g.node for g in facts.gpus}),
+        "sm_active": _round(busy),
+        "tensor_active": _round(_mean([g.tensor_active for g in facts.gpus])),
+        "hardware_mfu": _round(facts.hardware_mfu),
+    }
+    return Finding(
+        "busy_without_reporting",
+        facts.total,
+        evidence,
+        "The GPUs work but the job reports nothing, so its MFU and where its time goes are unknown (hardware_mfu is "
+        "an estimate from tensor activity and clocks): wrap the command (mfumon wrap -- CMD) or report from the "
+        "script (JobReporter, or the Lightning/Hugging Face callbacks) with the same job id the exporters see.",
+    )
+
+
 def tensor_cores_idle(facts: JobFacts) -> Finding | None:
     """The SMs are busy but the tensor pipes are not: small kernels, launch-bound or memory-bound work."""
     tensor = _mean([g.tensor_active for g in facts.gpus])
@@ -248,6 +273,14 @@ def _outliers(gpus: list[GpuFacts]) -> list[tuple[GpuFacts, float, str]]:
     return sorted(out, key=lambda o: (-o[1], o[0].node, o[0].index))
 
 
+def _tensor_spread(gpus: tuple[GpuFacts, ...]) -> float | None:
+    """(max - min) / max tensor activity over the GPUs, from their counters alone (a job that never reported)."""
+    values = [g.tensor_active for g in gpus if g.tensor_active is not None]
+    if len(values) < 2 or max(values) <= 0:
+        return None
+    return (max(values) - min(values)) / max(values)
+
+
 def stragglers(facts: JobFacts) -> Finding | None:
     """Uneven GPUs (tensor-activity spread) or uneven steps (step-time deviation); the slow nodes and GPUs named.
 
@@ -255,6 +288,8 @@ def stragglers(facts: JobFacts) -> Finding | None:
     link; otherwise a slow rank (throttled, a failing GPU check, or its own work or input).
     """
     spread = facts.tensor_spread
+    if spread is None and facts.reports_received == 0:  # seen only through its counters
+        spread = _tensor_spread(facts.gpus)
     deviation = facts.step_time_deviation
     uneven = spread is not None and spread >= SPREAD
     unsteady = deviation is not None and deviation >= DEVIATION
@@ -352,6 +387,7 @@ def accounting_suspect(facts: JobFacts) -> Finding | None:
 
 
 RULES: tuple[Rule, ...] = (
+    busy_without_reporting,
     exposed_communication,
     data_loading,
     pipeline_bubbles,

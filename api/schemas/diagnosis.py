@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -30,3 +30,10 @@ class DiagnosisPublic(BaseModel):
     lifetime_mfu: float | None
     compute_mfu: float | None
     findings: list[FindingPublic]
+    reports_received: int = Field(0, description="reports the job sent; 0 for a job seen only through its GPUs")
+    reason_code: Literal["no_reports", "ended_before_first_interval", "too_short", "nothing_found"] | None = Field(
+        None, description="why there are no findings (null when there are some)"
+    )
+    reason: str | None = Field(
+        None, description="the same in a sentence, with what to do (null when there are findings)"
+    )

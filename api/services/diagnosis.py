@@ -1,6 +1,7 @@
 """One job's diagnosis: its facts gathered from its row (the waterfall, or the summary of an ended job), its events,
 the state (its GPUs' counters and health, its hardware MFU) and its baseline, then the rules of
-:mod:`mfumon.api.diagnosis` run over them."""
+:mod:`mfumon.api.diagnosis` run over them. A job id no job was registered under, but that exporters attribute GPUs
+to, is diagnosed from those GPUs alone; an empty diagnosis comes with the reason."""
 
 from __future__ import annotations
 
@@ -53,13 +54,29 @@ def _gpus(ctx: AppContext, job_id: str, now: float) -> tuple[GpuFacts, ...]:
     return tuple(out)
 
 
+def _hardware_only(ctx: AppContext, job_id: str, now: float) -> JobFacts | None:
+    """A job id with no job row that exporters attribute GPUs to: what its counters show; None if none do."""
+    account = summarize(ctx.state.snapshot(now)).jobs.get(job_id)
+    if account is None or not account.gpus_attributed:
+        return None
+    return JobFacts(
+        job_id=job_id,
+        status=account.status,
+        gpu_seconds={c: 0.0 for c in CATEGORIES},
+        hardware_mfu=account.hardware_mfu,
+        tensor_spread=account.tensor_active_spread,
+        gpus=_gpus(ctx, job_id, now),
+        reports_received=0,
+    )
+
+
 def job_facts(ctx: AppContext, job_id: str) -> JobFacts | None:
     """Everything the rules look at for ``job_id``; None for an unknown job."""
     now = ctx.clock()
     with ctx.sessions() as session:
         job = crud.read_job(session=session, job_id=job_id)
         if job is None:
-            return None
+            return _hardware_only(ctx, job_id, now)
         stats = event_crud.event_stats(session=session, job_id=job_id)
     ledger = Ledger.from_json(job.accounting)
     latest = ReportOutcome.from_json(job.latest) or ReportOutcome()
@@ -101,6 +118,7 @@ def job_facts(ctx: AppContext, job_id: str) -> JobFacts | None:
         step_time_deviation=ledger.step_time_deviation if running else None,
         recent_step_seconds=tuple(ledger.recent_step_seconds),
         gpus=_gpus(ctx, job_id, now) if running else (),
+        reports_received=job.reports_received or 0,
     )
 
 
