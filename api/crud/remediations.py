@@ -63,3 +63,20 @@ def read_remediations(
     if since is not None:
         stmt = stmt.where(RemediationRow.last_at >= since)
     return session.scalars(stmt).all()
+
+
+def read_resumes(*, session: Session, nodes: Sequence[str], after: float) -> Sequence[tuple[str, float]]:
+    """(node, when) of the done resumes and uncordons of ``nodes`` from ``after`` on, oldest first."""
+    if not nodes:
+        return []
+    stmt = (
+        select(RemediationRow.node, RemediationRow.first_at)
+        .where(
+            RemediationRow.node.in_(list(nodes)),
+            RemediationRow.outcome == "done",
+            RemediationRow.action.in_(("resume", "uncordon")),
+            RemediationRow.first_at >= after,
+        )
+        .order_by(RemediationRow.first_at)
+    )
+    return [(str(node), float(at)) for node, at in session.execute(stmt).all()]

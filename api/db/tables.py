@@ -264,3 +264,8 @@ class RemediationRow(Base):
     first_at: Mapped[float] = mapped_column(Float)
     last_at: Mapped[float] = mapped_column(Float, index=True)
     repeats: Mapped[int] = mapped_column(Integer)
+    # A drain or cordon: since when the loop saw the node failing, and the node's GPUs (all, and running jobs) as
+    # the aggregator saw them when the decision was recorded; what its cost in GPU-hours is computed from.
+    failing_since: Mapped[float | None] = mapped_column(Float, nullable=True)
+    gpus: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    gpus_busy: Mapped[int | None] = mapped_column(Integer, nullable=True)

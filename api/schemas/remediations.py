@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from mfumon.api.schemas._common import CLOCK_SKEW_RULE, ID_PATTERN, Label, Text, Timestamp, Whole
 
@@ -40,6 +40,17 @@ class RemediationCreate(BaseModel):
     actor: Label | None = Field(None, description="which copy of the loop (host:pid)")
     attempts: Annotated[int, Whole(0, 100)] = 0
     timestamp: Timestamp = Field(description=CLOCK_SKEW_RULE)
+    failing_since: Timestamp | None = Field(
+        None,
+        description="a drain or cordon: since when the loop saw the node on the drain list (its clock); at most "
+        "`timestamp` (422). The node's jobs' GPU-hours from then to the drain are counted as lost before it",
+    )
+
+    @model_validator(mode="after")
+    def _since_before(self) -> RemediationCreate:
+        if self.failing_since is not None and self.failing_since > self.timestamp:
+            raise ValueError("failing_since must not be after timestamp")
+        return self
 
 
 class RemediationPublic(BaseModel):
@@ -61,6 +72,25 @@ class RemediationPublic(BaseModel):
     first_at: float = Field(description="Unix seconds, the loop's clock: when it first decided this")
     last_at: float
     repeats: int
+    failing_since: float | None = Field(None, description="a drain: since when the node was on the drain list")
+    gpus: int | None = Field(None, description="a drain: the node's GPUs when it was recorded (None: node unknown)")
+    gpus_busy: int | None = Field(None, description="a drain: of those, GPUs running jobs when it was recorded")
+    resumed_at: float | None = Field(
+        None,
+        description="a done drain or cordon: when the loop's resume (uncordon) of the node was done; None while "
+        "it is out",
+    )
+    jobs_gpu_hours_before_drain: float | None = Field(
+        None,
+        description="GPU-hours of the node's jobs between `failing_since` and the drain: stalled or lost to the "
+        "fault before the loop acted (gpus_busy x time); what a slower reaction would have wasted more of",
+    )
+    drained_gpu_hours: float | None = Field(
+        None,
+        description="a done drain or cordon: GPU-hours the node was kept out of scheduling (gpus x time to "
+        "`resumed_at`, or to now while out): capacity the loop took, which jobs would otherwise have been placed "
+        "on a failing node",
+    )
 
 
 class RemediationsPublic(BaseModel):

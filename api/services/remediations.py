@@ -12,12 +12,17 @@ from mfumon.api.crud.counters import Increments, add_to_counters, shard_of
 from mfumon.api.db.tables import RemediationRow
 from mfumon.api.metrics._text import labels_text
 from mfumon.api.schemas.remediations import RemediationCreate, RemediationPublic
+from mfumon.api.services import remediation_cost as cost
 
 ACTIONS_TOTAL = "mfumon_remediation_actions_total"
 
 
-def _public(row: RemediationRow) -> RemediationPublic:
-    return RemediationPublic.model_validate(row, from_attributes=True)
+def _public(row: RemediationRow, *, resumed: float | None = None, now: float | None = None) -> RemediationPublic:
+    public = RemediationPublic.model_validate(row, from_attributes=True)
+    public.resumed_at = resumed
+    public.jobs_gpu_hours_before_drain = cost.jobs_gpu_hours_before_drain(row)
+    public.drained_gpu_hours = cost.drained_gpu_hours(row, resumed, row.first_at if now is None else now)
+    return public
 
 
 def record_remediation(ctx: AppContext, body: RemediationCreate, principal: Principal = ANONYMOUS) -> RemediationPublic:
@@ -26,6 +31,7 @@ def record_remediation(ctx: AppContext, body: RemediationCreate, principal: Prin
     increments = Increments()
     labels = labels_text([("action", body.action), ("reason", body.reason), ("outcome", body.outcome)])
     increments[(ACTIONS_TOTAL, labels)] += 1
+    gpus, gpus_busy = cost.node_gpus(ctx.state.node(body.node)) if body.action in cost.OUT_ACTIONS else (None, None)
     with ctx.sessions.begin() as session:
         row = crud.add_remediation(
             session=session,
@@ -44,10 +50,13 @@ def record_remediation(ctx: AppContext, body: RemediationCreate, principal: Prin
                 first_at=body.timestamp,
                 last_at=body.timestamp,
                 repeats=1,
+                failing_since=body.failing_since if body.action in cost.OUT_ACTIONS else None,
+                gpus=gpus,
+                gpus_busy=gpus_busy,
             ),
         )
         rows = add_to_counters(session, increments, shard=shard_of(body.node), now=now)
-        public = _public(row)
+        public = _public(row, now=now)
     ctx.state.counters.apply(rows)
     return public
 
@@ -61,9 +70,18 @@ def read_remediations(
     action: str | None = None,
     since: float | None = None,
 ) -> Sequence[RemediationPublic]:
-    """Decisions newest first, filtered."""
+    """Decisions newest first, filtered; a drain with what it cost and saved in GPU-hours
+    (:mod:`mfumon.api.services.remediation_cost`)."""
+    now = ctx.clock()
     with ctx.sessions() as session:
         rows = crud.read_remediations(
             session=session, limit=limit, node=node, outcome=outcome, action=action, since=since
         )
-        return [_public(row) for row in rows]
+        drains = [r for r in rows if r.action in cost.OUT_ACTIONS and r.outcome == "done"]
+        resumes = crud.read_resumes(
+            session=session,
+            nodes=sorted({r.node for r in drains}),
+            after=min((r.first_at for r in drains), default=now),
+        )
+        resumed = cost.resumed_at(drains, resumes)
+        return [_public(row, resumed=resumed.get(row.id), now=now) for row in rows]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
+from mfumon.exporter.ops.remediation import Remediation, summary_line
 from mfumon.exporter.ops.report import COMPUTE, Group, JobLine, Report
 from mfumon.exporter.ops.svg import stacked_bars
 from mfumon.exporter.ops.text import BLANK, hours, money, name, pct, wasters_title, when
@@ -158,5 +159,19 @@ def render_html(report: Report) -> str:
         out.append(
             _table(["job", "team", "failures", "restarts", "outcome", "exit code", "lost GPU-hours"], rows, "--nn-nn")
         )
+    if report.remediation is not None:
+        out += _remediation(report.remediation)
     out.append("</body></html>")
     return "\n".join(out) + "\n"
+
+
+def _remediation(section: Remediation) -> list[str]:
+    out = ["<h2>Remediation</h2>", f"<p>{escape(summary_line(section))}</p>"]
+    if section.empty:
+        return out
+    rows = [[escape(a), escape(o), str(n)] for a, o, n in section.actions]
+    out.append(_table(["action", "outcome", "decisions"], rows, "--n"))
+    if section.withheld:
+        rows = [[escape(rail), str(n), str(rounds)] for rail, n, rounds in section.withheld]
+        out += ["<p>Withheld by a safety rail:</p>", _table(["rail", "decisions", "rounds"], rows, "-nn")]
+    return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from mfumon.exporter.ops.remediation import Remediation, summary_line
 from mfumon.exporter.ops.report import COMPUTE, Group, JobLine, Report
 from mfumon.exporter.ops.text import BLANK, hours, money, name, pct, wasters_title, when
 
@@ -119,7 +120,20 @@ def render_markdown(report: Report) -> str:
             for j in report.failed_jobs
         ]
         out += _table(["job", "team", "failures", "restarts", "outcome", "exit code", "lost"], rows, "llrrlrr")
+    if report.remediation is not None:
+        out += ["", *_remediation(report.remediation)]
     return "\n".join(out) + "\n"
+
+
+def _remediation(section: Remediation) -> list[str]:
+    out = ["## Remediation", "", summary_line(section)]
+    if section.empty:
+        return out
+    out += ["", *_table(["action", "outcome", "decisions"], [[a, o, str(n)] for a, o, n in section.actions], "llr")]
+    if section.withheld:
+        rows = [[rail, str(n), str(rounds)] for rail, n, rounds in section.withheld]
+        out += ["", "Withheld by a safety rail:", "", *_table(["rail", "decisions", "rounds"], rows, "lrr")]
+    return out
 
 
 def _ends(report: Report) -> str:

@@ -2,7 +2,8 @@
 
 Sources: ``GET /v1/usage`` (the window's waterfall, goodput, MFU and ends per cluster, pool and team, from the
 durable hourly counters), ``GET /v1/jobs`` (every job's waterfall, baseline and failures) and, when prices are set,
-``GET /v1/nodes`` (which devices each pool has, to price its GPU-hours). A job counts in the window when it ran
+``GET /v1/nodes`` (which devices each pool has, to price its GPU-hours), and ``GET /v1/remediations`` (what
+``mfumon remediate`` did, :mod:`mfumon.exporter.ops.remediation`). A job counts in the window when it ran
 in it (not ended before it starts); its figures are its lifetime's, since a job's waterfall is kept whole.
 
 A job's *waste* is its allocated GPU-hours outside ``compute``: start-up, checkpoints, evals, work lost to failures,
@@ -19,6 +20,7 @@ from typing import Any
 import httpx
 
 from mfumon.exporter.ops.prices import Prices
+from mfumon.exporter.ops.remediation import Remediation, summarize_remediations
 
 HOUR = 3600.0
 COMPUTE = "compute"
@@ -119,6 +121,7 @@ class Report:
     below_baseline_threshold: float = BELOW_BASELINE
     currency: str | None = None  # set when prices are: the report then has cost columns
     unpriced: tuple[str, ...] = field(default=())  # devices seen with no price (their costs are left blank)
+    remediation: Remediation | None = None  # None: the aggregator has no remediation audit (older)
 
     @property
     def failures(self) -> int:
@@ -188,6 +191,7 @@ def build_report(
     generated_at: float,
     top: int = TOP_WASTERS,
     below: float = BELOW_BASELINE,
+    remediations: Sequence[Mapping[str, Any]] | None = None,
 ) -> Report:
     """The report of the window ``usage`` covers. Pure: the inputs are the API's JSON answers."""
     prices = prices or Prices()
@@ -237,6 +241,7 @@ def build_report(
         below_baseline_threshold=below,
         currency=prices.currency if prices else None,
         unpriced=tuple(unpriced),
+        remediation=summarize_remediations(remediations) if remediations is not None else None,
     )
 
 
@@ -304,6 +309,7 @@ def fetch_report(
     usage = _get(client, "/v1/usage", {"since": since})
     jobs = list(_pages(client, "/v1/jobs"))
     nodes = list(_pages(client, "/v1/nodes")) if prices else []
+    remediations = _remediations(client, since=float(usage["since"]))
     return build_report(
         url=str(client.base_url),
         usage=usage,
@@ -313,4 +319,18 @@ def fetch_report(
         generated_at=generated_at,
         top=top,
         below=below,
+        remediations=remediations,
     )
+
+
+def _remediations(client: httpx.Client, *, since: float) -> list[Mapping[str, Any]] | None:
+    """The remediation decisions of the window (the newest 1000); None from an aggregator without the audit."""
+    try:
+        response = client.get("/v1/remediations", params={"since": since, "limit": 1000})
+    except httpx.HTTPError as exc:
+        raise ReportError(f"cannot reach the aggregator at {client.base_url}: {exc}") from None
+    if response.status_code == 404:
+        return None
+    if response.status_code >= 400:
+        raise ReportError(f"GET /v1/remediations: {response.status_code}: {_detail(response)}")
+    return list(response.json()["data"])

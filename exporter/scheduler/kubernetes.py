@@ -18,9 +18,9 @@ snapshot, so the rules below are tested on recorded API responses:
 - quotas: each ClusterQueue's ``nvidia.com/gpu`` nominal quota per flavor; the flavor's node label for the pool
   label names the pool (else the flavor's name); the team is the namespace when exactly one namespace's LocalQueues
   point at the ClusterQueue, else the ClusterQueue's name.
-- pools (:func:`gpu_node_pools`): the nodes with GPUs by their pool label, and each Kueue ResourceFlavor named by its own
-  name (no pool label among its node labels) over the GPU nodes that carry all its node labels; flavors may
-  overlap node pools and each other, so a node may be in several pools.
+- pools (:func:`gpu_node_pools`): the nodes with GPUs by their pool label, and each Kueue ResourceFlavor named by
+  its own name (no pool label among its node labels) over the GPU nodes that carry all its node labels; flavors
+  may overlap node pools and each other, so a node may be in several pools.
 """
 
 from __future__ import annotations

@@ -24,9 +24,10 @@ class Record:
     actor: str  # which copy of the loop: host:pid
     attempts: int
     timestamp: float
+    failing_since: float | None = None  # a drain: since when the node was on the drain list (the loop's clock)
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        body: dict[str, Any] = {
             "node": self.node,
             "scheduler": self.scheduler,
             "action": self.action,
@@ -39,6 +40,9 @@ class Record:
             "attempts": self.attempts,
             "timestamp": self.timestamp,
         }
+        if self.failing_since is not None and self.failing_since <= self.timestamp:
+            body["failing_since"] = self.failing_since
+        return body
 
 
 def record_of(
@@ -67,4 +71,5 @@ def record_of(
         actor=actor,
         attempts=attempts,
         timestamp=timestamp,
+        failing_since=decision.failing_since,
     )

@@ -148,5 +148,5 @@ def decide(
         since = seen.get(name, Seen()).failing_since
         if since is None or now - since < policy.drain_after_seconds:
             continue  # row 3
-        admit(replace(drain, detail=f"on the drain list for {now - since:.0f} s"))  # row 4
+        admit(replace(drain, detail=f"on the drain list for {now - since:.0f} s", failing_since=since))  # row 4
     return decisions

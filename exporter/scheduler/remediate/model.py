@@ -103,3 +103,4 @@ class Decision:
     pools: tuple[str, ...] = ()
     detail: str = ""
     gpus: tuple[int, ...] = field(default=())
+    failing_since: float | None = None  # a drain: since when this copy has seen the node on the drain list

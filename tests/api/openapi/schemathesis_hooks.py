@@ -124,6 +124,14 @@ def _scheduler(body: dict[str, Any]) -> None:
                 job["placement"] = None
 
 
+def _remediation(body: dict[str, Any]) -> None:
+    """RemediationCreate: `timestamp` within the clock skew, `failing_since` at most `timestamp`."""
+    _not_ahead(body, "timestamp")
+    since, at = body.get("failing_since"), body.get("timestamp")
+    if isinstance(since, (int, float)) and isinstance(at, (int, float)) and since > at:
+        body["failing_since"] = at
+
+
 def _label(value: Any) -> Any:
     """A label as the server keeps it (Text: surrounding blanks stripped)."""
     return value.strip(BLANKS) if isinstance(value, str) else value
@@ -182,8 +190,10 @@ def map_case(context: HookContext, case: Case) -> Case:
     elif operation == "PUT /v1/jobs/{job_id}" and body is not None:
         _model(body, required=False)
         _layout(body)
-    elif operation in ("POST /v1/jobs/{job_id}/events", "POST /v1/remediations") and body is not None:
+    elif operation == "POST /v1/jobs/{job_id}/events" and body is not None:
         _not_ahead(body, "timestamp")
+    elif operation == "POST /v1/remediations" and body is not None:
+        _remediation(body)
     elif operation == "PUT /v1/scheduler/{source}" and body is not None:
         _scheduler(body)
     elif operation == "GET /v1/usage" and query is not None:

@@ -66,6 +66,7 @@ def test_row_4_a_node_on_the_drain_list_long_enough_is_drained_with_its_checks_a
         pools=("train", "infer"),
         gpus=(3, 5),
         detail="on the drain list for 301 s",
+        failing_since=NOW - 301,  # the audit's start of the jobs' GPU-hours lost before the drain (issue 31 #3)
     )
 
 
