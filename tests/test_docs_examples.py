@@ -22,6 +22,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
 from mfumon.exporter.job.wrap.cli import build_parser
 from tests.conftest import LiveServer, start_server
@@ -29,13 +30,25 @@ from tests.conftest import LiveServer, start_server
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _nav(entries: list[object]) -> list[str]:
+    """The pages of mkdocs.yml's nav, in the order a reader meets them."""
+    pages: list[str] = []
+    for entry in entries:
+        values = entry.values() if isinstance(entry, dict) else [entry]
+        for value in values:
+            pages += _nav(value) if isinstance(value, list) else [str(value)]
+    return pages
+
+
 def _pages() -> list[Path]:
-    """README.md and the site's own pages (not the runbooks and deployment notes linked in from deploy/)."""
-    pages = [ROOT / "README.md"]
-    for folder, subfolders, files in os.walk(ROOT / "docs"):  # does not follow the links into deploy/
-        subfolders.sort()
-        pages += [Path(folder) / name for name in sorted(files) if name.endswith(".md")]
-    return [page for page in pages if not page.is_symlink()]
+    """README.md, the reference pages, the other pages in nav order, then any page not in the nav; not the runbooks
+    and notes linked in from deploy/. Examples build on earlier ones: the HTTP API reference reports the example job
+    (``llama-7b-run1``) that the guides' diagnosis, baseline and compare examples then read."""
+    nav = _nav(yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"])
+    ordered = [ROOT / "docs" / page for page in sorted(nav, key=lambda page: not page.startswith("reference/"))]
+    rest = sorted(set((ROOT / "docs").rglob("*.md")) - set(ordered))
+    docs = (ROOT / "docs").resolve()
+    return [ROOT / "README.md", *(p for p in [*ordered, *rest] if p.exists() and p.resolve().is_relative_to(docs))]
 
 
 PAGES = _pages()
