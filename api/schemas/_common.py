@@ -134,6 +134,61 @@ class ZeroOr:
         }
 
 
+_MANTISSA = r"(0*[1-9][0-9]{0,14}(\.[0-9]{1,15})?|0+\.[0-9]{0,14}[1-9][0-9]{0,14})"
+PARAM_COUNT_PATTERN = rf"^{_MANTISSA}([eE](\+?(1[0-5]|0?[0-9])|-[0-9]{{1,2}})|[KMBT])?$"
+r"""A parameter count as ``mfumon wrap --params`` takes it: ``7B``, ``8.03e9``, ``125M``, ``8030261248``. The form is
+``^\d+(\.\d+)?([eE][+-]?\d+)?[KMBT]?$`` (K, M, B, T: thousand, million, billion, trillion) bounded so that every
+string it admits is a count above 0 and at most 1e30: at most 15 digits either side of the point, not all zero, and
+either an exponent from -99 to 15 or a suffix."""
+_SCALES = {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
+_PARAM_COUNT = re.compile(PARAM_COUNT_PATTERN)
+
+
+def _parse_param_count(text: str) -> float:
+    """``"7B"`` -> ``7e9`` (the pattern has been checked; the assertion guards a caller that did not)."""
+    assert _PARAM_COUNT.match(text) is not None
+    scale = _SCALES.get(text[-1], 1.0)
+    return float(text[:-1] if text[-1] in _SCALES else text) * scale
+
+
+def param_count(value: float | str) -> float:
+    """The number a :class:`ParamCount` value stands for (a number stays itself); for comparing raw bodies."""
+    return _parse_param_count(value) if isinstance(value, str) else float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class ParamCount:
+    """A parameter count: a JSON number above 0 and at most 1e30, or a string such as ``7B`` or ``8.03e9``
+    (:data:`PARAM_COUNT_PATTERN`), the forms ``mfumon wrap --params`` takes; read as the number it stands for.
+
+    The one exception to "a number field takes no string" (module docstring): what a person types for a model size
+    on the command line is what they type in curl too. Its JSON schema admits exactly these forms.
+    """
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        number = core_schema.float_schema(strict=True, gt=0, le=1e30, allow_inf_nan=False)
+        text = core_schema.chain_schema(
+            [
+                core_schema.str_schema(strict=True, pattern=PARAM_COUNT_PATTERN),
+                core_schema.no_info_plain_validator_function(_parse_param_count),
+            ]
+        )
+        either = core_schema.union_schema([number, text], mode="left_to_right")
+        message = "Input should be a number above 0 and at most 1e30, or a string like 7B, 125M or 8.03e9"
+        return core_schema.custom_error_schema(either, custom_error_type="param_count", custom_error_message=message)
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {
+            "anyOf": [
+                {"type": "number", "exclusiveMinimum": 0, "maximum": 1e30},
+                {"type": "string", "pattern": PARAM_COUNT_PATTERN},
+            ],
+            "description": "a number, or a string such as 7B, 125M, 1.2T or 8.03e9 (K, M, B, T: 1e3, 1e6, 1e9, 1e12)",
+        }
+
+
 Number = Annotated[float, Strict(), Field(allow_inf_nan=False)]
 """A finite JSON number (an integer is one too); never a boolean or a string. Add bounds with ``Field``."""
 Flag = Annotated[bool, Strict()]

@@ -15,6 +15,7 @@ from mfumon.api.schemas._common import (
     Kind,
     Label,
     Number,
+    ParamCount,
     PositiveInt,
     Ratio,
     Seconds,
@@ -27,6 +28,7 @@ from mfumon.api.schemas._common import (
 )
 
 _BIG = Annotated[Number, Field(gt=0, le=1e30)]
+_PARAMS = Annotated[float, ParamCount()]  # a number, or "7B", "8.03e9" as on the command line
 # A divisor's floor keeps every quotient finite: no accelerator is below 1 GFLOP/s or 1 MB/s.
 _PEAK_FLOPS = Annotated[Number, Field(ge=1e9, le=1e30, description="FLOP/s, from 1e9 to 1e30")]
 _PEAK_BANDWIDTH = Annotated[Number, Field(ge=1e6, le=1e30, description="bytes/s, from 1e6 to 1e30")]
@@ -42,13 +44,13 @@ class ModelSpec(BaseModel):
         json_schema_extra={
             "description": "What the FLOPs formula needs: `params` or `flops_per_token` (not null). Besides: "
             "`active_params` at most `params`, `kv_heads` at most `heads` (422 naming `model` otherwise).",
-            "anyOf": [given("params", params="number"), given("flops_per_token", flops_per_token="number")],
+            "anyOf": [given("params"), given("flops_per_token", flops_per_token="number")],
         },
     )
 
     name: Label | None = None
-    params: _BIG | None = None
-    active_params: _BIG | None = None
+    params: _PARAMS | None = None
+    active_params: _PARAMS | None = None
     layers: PositiveInt | None = None
     heads: PositiveInt | None = None
     head_dim: PositiveInt | None = None

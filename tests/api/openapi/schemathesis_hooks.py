@@ -26,7 +26,7 @@ from schemathesis.generation.modes import GenerationMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from mfumon.api.schemas._common import BLANKS, MAX_TOKENS_PER_SECOND
+from mfumon.api.schemas._common import BLANKS, MAX_TOKENS_PER_SECOND, param_count
 from mfumon.api.services.usage import parse_time
 
 MAX_INT = 10_000_000  # PositiveInt's bound
@@ -65,7 +65,10 @@ def _model(body: dict[str, Any], *, required: bool) -> None:
             body["model"] = {"params": 7e9}
         return
     for part, whole in (("active_params", "params"), ("kv_heads", "heads")):
-        if model.get(part) is not None and model.get(whole) is not None and model[part] > model[whole]:
+        if model.get(part) is None or model.get(whole) is None:
+            continue
+        count = param_count if part == "active_params" else float  # params may be "7B" (ParamCount)
+        if count(model[part]) > count(model[whole]):
             model[part] = model[whole]
 
 

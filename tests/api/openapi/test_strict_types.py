@@ -54,7 +54,7 @@ def _scheduler_sync(**job: Any) -> dict[str, Any]:
 WRONG_TYPES: list[tuple[str, str, str, dict[str, Any], str, Any, str]] = [
     ("report rate true", "POST", "/v1/jobs/j/reports", report(), "tokens_per_second", True, "tokens_per_second"),
     ("report rate string", "POST", "/v1/jobs/j/reports", report(), "tokens_per_second", "1000", "tokens_per_second"),
-    ("report params string", "POST", "/v1/jobs/j/reports", report(), "model.params", "7e9", "params"),
+    ("report params words", "POST", "/v1/jobs/j/reports", report(), "model.params", "7 billion", "params"),
     ("report params true", "POST", "/v1/jobs/j/reports", report(), "model.params", True, "params"),
     ("report gpus true", "POST", "/v1/jobs/j/reports", report(), "num_gpus", True, "num_gpus"),
     ("report gpus string", "POST", "/v1/jobs/j/reports", report(), "num_gpus", "8", "num_gpus"),
@@ -64,7 +64,7 @@ WRONG_TYPES: list[tuple[str, str, str, dict[str, Any], str, Any, str]] = [
     ("report step true", "POST", "/v1/jobs/j/reports", report(step=5), "step", True, "step"),
     ("report comm string", "POST", "/v1/jobs/j/reports", report(comm_seconds=0.1), "comm_seconds", "0.1", "comm"),
     ("register gpus true", "PUT", "/v1/jobs/j", {"gpus_requested": 8}, "gpus_requested", True, "gpus_requested"),
-    ("register params str", "PUT", "/v1/jobs/j", {"model": {"params": 7e9}}, "model.params", "7e9", "params"),
+    ("register params str", "PUT", "/v1/jobs/j", {"model": {"params": 7e9}}, "model.params", "7e9x", "params"),
     ("end exit code true", "POST", "/v1/jobs/j/end", {"exit_code": 0}, "exit_code", True, "exit_code"),
     ("end exit code string", "POST", "/v1/jobs/j/end", {"exit_code": 0}, "exit_code", "0", "exit_code"),
     ("event seconds true", "POST", "/v1/jobs/j/events", {"type": "eval", "seconds": 4.0}, "seconds", True, "seconds"),
