@@ -11,12 +11,14 @@ import pytest
 from mfumon.exporter.node.inference.endpoints import parse_endpoint, split_endpoint_list
 from mfumon.exporter.node.settings import build_parser, load_settings
 
-README = Path(__file__).parents[3] / "README.md"
+ROOT = Path(__file__).parents[3]
+#: the README and the docs site (the README's exporter examples moved to docs/operators/inference.md)
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
 def _readme_exporter_lines() -> list[str]:
-    """The README's ``mfumon exporter --inference.url ...`` example lines, as written."""
-    lines = README.read_text(encoding="utf-8").splitlines()
+    """The docs' ``mfumon exporter --inference.url ...`` example lines, as written."""
+    lines = [line for page in PAGES for line in page.read_text(encoding="utf-8").splitlines()]
     return [line.strip() for line in lines if re.match(r"\s*mfumon exporter .*--inference\.url ", line)]
 
 
