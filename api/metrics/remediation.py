@@ -2,7 +2,8 @@
 
 Every decision the loop records (``POST /v1/remediations``) adds one to a durable counter in the same transaction
 (:mod:`mfumon.api.services.remediations`), so every replica exports the same values and they survive restarts.
-Rendered on every scrape (shard 0 only): a few series, one per action, reason and outcome seen.
+Rendered on every scrape (shard 0 only): a few series, one per action, reason and outcome seen, and per node the
+nodes the loop decided on (few: the unhealthy ones).
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ REMEDIATION_FAMILIES = declare(
         "Decisions of mfumon remediate by action (drain, resume, cordon, uncordon), reason (the failing checks, "
         "healthy, or the rail that withheld it) and outcome (done, failed, dry_run, withheld). A dry run or a "
         "withheld action counts every round it holds.",
+    ),
+    counter(
+        "node_remediation_decisions_total",
+        "The same decisions per node: what mfumon remediate did, would do (dry_run) or was stopped from doing "
+        "(withheld, reason the rail) for this node; MfumonNodeDrain says from it whether the loop acts.",
     ),
 )
 

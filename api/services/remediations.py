@@ -1,5 +1,7 @@
 """The remediation audit, end to end: store a decision of ``mfumon remediate`` and count it durably
-(``mfumon_remediation_actions_total{action,reason,outcome}``, in the same transaction), or read them back."""
+(``mfumon_remediation_actions_total{action,reason,outcome}`` and, per node,
+``mfumon_node_remediation_decisions_total{node,action,reason,outcome}``, in the same transaction), or read them
+back."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from mfumon.api.schemas.remediations import RemediationCreate, RemediationPublic
 from mfumon.api.services import remediation_cost as cost
 
 ACTIONS_TOTAL = "mfumon_remediation_actions_total"
+NODE_DECISIONS_TOTAL = "mfumon_node_remediation_decisions_total"  # the same, per node: what MfumonNodeDrain joins
 
 
 def _public(row: RemediationRow, *, resumed: float | None = None, now: float | None = None) -> RemediationPublic:
@@ -29,8 +32,9 @@ def record_remediation(ctx: AppContext, body: RemediationCreate, principal: Prin
     """Store one decision (a repeat of a dry-run or withheld one updates its row) and count it."""
     now = ctx.clock()
     increments = Increments()
-    labels = labels_text([("action", body.action), ("reason", body.reason), ("outcome", body.outcome)])
-    increments[(ACTIONS_TOTAL, labels)] += 1
+    decision = [("action", body.action), ("reason", body.reason), ("outcome", body.outcome)]
+    increments[(ACTIONS_TOTAL, labels_text(decision))] += 1
+    increments[(NODE_DECISIONS_TOTAL, labels_text([("node", body.node), *decision]))] += 1
     gpus, gpus_busy = cost.node_gpus(ctx.state.node(body.node)) if body.action in cost.OUT_ACTIONS else (None, None)
     with ctx.sessions.begin() as session:
         row = crud.add_remediation(

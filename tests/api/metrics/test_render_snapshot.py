@@ -348,6 +348,13 @@ def _counters() -> DurableCounters:
         ("mfumon_team_gpu_seconds_total", '{team="ml",category="init"}', 0, 480.0),
         ("mfumon_remediation_actions_total", '{action="drain",reason="xid",outcome="done"}', 3, 2.0),
         ("mfumon_remediation_actions_total", '{action="drain",reason="budget_pool",outcome="withheld"}', 5, 40.0),
+        ("mfumon_node_remediation_decisions_total", '{node="n1",action="drain",reason="xid",outcome="done"}', 3, 1.0),
+        (
+            "mfumon_node_remediation_decisions_total",
+            '{node="n2",action="drain",reason="budget_pool",outcome="withheld"}',
+            5,
+            40.0,
+        ),
     ]
     for scope, labels in (("cluster", ""), ("pool", '{pool="train"}'), ("team", '{team="ml"}')):
         rows += [

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.utils.factories import node_sample
+from tests.utils.factories import metric_value, node_sample, scrape
 
 
 def _decision(**overrides: Any) -> dict[str, Any]:
@@ -73,3 +73,15 @@ def test_failing_since_after_the_decision_is_a_422_that_stores_nothing(client: T
     assert response.status_code == 422
     assert "failing_since must not be after timestamp" in response.text
     assert client.get("/v1/remediations").json()["count"] == 0
+
+
+def test_each_decision_is_counted_per_node_for_mfumon_node_drain(client: TestClient) -> None:
+    _post(client, outcome="dry_run")
+    _post(client, outcome="dry_run")  # a repeat: one row, two rounds counted
+    _post(client, node="gpu-node-2", reason="budget_pool", outcome="withheld")
+    text = scrape(client)
+    labels = {"action": "drain", "reason": "xid", "outcome": "dry_run"}
+    assert metric_value(text, "mfumon_node_remediation_decisions_total", node="gpu-node-1", **labels) == 2
+    withheld = {"action": "drain", "reason": "budget_pool", "outcome": "withheld"}
+    assert metric_value(text, "mfumon_node_remediation_decisions_total", node="gpu-node-2", **withheld) == 1
+    assert metric_value(text, "mfumon_remediation_actions_total", **labels) == 2  # the cluster's counter, unchanged
