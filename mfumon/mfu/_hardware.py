@@ -38,7 +38,7 @@ def hardware_mfu(
     """One GPU's estimate (0-1), or None without a tensor-activity counter."""
     if tensor_active is None:
         return None
-    if sm_clock_hz is None or not max_sm_clock_hz or max_sm_clock_hz <= 0:
+    if sm_clock_hz is None or max_sm_clock_hz is None or max_sm_clock_hz <= 0:
         return float(tensor_active)
     return float(tensor_active) * min(sm_clock_hz / max_sm_clock_hz, 1.0)
 

@@ -58,8 +58,11 @@ FORMULAS: dict[str, str] = {
 
 
 def storage_dtype_for(compute_dtype: str) -> StorageDtype:
-    """The storage a compute dtype implies when the job names none: fp8 matmuls keep a bf16 KV cache ("auto")."""
-    return {"bf16": "bf16", "fp16": "fp16", "fp8": "bf16", "tf32": "fp32", "fp32": "fp32"}.get(compute_dtype, "bf16")  # type: ignore[return-value]
+    """The storage a compute dtype implies when the job names none: fp8 matmuls keep a bf16 KV cache ("auto").
+
+    bf16 and fp8 (and anything else) fall to the default, bf16: only the dtypes stored otherwise are listed.
+    """
+    return {"fp16": "fp16", "tf32": "fp32", "fp32": "fp32"}.get(compute_dtype, "bf16")  # type: ignore[return-value]
 
 
 def weight_bytes(shape: ModelShape, weight_dtype: StorageDtype) -> float | None:

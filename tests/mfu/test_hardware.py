@@ -42,6 +42,7 @@ def test_clock_factor_scales_tensor_activity() -> None:
     estimate = hardware_mfu(1, 1000e6, 2000e6)
     assert estimate == 0.5 and type(estimate) is float
     assert hardware_mfu(0.5, 1000e6, 2000e6) == 0.25
+    assert hardware_mfu(1, 0.25, 0.5) == 0.5  # the factor is a ratio: any unit, any scale
 
 
 def test_clock_above_its_maximum_is_capped_at_a_factor_of_one() -> None:

@@ -349,6 +349,8 @@ def test_evaluate_takes_the_mean_flops_per_token_of_both_phases() -> None:
     assert result.model_flops_per_second == combined
     assert (result.mfu, result.hfu) == (0.375244140625, 0.375244140625)
     assert result.serving is not None and result.serving.mbu == 0.25048828125
+    assert result.serving.mfu == 0.375244140625
+    assert result.serving.phases["prefill"].mfu == 0.2501220703125
     assert result.serving.bandwidth_source == "peak_memory_bandwidth_per_gpu sent by the job"
     assert result.serving.peak_memory_bytes_per_second == 2**39
 

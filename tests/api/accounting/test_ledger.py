@@ -203,6 +203,8 @@ def test_peak_flop_seconds_of_a_tile_with_an_event_inside() -> None:
     assert parts == {"eval": 10.0, "compute": 30.0}
     assert ledger.peak_flops == 100.0 * ledger.total_gpu_seconds == 100.0 * 60.0
     assert ledger.compute_peak_flops == 100.0 * 50.0
+    assert ledger.prepaid_seconds == 0.0  # the event's time was taken out once: the next tile is all steps
+    assert _report(ledger, 1030.0, gpus=2, covered=10.0, peak=100.0) == {"compute": 20.0}
 
 
 def test_close_caps_the_silence_at_the_last_reports_gap() -> None:
