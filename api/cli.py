@@ -28,6 +28,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="allow listening beyond loopback without ingest tokens (env MFUMON_ALLOW_INSECURE)",
     )
+    parser.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="ingest tokens, one per line (optionally named and scoped); the file a client's --token-file reads "
+        "works here as is (env MFUMON_INGEST_TOKENS_FILE)",
+    )
     parser.add_argument("--log-level", help="DEBUG, INFO, WARNING, ... (env MFUMON_LOG_LEVEL)")
     return parser
 
@@ -43,6 +49,8 @@ def main(argv: Sequence[str]) -> int:
         overrides["ALLOW_INSECURE"] = True
     if args.log_level is not None:
         overrides["LOG_LEVEL"] = args.log_level
+    if args.token_file is not None:
+        overrides["INGEST_TOKENS_FILE"] = args.token_file
     try:
         settings = Settings(**overrides)  # type: ignore[arg-type]
         tokens = settings.ingest_tokens()

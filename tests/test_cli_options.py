@@ -51,10 +51,12 @@ def test_log_level_is_spelt_one_way(name: str) -> None:
     assert {s for s in visible if "log" in s and "level" in s} <= {"--log-level"}
 
 
-@pytest.mark.parametrize("name", CLIENTS)
-def test_every_client_takes_a_token_file(name: str) -> None:
+@pytest.mark.parametrize("name", sorted(SUBCOMMANDS))
+def test_every_subcommand_takes_a_token_file(name: str) -> None:
+    """Clients (and the demo, whose aggregator then requires it) read the token; serve reads its ingest tokens."""
     (action,) = [a for a in _options(name) if "--token-file" in a.option_strings]
-    assert "MFUMON_TOKEN_FILE" in (action.help or "") and "MFUMON_TOKEN" in (action.help or "")
+    wanted = ("MFUMON_INGEST_TOKENS_FILE",) if name == "serve" else ("MFUMON_TOKEN_FILE", "MFUMON_TOKEN")
+    assert all(variable in (action.help or "") for variable in wanted)
 
 
 @pytest.mark.parametrize("name", CLIENTS)
@@ -101,3 +103,19 @@ def test_source_is_required_and_says_so(
     assert exited.value.code == 2 and "--source" in capsys.readouterr().err
     monkeypatch.setenv("MFUMON_SCHEDULER_SOURCE", "kubernetes")
     assert _parser(name).parse_args([]).source == "kubernetes"  # the environment stands in for the flag
+
+
+@pytest.mark.slow
+def test_serve_takes_the_clients_token_file(tmp_path: Path) -> None:
+    """The one-line file a client's --token-file reads is an ingest tokens file for mfumon serve --token-file."""
+    import httpx
+
+    from tests.conftest import start_server
+
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret-file\n")
+    with start_server(tmp_path, args=["--token-file", str(token_file)]) as server:
+        body = {"gpus_requested": 8}
+        assert httpx.put(f"{server.url}/v1/jobs/t", json=body, timeout=10).status_code == 401
+        headers = {"Authorization": "Bearer s3cret-file"}
+        assert httpx.put(f"{server.url}/v1/jobs/t", json=body, headers=headers, timeout=10).status_code == 200

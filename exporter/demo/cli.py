@@ -36,6 +36,8 @@ from types import FrameType
 import httpx
 
 from mfumon.cli import LISTENING_PREFIX
+from mfumon.exporter.auth import read_token
+from mfumon.exporter.cliopts import add_token_file_option
 from mfumon.exporter.demo.prometheus import DemoPrometheus, PrometheusUnavailable, start_prometheus
 from mfumon.exporter.demo.simcluster import ClusterSpec, SimJob, SimNode, default_cluster
 from mfumon.exporter.demo.simremediate import dry_run_remediator
@@ -293,6 +295,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the simulation [0]")
     p.add_argument("--no-checkpoints", action="store_true", help="no periodic checkpoint dips in training jobs")
     p.add_argument("--log-level", default="WARNING", help="the demo's own log level: DEBUG, INFO, WARNING... [WARNING]")
+    add_token_file_option(p, purpose="demo's ingest (its aggregator then requires it)")
     prometheus = p.add_argument_group("Prometheus beside the demo (docs: demo with Prometheus and Grafana)")
     prometheus.add_argument(
         "--prometheus",
@@ -310,8 +313,10 @@ def _build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _start_server(host: str, port: int, data_dir: Path) -> subprocess.Popen[bytes]:
+def _start_server(host: str, port: int, data_dir: Path, token: str | None) -> subprocess.Popen[bytes]:
     env = {**os.environ, "MFUMON_DATABASE_URL": f"sqlite:///{data_dir / 'mfumon.db'}"}
+    if token:  # the demo's clients send it, and its aggregator requires it, as a secured install would
+        env["MFUMON_INGEST_TOKENS"] = f"{token} name=demo"
     env.setdefault("MFUMON_MAX_INGEST_QUEUE_SECONDS", str(DEMO_INGEST_QUEUE_SECONDS))
     cmd = [sys.executable, "-m", "mfumon", "serve", "--host", host, "--port", str(port)]
     with open(data_dir / "serve.log", "wb") as log:  # the child keeps its own copy of the descriptor
@@ -364,12 +369,17 @@ def _print_banner(url: str, data_dir: Path, prometheus: DemoPrometheus | None) -
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the aggregator and the simulated cluster until Ctrl-C (or ``--duration``)."""
-    args = _build_parser().parse_args(argv)
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    try:
+        token = read_token(args.token_file)
+    except OSError as exc:
+        parser.error(f"cannot read the token file (--token-file or MFUMON_TOKEN_FILE): {exc}")
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     temporary = args.data_dir is None
     data_dir = Path(tempfile.mkdtemp(prefix="mfumon-demo-") if temporary else args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
-    proc = _start_server(args.host, args.port, data_dir)
+    proc = _start_server(args.host, args.port, data_dir, token)
     prometheus: DemoPrometheus | None = None
     stop = threading.Event()
 
@@ -403,7 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             flush=True,
         )
         cluster = default_cluster(checkpoints=not args.no_checkpoints)
-        result = run_simulation(url, args.duration, args.interval, stop, seed=args.seed, cluster=cluster)
+        result = run_simulation(url, args.duration, args.interval, stop, token=token, seed=args.seed, cluster=cluster)
         print(
             f"mfumon demo: stopped after {result.cycles} cycles, {result.reports_posted} job reports and "
             f"{result.batches_delivered} node batches delivered",
