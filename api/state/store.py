@@ -106,13 +106,14 @@ class ClusterState:
         return True
 
     def _count_pool_health(self, view: NodeView) -> None:
-        if view.health is None:
+        # By the exporter's --pool, as mfumon_node_info{pool} that the fault-rate rules divide by: one pool per node,
+        # so the cluster's rate (a sum over pools) counts each node once even where the scheduler's pools overlap.
+        if view.pool is None or view.health is None:
             return
-        for pool in self._pools.of(view):  # a node in two of the scheduler's pools counts in both
-            totals = self._pool_health.setdefault(pool, PoolHealthTotals())
-            totals.idle_energy_joules += view.health.idle_energy_joules
-            totals.idle_gpu_seconds += view.health.idle_gpu_seconds
-            totals.gpu_faults += view.health.faults
+        totals = self._pool_health.setdefault(view.pool, PoolHealthTotals())
+        totals.idle_energy_joules += view.health.idle_energy_joules
+        totals.idle_gpu_seconds += view.health.idle_gpu_seconds
+        totals.gpu_faults += view.health.faults
 
     def _index_jobs(self, node: NodeView | None, *, remove: bool) -> None:
         for job_id in node.shares if node is not None else ():
