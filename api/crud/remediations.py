@@ -80,3 +80,32 @@ def read_resumes(*, session: Session, nodes: Sequence[str], after: float) -> Seq
         .order_by(RemediationRow.first_at)
     )
     return [(str(node), float(at)) for node, at in session.execute(stmt).all()]
+
+
+def open_drain(*, session: Session, node: str, at: float) -> RemediationRow | None:
+    """The node's latest done drain or cordon at or before ``at`` that no done resume or uncordon closed since."""
+    drain = session.scalars(
+        select(RemediationRow)
+        .where(
+            RemediationRow.node == node,
+            RemediationRow.outcome == "done",
+            RemediationRow.action.in_(("drain", "cordon")),
+            RemediationRow.first_at <= at,
+        )
+        .order_by(RemediationRow.first_at.desc(), RemediationRow.id.desc())
+        .limit(1)
+    ).first()
+    if drain is None:
+        return None
+    closed = session.scalars(
+        select(RemediationRow.id)
+        .where(
+            RemediationRow.node == node,
+            RemediationRow.outcome == "done",
+            RemediationRow.action.in_(("resume", "uncordon")),
+            RemediationRow.first_at >= drain.first_at,
+            RemediationRow.first_at <= at,
+        )
+        .limit(1)
+    ).first()
+    return None if closed is not None else drain

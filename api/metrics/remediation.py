@@ -19,6 +19,12 @@ REMEDIATION_FAMILIES = declare(
         "withheld action counts every round it holds.",
     ),
     counter(
+        "remediation_gpu_seconds_total",
+        "GPU-seconds of mfumon remediate's drains by category: drained (the node's GPUs x its time out of "
+        "scheduling, counted when the loop resumes it) and lost_before_drain (its GPUs running jobs x the time from "
+        "the fault to the drain, counted at the drain).",
+    ),
+    counter(
         "node_remediation_decisions_total",
         "The same decisions per node: what mfumon remediate did, would do (dry_run) or was stopped from doing "
         "(withheld, reason the rail) for this node; MfumonNodeDrain says from it whether the loop acts.",

@@ -7,6 +7,8 @@
   of the node, or to now while it is out: the capacity the loop took, on which the scheduler would otherwise have
   placed new jobs that the fault would have stalled.
 
+Both are also counted, in GPU-seconds, in ``mfumon_remediation_gpu_seconds_total{category}``: ``lost_before_drain``
+when a drain is done, ``drained`` when the loop's resume of the node is done (a node still out counts nothing yet).
 Both rest on the node's GPU counts as the aggregator saw them when the drain was recorded (``gpus``, ``gpus_busy``);
 a node the aggregator did not know then has neither.
 """
@@ -20,6 +22,7 @@ from mfumon.api.state.views import NodeView
 
 HOUR = 3600.0
 OUT_ACTIONS = frozenset({"drain", "cordon"})
+BACK_ACTIONS = frozenset({"resume", "uncordon"})
 
 
 def node_gpus(node: NodeView | None) -> tuple[int | None, int | None]:

@@ -1,7 +1,8 @@
 """The remediation audit, end to end: store a decision of ``mfumon remediate`` and count it durably
 (``mfumon_remediation_actions_total{action,reason,outcome}`` and, per node,
-``mfumon_node_remediation_decisions_total{node,action,reason,outcome}``, in the same transaction), or read them
-back."""
+``mfumon_node_remediation_decisions_total{node,action,reason,outcome}``, and the GPU-seconds its drains took and
+the jobs lost before them, ``mfumon_remediation_gpu_seconds_total{category}``, in the same transaction), or read
+them back."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from mfumon.api.schemas.remediations import RemediationCreate, RemediationPublic
 from mfumon.api.services import remediation_cost as cost
 
 ACTIONS_TOTAL = "mfumon_remediation_actions_total"
+GPU_SECONDS_TOTAL = "mfumon_remediation_gpu_seconds_total"  # drained / lost_before_drain (remediation_cost)
 NODE_DECISIONS_TOTAL = "mfumon_node_remediation_decisions_total"  # the same, per node: what MfumonNodeDrain joins
 
 
@@ -37,6 +39,11 @@ def record_remediation(ctx: AppContext, body: RemediationCreate, principal: Prin
     increments[(NODE_DECISIONS_TOTAL, labels_text([("node", body.node), *decision]))] += 1
     gpus, gpus_busy = cost.node_gpus(ctx.state.node(body.node)) if body.action in cost.OUT_ACTIONS else (None, None)
     with ctx.sessions.begin() as session:
+        if body.action in cost.BACK_ACTIONS and body.outcome == "done":  # before this row, which closes the drain
+            drain = crud.open_drain(session=session, node=body.node, at=body.timestamp)
+            drained = cost.drained_gpu_hours(drain, body.timestamp, body.timestamp) if drain is not None else None
+            if drained:
+                increments[(GPU_SECONDS_TOTAL, labels_text([("category", "drained")]))] += drained * cost.HOUR
         row = crud.add_remediation(
             session=session,
             row=RemediationRow(
@@ -59,6 +66,9 @@ def record_remediation(ctx: AppContext, body: RemediationCreate, principal: Prin
                 gpus_busy=gpus_busy,
             ),
         )
+        lost = cost.jobs_gpu_hours_before_drain(row) if row.outcome == "done" and row.repeats == 1 else None
+        if lost:
+            increments[(GPU_SECONDS_TOTAL, labels_text([("category", "lost_before_drain")]))] += lost * cost.HOUR
         rows = add_to_counters(session, increments, shard=shard_of(body.node), now=now)
         public = _public(row, now=now)
     ctx.state.counters.apply(rows)

@@ -348,6 +348,8 @@ def _counters() -> DurableCounters:
         ("mfumon_team_gpu_seconds_total", '{team="ml",category="init"}', 0, 480.0),
         ("mfumon_remediation_actions_total", '{action="drain",reason="xid",outcome="done"}', 3, 2.0),
         ("mfumon_remediation_actions_total", '{action="drain",reason="budget_pool",outcome="withheld"}', 5, 40.0),
+        ("mfumon_remediation_gpu_seconds_total", '{category="drained"}', 3, 57_600.0),
+        ("mfumon_remediation_gpu_seconds_total", '{category="lost_before_drain"}', 3, 3_600.0),
         ("mfumon_node_remediation_decisions_total", '{node="n1",action="drain",reason="xid",outcome="done"}', 3, 1.0),
         (
             "mfumon_node_remediation_decisions_total",

@@ -56,6 +56,12 @@ def test_a_drain_shows_the_jobs_gpu_hours_before_it_and_the_gpu_hours_it_held_ou
     row = _row(client, "drain")
     assert row["resumed_at"] == resumed_at
     assert row["drained_gpu_hours"] == pytest.approx(8 * 1800 / 3600)  # 4 GPU-hours
+    # The same on /metrics, durable: the jobs' GPU-seconds at the drain, the drained ones at the resume.
+    text = scrape(client)
+    assert metric_value(text, "mfumon_remediation_gpu_seconds_total", category="lost_before_drain") == 6 * 600
+    assert metric_value(text, "mfumon_remediation_gpu_seconds_total", category="drained") == 8 * 1800
+    _post(client, action="resume", reason="healthy", checks=[], timestamp=resumed_at + 60)  # nothing left open
+    assert metric_value(scrape(client), "mfumon_remediation_gpu_seconds_total", category="drained") == 8 * 1800
 
 
 def test_a_node_the_aggregator_never_saw_has_no_figures_and_a_dry_run_holds_nothing_out(client: TestClient) -> None:
