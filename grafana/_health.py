@@ -179,6 +179,20 @@ def fleet_health() -> dict[str, Any]:
             description="The reason is the failing check (a drain), healthy (a resume), or the rail that withheld it.",
             width=12,
         ),
+        timeseries(
+            "Remediation GPU-hours (24h): drained, and lost before the drain",
+            targets(
+                (
+                    "max by (category) (increase(mfumon_remediation_gpu_seconds_total[1d])) / 3600 or vector(0)",
+                    "{{category}}",
+                )
+            ),
+            width=24,
+            description="drained: GPU-hours the loop kept failing nodes out of scheduling (its cost in capacity, "
+            "counted when it resumes them); lost_before_drain: the drained nodes' jobs' GPU-hours between the fault "
+            "and the drain (what acting sooner saves); 0 while the loop drained nothing (a dry run). Per drain: GET "
+            "/v1/remediations; per week: mfumon report.",
+        ),
     ]
     return dashboard(
         uid="mfumon-fleet-health",
