@@ -1,6 +1,7 @@
 """The MFU engine: FLOPs-per-token formulas, the dense peak table, device matching and the MFU arithmetic.
 
 Pure Python (stdlib + PyYAML), so the aggregator, tests and tools share one definition:
+- `_checks.py`: the input checks (a finite number at least a minimum, a GPU count), one copy of each rule.
 - `_flops.py`: PaLM App. B FLOPs per token (training, inference) and the HFU recompute factor.
 - `_peaks.py`: THE peak table (dense FLOP/s per device and dtype, each with its source), in match order.
 - `_devices.py`: NVML names and canonical keys → table entries; MIG profiles → share of the GPU.

@@ -64,7 +64,7 @@ def test_the_survivors_file_parses() -> None:
 
 @pytest.mark.slow
 def test_mutation_score_of_the_engine_and_the_ledger() -> None:
-    """The whole run (about 3-5 minutes on two cores): every module at least 95 %, every survivor reviewed."""
+    """The whole run (2-5 minutes on two cores): every module at least 95 %, every survivor reviewed."""
     check = Path(__file__).with_name("check.py")
     done = subprocess.run([sys.executable, str(check)], capture_output=True, text=True, timeout=1800, check=False)
     assert done.returncode == 0, done.stdout + done.stderr

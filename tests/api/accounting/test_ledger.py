@@ -143,6 +143,60 @@ def test_a_bill_is_truthy_when_it_charges_anything() -> None:
     bill.add("compute", 0.0)
     bill.add("stalled", -1.0)
     assert bill.gpu_seconds == {}
+    bill.add("compute", 0.5)
+    bill.add("compute", 2.0)
+    bill.add("lost", 1.0)
+    assert bill.gpu_seconds == {"compute": 2.5, "lost": 1.0}
+    assert bill.total == 3.5
+
+
+def test_events_before_the_first_report_add_up_per_category() -> None:
+    ledger = Ledger()
+    ledger.event("init", 0.5, now=0.0)
+    ledger.event("init", 2.0, now=1.0)
+    ledger.event("checkpoint", 3.0, now=2.0)
+    assert (ledger.pending_seconds, ledger.prepaid_seconds) == ({"init": 2.5, "checkpoint": 3.0}, 0.0)
+    assert _report(ledger, 10.0, gpus=2, covered=None) == {"init": 5.0, "checkpoint": 6.0}
+    assert ledger.pending_seconds == {}
+    ledger.event("eval", 1.0, now=12.0)
+    assert ledger.pending_seconds == {"eval": 1.0}
+
+
+def test_a_first_report_without_an_interval_bills_no_time() -> None:
+    ledger = Ledger()
+    assert _report(ledger, 10.0, gpus=2, covered=None, peak=100.0, mfps=50.0, mfu=0.5) == {}
+    assert (ledger.accounted_until, ledger.model_flops, ledger.peak_flops, ledger.mfu_covered_seconds) == (
+        10.0,
+        0.0,
+        0.0,
+        0.0,
+    )
+
+
+def test_close_bills_pending_events_with_the_gpus_it_is_given() -> None:
+    ledger = Ledger()
+    ledger.event("init", 10.0, now=0.0)
+    assert ledger.close(5.0, gpus=None).gpu_seconds == {}  # no GPU count yet: the events wait
+    assert ledger.pending_seconds == {"init": 10.0}
+    assert ledger.close(6.0, gpus=4).gpu_seconds == {"init": 40.0}
+    assert (ledger.gpus, ledger.pending_seconds) == (4, {})
+
+
+def test_close_keeps_the_gpu_count_of_the_reports() -> None:
+    ledger = Ledger()
+    _report(ledger, 0.0, gpus=8, covered=10.0)
+    assert ledger.close(10.0, gpus=4, max_gap_seconds=NO_CAP).gpu_seconds == {"stalled": 80.0}
+    assert ledger.gpus == 8
+
+
+def test_close_right_after_a_report_or_twice_bills_nothing_more() -> None:
+    ledger = Ledger()
+    _report(ledger, 100.0, gpus=2, covered=10.0)
+    assert ledger.close(100.0, gpus=None, max_gap_seconds=NO_CAP).gpu_seconds == {}
+    assert ledger.close(200.0, gpus=None, max_gap_seconds=NO_CAP).gpu_seconds == {}  # already closed
+    skewed = Ledger()
+    _report(skewed, 100.0, gpus=2, covered=10.0)
+    assert skewed.close(99.0, gpus=None, max_gap_seconds=NO_CAP).gpu_seconds == {}  # a clock that went back
 
 
 def test_events_of_no_time_or_no_room_change_nothing() -> None:
@@ -192,6 +246,7 @@ def test_peak_flop_seconds_cover_stalled_and_closing_tiles() -> None:
     assert ledger.peak_flops == 100.0 * 60.0 == 100.0 * ledger.total_gpu_seconds
     assert ledger.compute_peak_flops == 100.0 * 20.0
     assert ledger.lifetime_mfu == (50.0 * 10.0) / (100.0 * 60.0)
+    assert (ledger.prepaid_seconds, ledger.accounted_until) == (0.0, None)  # a restart's first tile is all its own
 
 
 def test_peak_flop_seconds_of_a_tile_with_an_event_inside() -> None:
