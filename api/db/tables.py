@@ -174,6 +174,9 @@ class JobReportRow(Base):
     step_seconds: Mapped[float | None] = mapped_column(Float)
     step: Mapped[int | None] = mapped_column(BigInteger)
     reason: Mapped[str | None] = mapped_column(Text)
+    # The hardware's estimate over the job's GPUs when the report arrived (tensor activity x clocks): the cross-check
+    # over time. None when no GPU of the job reports tensor activity.
+    hardware_mfu: Mapped[float | None] = mapped_column(Float)
     # Inference reports that split their tokens by phase.
     mbu: Mapped[float | None] = mapped_column(Float)
     prefill_tokens_per_second: Mapped[float | None] = mapped_column(Float)

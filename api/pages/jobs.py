@@ -88,8 +88,11 @@ def _mfu_chart(job: JobRow, rows: list[Any], account: JobAccount | None, baselin
         series.append(Series("HFU (recomputation counted)", [(r.received_at, r.hfu) for r in rows], "s1"))
     if job.kind == "inference" and any(r.mbu is not None for r in rows):
         series.append(Series("MBU (memory bandwidth)", [(r.received_at, r.mbu) for r in rows], "s2"))
+    hardware_history = any(r.hardware_mfu is not None for r in rows)
+    if hardware_history:
+        series.append(Series("hardware estimate", [(r.received_at, r.hardware_mfu) for r in rows], "s3"))
     refs = []
-    if account is not None and account.hardware_mfu is not None:
+    if not hardware_history and account is not None and account.hardware_mfu is not None:
         refs.append(Reference("hardware estimate now", account.hardware_mfu, "ref hw"))
     if baseline is not None:
         refs.append(Reference("baseline MFU", baseline, "ref base"))

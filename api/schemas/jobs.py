@@ -291,6 +291,9 @@ class JobReportPublic(BaseModel):
     step_seconds: float | None
     step: int | None
     reason: str | None
+    hardware_mfu: float | None = Field(
+        None, description="the hardware's estimate over the job's GPUs when the report arrived (tensor x clocks)"
+    )
     mbu: float | None = None
     prefill_tokens_per_second: float | None = None
     decode_tokens_per_second: float | None = None

@@ -128,6 +128,7 @@ def record_report(
                 "step_seconds": report.step_seconds,
                 "step": report.step,
                 "reason": reason,
+                "hardware_mfu": _hardware_mfu(shares),
                 **_phase_history(inference),
             },
         )
@@ -205,6 +206,13 @@ def _phase_history(inference: dict[str, Any] | None) -> dict[str, float | None]:
         "prefill_mfu": prefill["mfu"],
         "decode_mfu": decode["mfu"],
     }
+
+
+def _hardware_mfu(shares: list[tuple[NodeView, JobShare]]) -> float | None:
+    """The job's hardware estimate now: the mean over its GPUs that report tensor activity, as the job's account
+    (:class:`mfumon.api.state.aggregate.JobAccount`) sums it."""
+    estimated = sum(share.estimated for _, share in shares)
+    return sum(share.estimate_sum for _, share in shares) / estimated if estimated else None
 
 
 def _bill_report(

@@ -149,3 +149,15 @@ def test_an_ended_job_is_read_from_its_summary(client: TestClient) -> None:
     assert 'class="status-ended"' in page.text and 'id="chart-waterfall"' in page.text
     assert "the job ended: its GPUs are no longer read" in page.text  # no hardware estimate, and why
     assert 'href="/ui/jobs/done-1"' in client.get("/ui/jobs", params={"status": "ended"}).text
+
+
+def test_the_mfu_chart_draws_the_hardware_estimate_of_each_report(client: TestClient) -> None:
+    sample = node_sample(4, job_id="hw-1", tensor_active=0.5, sm_clock_hz=1485e6, max_sm_clock_hz=1980e6)
+    assert client.post("/v1/nodes/n1/samples", json=sample).status_code == 200
+    for _ in range(2):
+        assert client.post("/v1/jobs/hw-1/reports", json=report(num_gpus=4)).status_code == 200
+    assert [h["hardware_mfu"] for h in client.get("/v1/jobs/hw-1").json()["history"]] == [pytest.approx(0.375)] * 2
+    text = client.get("/ui/jobs/hw-1").text
+    chart = text[text.index('id="chart-mfu"') :]
+    assert "hardware estimate" in chart and 'class="line s3"' in chart
+    assert "hardware estimate now" not in text  # a series over time, not only today's value as a line

@@ -231,3 +231,24 @@ def test_fp32_jobs_and_jobs_without_tensor_counters_are_not_judged(client: TestC
     assert metric_value(text, "mfumon_job_mfu_hardware_agreement_ratio", job_id="blind") is None
     assert client.get("/v1/jobs/fp32-job").json()["accounting"]["verdict"] == "unchecked"
     assert client.get("/v1/jobs/blind").json()["accounting"]["verdict"] == "unchecked"
+
+
+def test_each_report_keeps_the_hardware_estimate_of_its_time(client: TestClient) -> None:
+    """The history is the cross-check over time: 0.50 x 1485/1980 = 0.375, then 0.80 x 1485/1980 = 0.60; a job
+    whose GPUs report no tensor activity keeps None."""
+    clocks = {"sm_clock_hz": 1485e6, "max_sm_clock_hz": 1980e6}
+    _node(client, "a", _gpus(8, job_id="steady", tensor_active=0.50, **clocks))
+    client.post("/v1/jobs/steady/reports", json=report(tokens_per_second=_tokens_per_second_for(0.40, 8)))
+    later = _gpus(8, job_id="steady", tensor_active=0.80, **clocks)
+    for g in later:
+        g["uuid"] = f"GPU-a-{g['index']}"
+    assert client.post("/v1/nodes/a/samples", json={"timestamp": 1.7e9 + 10, "gpus": later, "pool": "train"}).is_success
+    client.post("/v1/jobs/steady/reports", json=report(tokens_per_second=_tokens_per_second_for(0.45, 8)))
+    history = client.get("/v1/jobs/steady", params={"history": 10}).json()["history"]
+    assert [h["hardware_mfu"] for h in history] == [pytest.approx(0.375), pytest.approx(0.60)]
+    blind = _gpus(8, job_id="blind")
+    for g in blind:
+        del g["tensor_active"]
+    _node(client, "b", blind)
+    client.post("/v1/jobs/blind/reports", json=report())
+    assert [h["hardware_mfu"] for h in client.get("/v1/jobs/blind").json()["history"]] == [None]
