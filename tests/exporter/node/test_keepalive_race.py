@@ -33,8 +33,9 @@ class ClosingServer:
         self.how = how  # "reset" (RST: Connection reset by peer) or "close" (FIN: disconnected without a response)
         self.answered: list[bytes] = []
         self.killed = 0
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self._listener = socket.create_server(("127.0.0.1", 0))  # held for the test: the port is never handed on
+        _host, port = self._listener.getsockname()[:2]
+        self.url = f"http://127.0.0.1:{port}"
         self._threads = [threading.Thread(target=self._accept, daemon=True)]
         self._threads[0].start()
 
