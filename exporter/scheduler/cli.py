@@ -13,13 +13,11 @@ import argparse
 import json
 import logging
 import os
-import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import httpx
@@ -28,6 +26,7 @@ import yaml
 from mfumon.exporter.auth import read_token
 from mfumon.exporter.cliopts import add_log_level_option, add_token_file_option
 from mfumon.exporter.scheduler.model import Quota, Snapshot
+from mfumon.exporter.signals import stop_on_signals
 
 __all__ = ["Syncer", "load_quotas", "main"]
 
@@ -213,14 +212,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.once:
             return 0 if syncer.sync_once() else 1
-        stop = threading.Event()
-
-        def _on_signal(_signum: int, _frame: FrameType | None) -> None:
-            stop.set()
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, _on_signal)
-        syncer.run(args.interval, stop)
+        with stop_on_signals() as stop:
+            syncer.run(args.interval, stop)
         return 0
     finally:
         syncer.close()

@@ -9,12 +9,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
-from types import FrameType
 
 from mfumon.exporter.auth import read_token
 from mfumon.exporter.cliopts import add_log_level_option, add_token_file_option
@@ -22,6 +19,7 @@ from mfumon.exporter.scheduler.remediate.aggregator import Aggregator
 from mfumon.exporter.scheduler.remediate.driver import Driver
 from mfumon.exporter.scheduler.remediate.loop import KILL_ENV, KillSwitch, Remediator, Retry
 from mfumon.exporter.scheduler.remediate.model import Policy
+from mfumon.exporter.signals import stop_on_signals
 
 __all__ = ["main"]
 
@@ -167,14 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.once:
             records = remediator.run_once()
             return 1 if remediator.failed_rounds or any(r.outcome == "failed" for r in records) else 0
-        stop = threading.Event()
-
-        def _on_signal(_signum: int, _frame: FrameType | None) -> None:
-            stop.set()
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, _on_signal)
-        remediator.run(args.interval, stop)
+        with stop_on_signals() as stop:
+            remediator.run(args.interval, stop)
         return 0
     finally:
         aggregator.close()
