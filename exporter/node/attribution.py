@@ -142,6 +142,12 @@ class JobResolver:
                 return scheduler
         return None
 
+    def process_job(self, pid: int) -> str | None:
+        """The job one process belongs to by its environment (``MFUMON_JOB_ID``, else a scheduler's id): what
+        splits a GPU that several jobs share (:mod:`mfumon.exporter.node.sharing`)."""
+        explicit, scheduler = self._process_ids(pid)
+        return explicit or scheduler
+
     def mapped_job(self, gpu_key: str) -> str | None:
         """The first job id in the mapping file for ``gpu_key``, if the directory is configured and has one."""
         if self._mapping_dir is None:
