@@ -36,6 +36,7 @@ HEALTH_COUNTS: tuple[str, ...] = (
     "pcie_replays_total",
     "remapped_rows_correctable_total",
     "remapped_rows_uncorrectable_total",
+    "ecc_deferred_total",
     "last_xid",
 )
 _FLAG_FIELDS = ("row_remap_pending", "row_remap_failure")  # 0 or 1
@@ -151,6 +152,7 @@ class GpuSample:
     pcie_replays_total: int | None = None
     remapped_rows_correctable_total: int | None = None
     remapped_rows_uncorrectable_total: int | None = None
+    ecc_deferred_total: int | None = None
     row_remap_pending: int | None = None
     row_remap_failure: int | None = None
     energy_joules_total: float | None = None

@@ -84,6 +84,7 @@ class GpuSample(BaseModel):
     pcie_replays_total: Count | None = None
     remapped_rows_correctable_total: Count | None = None
     remapped_rows_uncorrectable_total: Count | None = None
+    ecc_deferred_total: Count | None = None
     row_remap_pending: _Flag | None = None
     row_remap_failure: _Flag | None = None
     energy_joules_total: _Bounded | None = None

@@ -51,7 +51,9 @@ _CACHE_MAX = 4096
 class DeviceOwners(Protocol):
     """Which job holds a device, as a device manager says (:class:`mfumon.exporter.node.podresources.DeviceJobs`)."""
 
-    def job_for(self, uuid: str | None, gpu_key: str, parent_uuid: str | None = None) -> str | None: ...
+    def job_for(
+        self, uuid: str | None, gpu_key: str, parent_uuid: str | None = None, bdf: str | None = None
+    ) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,15 +125,17 @@ class JobResolver:
         processes: Sequence[GpuProcess] = (),
         uuid: str | None = None,
         parent_uuid: str | None = None,
+        bdf: str | None = None,
     ) -> str | None:
-        """The job on the GPU whose mapping-file name is ``gpu_key`` (``"0"`` or ``"2.1"``), or ``None``."""
+        """The job on the GPU whose mapping-file name is ``gpu_key`` (``"0"`` or ``"2.1"``), or ``None``; ``bdf``
+        (PCI address) is how the Kubernetes AMD device plugin names a GPU."""
         ordered = sorted(processes, key=lambda p: (-(p.used_memory_bytes or 0), p.pid))
         ids = [self._process_ids(p.pid) for p in ordered]
         for explicit, _ in ids:
             if explicit:
                 return explicit
         if self._devices is not None:
-            held = self._devices.job_for(uuid, gpu_key, parent_uuid)
+            held = self._devices.job_for(uuid, gpu_key, parent_uuid, bdf)
             if held:
                 return held
         mapped = self.mapped_job(gpu_key)
