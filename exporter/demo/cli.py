@@ -48,6 +48,7 @@ from mfumon.exporter.node.pipeline import Agent
 from mfumon.exporter.node.push import RetryPolicy, Sender
 from mfumon.exporter.node.sources.sim import SimIbPorts, SimPort, SimSource, SimWorkload
 from mfumon.exporter.node.spool import MemorySpool
+from mfumon.exporter.samples import JobShare
 from mfumon.exporter.transport import FreshConnectionRetry
 
 __all__ = ["SimulationResult", "main", "run_simulation"]
@@ -125,6 +126,11 @@ def _start_nodes(url: str, cluster: ClusterSpec, interval_seconds: float, seed: 
             for node_name, index in serving.placement:
                 if node_name == node.name:
                     source.assign(index, decode)
+        for gpu in cluster.shared:
+            if gpu.node == node.name:
+                lead = gpu.shares[0][0]
+                source.assign(gpu.index, SimWorkload(profile="training", target_mfu=gpu.target_mfu, job_id=lead))
+                source.share(gpu.index, tuple(JobShare(job, share, "process_utilization") for job, share in gpu.shares))
         for node_name, index in cluster.unattributed:
             if node_name == node.name:  # a notebook's kernels: busy, no job id
                 source.assign(index, SimWorkload(profile="inference", target_mfu=0.05))

@@ -331,6 +331,16 @@ class SchedulerSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class SharedGpu:
+    """One GPU that several jobs time-slice, with each job's share as the exporter would measure it."""
+
+    node: str
+    index: int
+    shares: tuple[tuple[str, float], ...]  # (job id, share), largest first; they add up to 1
+    target_mfu: float  # of the GPU as a whole: the sum of its jobs' work
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterSpec:
     nodes: tuple[SimNode, ...]
     jobs: tuple[SimJob, ...]
@@ -339,6 +349,7 @@ class ClusterSpec:
     scheduler: SchedulerSpec | None = None
     #: (node, GPU index) running compute work that no job id is found for (an interactive session, say)
     unattributed: tuple[tuple[str, int], ...] = ()
+    shared: tuple[SharedGpu, ...] = ()  # GPUs two or more jobs share (mfumon_gpu_jobs 2, per-job shares)
 
 
 def _on(node: str, gpus: range) -> tuple[tuple[str, int], ...]:
@@ -520,6 +531,8 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
         serving=default_serving(),
         scheduler=default_scheduler(),
         unattributed=(("gpu-h100-02", 7),),
+        # Two evaluation harnesses time-slice one A100 (device-plugin replicas): each gets its share.
+        shared=(SharedGpu("gpu-a100-02", 7, (("eval-harness-a", 0.65), ("eval-harness-b", 0.35)), 0.12),),
     )
 
 

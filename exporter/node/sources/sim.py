@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from mfumon.exporter.errors import ConfigError
-from mfumon.exporter.samples import GpuSample, IbPortSample
+from mfumon.exporter.samples import GpuSample, IbPortSample, JobShare
 
 __all__ = [
     "GPU_MODELS",
@@ -177,6 +177,7 @@ class SimSource:
         self._uuids = [self._uuid(node, i) for i in range(count)]
         self._streams = [_stream(uuid) for uuid in self._uuids]
         self._faults: dict[int, float] = {}  # GPU index -> time its uncorrectable error happens
+        self._shares: dict[int, tuple[JobShare, ...]] = {}  # GPU index -> the jobs sharing it
         # Energy since the (simulated) driver load: a day of idle draw, then the integral of the power sampled.
         self._energy = [spec.idle_power_watts * 86400.0] * count
         self._energy_at: float | None = None
@@ -193,6 +194,10 @@ class SimSource:
     def assign(self, index: int, workload: SimWorkload) -> None:
         """Run ``workload`` on GPU ``index`` from now on."""
         self._workloads[index] = workload
+
+    def share(self, index: int, shares: tuple[JobShare, ...]) -> None:
+        """GPU ``index`` is shared by these jobs (time-slicing) from now on; its workload is their sum."""
+        self._shares[index] = shares
 
     def set_lost(self, index: int, lost: bool = True) -> None:
         """Make GPU ``index`` fall off the bus (or come back)."""
@@ -280,6 +285,9 @@ class SimSource:
                 row_remap_pending=1,
                 last_xid=63,
             )
+        shares = self._shares.get(index)
+        if shares:
+            return GpuSample.build(uuid, index, name, counters, job_id=shares[0].job_id, shares=shares)
         return GpuSample.build(uuid, index, name, counters, job_id=work.job_id)
 
 
