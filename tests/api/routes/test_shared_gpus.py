@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from mfumon.api.services.remediation_cost import node_gpus
 from tests.utils.clock import Clock
-from tests.utils.factories import gpu, metric_value, report, scrape
+from tests.utils.factories import gpu, metric_value, node_view, report, scrape
 
 
 def _shared_sample(method: str = "process_utilization") -> dict[str, Any]:
@@ -148,3 +149,9 @@ def test_a_mig_instance_is_never_shared(client: TestClient) -> None:
     sample["gpus"][0]["mig_profile"] = "3g.40gb"
     answer = client.post("/v1/nodes/n1/samples", json=sample)
     assert answer.status_code == 422 and "MIG instance is not shared" in answer.text
+
+
+def test_a_shared_gpu_is_one_busy_gpu_to_the_capacity_sums() -> None:
+    view = node_view(_shared_sample())
+    assert view.shared == (("a", "b"),)
+    assert node_gpus(view) == (2, 2)  # GPU 0 (two jobs) once, GPU 1
