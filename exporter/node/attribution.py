@@ -14,7 +14,9 @@ Precedence, first match wins (documented in the README and ``deploy/EXPORTER.md`
    ``LSB_JOBID`` (with ``_<LSB_JOBINDEX>`` for array elements), ``FLUX_JOB_ID``, ``COBALT_JOBID``, and ``JOB_ID``
    (Grid Engine; only together with ``SGE_ROOT`` or ``SGE_CELL``, since ``JOB_ID`` is a common name).
 
-When several processes share a GPU, the one holding the most GPU memory decides. Reading ``/proc/<pid>/environ``
+When several processes share a GPU, the one holding the most GPU memory decides ``job_id``; when they belong to two
+or more jobs, the source also sends each job's share (:mod:`mfumon.exporter.node.sharing`, from each process's own
+job, :meth:`JobResolver.process_job`). Reading ``/proc/<pid>/environ``
 of another user's process needs root (or CAP_SYS_PTRACE), and in a container the host PID namespace (``hostPID``),
 because NVML reports host PIDs. An unreadable or vanished process is skipped, never an error.
 """
