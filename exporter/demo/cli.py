@@ -1,11 +1,11 @@
 """``mfumon demo``: the aggregator plus a simulated cluster and jobs, for a machine without GPUs.
 
 Starts ``mfumon serve`` as a subprocess (SQLite in a temporary or given directory) and, in this process, a simulated
-cluster (:func:`mfumon.exporter.demo.simcluster.default_cluster`: 10 nodes x 8 GPUs, H100 and A100, four pools) whose
-nodes push samples through the real exporter pipeline while its jobs post reports over HTTP, simulated serving
-engines (vLLM- and TGI-style ``/metrics`` on loopback ports) that the real inference collector reads and reports,
-and a simulated scheduler that puts its queue as ``mfumon scheduler`` would. Runs until Ctrl-C or ``--duration``.
-With ``--prometheus`` a Prometheus runs beside it (:mod:`mfumon.exporter.demo.prometheus`).
+cluster (:func:`mfumon.exporter.demo.simcluster.default_cluster`: 11 nodes x 8 GPUs, H100, A100 and MI300X, five
+pools) whose nodes push samples through the real exporter pipeline while its jobs post reports over HTTP, simulated
+serving engines (vLLM- and TGI-style ``/metrics`` on loopback ports) that the real inference collector reads and
+reports, and a simulated scheduler that puts its queue as ``mfumon scheduler`` would. Runs until Ctrl-C or
+``--duration``. With ``--prometheus`` a Prometheus runs beside it (:mod:`mfumon.exporter.demo.prometheus`).
 
 On an idle machine the demo prints nothing of its own after its banner: its clients resend a request that met a
 kept-alive connection the server was closing (:mod:`mfumon.exporter.transport`), the server keeps idle connections
@@ -291,7 +291,7 @@ def run_simulation(
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="mfumon demo",
-        description="Run the aggregator (mfumon serve) with a simulated cluster of 10 nodes x 8 GPUs and a scheduler.",
+        description="Run the aggregator (mfumon serve) with a simulated cluster of 11 nodes x 8 GPUs and a scheduler.",
     )
     p.add_argument("--host", default="127.0.0.1", help="aggregator listen host [127.0.0.1]")
     p.add_argument("--port", type=int, default=8000, help="aggregator port; 0 picks a free one [8000]")
@@ -412,8 +412,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 1
         _print_banner(url, data_dir, prometheus)
         print(
-            "Simulating 10 nodes x 8 GPUs (H100, A100) in 4 pools: 7 reporting jobs (one over-claims, one checkpoints, "
-            "fails once and restarts, one waits on its data, one has a straggler GPU), 3 serving jobs "
+            "Simulating 11 nodes x 8 GPUs (H100, A100, MI300X) in 5 pools: 8 reporting jobs (one over-claims, one "
+            "checkpoints, fails once and restarts, one waits on its data, one has a straggler GPU, one on AMD), a GPU "
+            "two jobs share, 3 serving jobs "
             "behind simulated vLLM/TGI endpoints, an unwrapped job, 2 unreported sweeps, a GPU busy with no job id and "
             "a scheduler queue (a long wait, a fragmented pool). Ctrl-C stops.",
             flush=True,
