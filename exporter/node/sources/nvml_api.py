@@ -366,8 +366,9 @@ class NvmlApi:
                 if exc.code == self._nvml.NVML_ERROR_NOT_FOUND:  # the process ended between the two calls
                     continue
                 raise
-            if stats.isRunning:
-                out[int(pid)] = int(stats.gpuUtilization) / 100.0
+            utilization = int(stats.gpuUtilization)
+            if stats.isRunning and utilization <= 100:  # NVML_VALUE_NOT_AVAILABLE (0xFFFFFFFF): not measured
+                out[int(pid)] = utilization / 100.0
         return out
 
     def compute_processes(self, handle: Any) -> list[tuple[int, int | None]]:

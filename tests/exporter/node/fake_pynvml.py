@@ -7,16 +7,18 @@ the GPM structs, ``nvmlFriendlyObject`` processes), opaque ``POINTER`` handles (
 real binding returns), the constants, and the ``NVMLError`` mechanics: ``NVMLError(code)`` builds the
 ``NVMLError_<Name>`` subclass generated for every ``NVML_ERROR_*`` constant.
 
-Per-process utilization and accounting (issue 35) follow the NVML API Reference Guide of driver R570 (NVML 12.8,
-docs.nvidia.com/deploy/nvml-api, "Device Queries" and "Accounting Statistics"): ``nvmlDeviceGetProcessUtilization``
-returns the ``nvmlProcessUtilizationSample_t`` samples (pid, timeStamp, smUtil, memUtil, encUtil, decUtil) newer than
-``lastSeenTimeStamp`` and raises ``NVML_ERROR_NOT_FOUND`` when there are none ("if sample entries are not found"),
-``NVML_ERROR_NOT_SUPPORTED`` on a device without the feature; ``nvmlDeviceGetAccountingMode`` answers
-``NVML_FEATURE_ENABLED``/``DISABLED``; ``nvmlDeviceGetAccountingPids`` and ``nvmlDeviceGetAccountingStats`` raise
-``NVML_ERROR_NOT_SUPPORTED`` "if the device doesn't support this feature or accounting mode is disabled" and
-``GetAccountingStats`` ``NVML_ERROR_NOT_FOUND`` "if process stats were not found". The pynvml wrappers' names and
-arguments are nvidia-ml-py's (``nvmlDeviceGetProcessUtilization(handle, timeStamp)`` returns a list, empty when the
-count is 0; ``nvmlDeviceGetAccountingStats(handle, pid)`` returns a ``c_nvmlAccountingStats_t``).
+Per-process utilization and accounting (issue 35) follow the NVML API Reference Guide vR590 (last updated
+January 12, 2026; docs.nvidia.com/deploy/nvml-api, "Device Queries" and "Accounting Statistics"):
+``nvmlDeviceGetProcessUtilization`` returns the ``nvmlProcessUtilizationSample_t`` samples (pid, timeStamp in us,
+smUtil, memUtil, encUtil, decUtil) newer than ``lastSeenTimeStamp``; "if no valid sample entries are found since the
+lastSeenTimeStamp, NVML_ERROR_NOT_FOUND is returned", and ``NVML_ERROR_NOT_SUPPORTED`` on a device without the
+feature. ``nvmlDeviceGetAccountingMode`` answers ``NVML_FEATURE_ENABLED``/``DISABLED``; ``nvmlDeviceGetAccountingPids``
+and ``nvmlDeviceGetAccountingStats`` raise ``NVML_ERROR_NOT_SUPPORTED`` "if the device doesn't support this feature or
+accounting mode is disabled", and ``GetAccountingStats`` ``NVML_ERROR_NOT_FOUND`` "if process stats were not found";
+a stat the device cannot measure is ``NVML_VALUE_NOT_AVAILABLE`` (0xFFFFFFFF as an unsigned int); on a MIG-enabled GPU
+accounting is disabled. The pynvml wrappers' names and arguments are nvidia-ml-py's
+(``nvmlDeviceGetProcessUtilization(handle, timeStamp)`` returns a list, empty when the count is 0;
+``nvmlDeviceGetAccountingStats(handle, pid)`` returns a ``c_nvmlAccountingStats_t``).
 
 The devices are plain dataclasses (:class:`FakeGpu`, :class:`FakeMig`) a test builds and mutates through
 :func:`reset` and the module-level :data:`STATE`.
@@ -76,6 +78,7 @@ NVML_ERROR_UNKNOWN = 999
 NVML_TEMPERATURE_GPU = 0
 NVML_FEATURE_DISABLED = 0
 NVML_FEATURE_ENABLED = 1
+NVML_VALUE_NOT_AVAILABLE = 0xFFFFFFFF  # as an unsigned int (nvml.h: (unsigned long long)-1, truncated)
 NVML_CLOCK_GRAPHICS = 0
 NVML_CLOCK_SM = 1
 NVML_CLOCK_MEM = 2

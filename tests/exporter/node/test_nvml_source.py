@@ -419,7 +419,8 @@ def test_a_shared_gpu_is_split_by_per_process_utilization_samples(
 def test_accounting_splits_a_shared_gpu_when_no_utilization_samples(
     fake_nvml: ModuleType, proc_root: Callable[..., Path]
 ) -> None:
-    accounting = {100: (60, True), 101: (0, False), 200: (20, True), 555: (90, True)}  # 101 ended, 555 not listed
+    # 101 has no measurement (NVML_VALUE_NOT_AVAILABLE: left out, not 42949672.95), 555 is not on this GPU
+    accounting = {100: (60, True), 101: (fake_nvml.NVML_VALUE_NOT_AVAILABLE, True), 200: (20, True), 555: (90, True)}
     gpus, root = _shared_gpus(
         fake_nvml, proc_root, unsupported={"process_utilization"}, accounting_enabled=True, accounting=accounting
     )
