@@ -7,6 +7,10 @@ Two sources, each the ground truth for one thing (README, "Where each number com
   exporters attribute to it; GPUs only a report claims are *unverified* and count nowhere else.
 - **job reports** say how many model FLOPs are useful.
 
+A GPU that several jobs share (time-slicing, MPS; the exporter sends each job's share of it) is one GPU in one state,
+``reporting`` when any of its jobs reports; each job counts it among its GPUs and gets its share of the GPU's peak and
+of its hardware estimate, so the jobs' shares of its capacity add up to the GPU's.
+
 Cluster MFU = Σ useful FLOP/s ÷ (Σ dense peak of the busy GPUs it covers + Σ bf16 peak of idle GPUs), where a
 reporting job contributes its reported MFU x the peak of its attributed GPUs (at its dtype), and unreported GPUs
 contribute their hardware estimate x their bf16 peak. Busy GPUs with no number (a job whose MFU is unknown, GPUs

@@ -106,7 +106,8 @@ class NodeView:
     updated_at: float
     gpus: tuple[GpuView, ...]
     # Precomputed when the view is built, so cluster sums cost O(nodes), not O(GPUs), per scrape. Every GPU is in
-    # exactly one of: a job's share, the unattributed busy share, idle, down.
+    # exactly one of: a job's share, the unattributed busy share, ``shared`` (jobs time-slicing it: each job's
+    # JobShare holds its fraction of it, the GPU's state is counted once), idle, down.
     shares: dict[str, JobShare] = field(default_factory=dict)  # job_id -> the GPUs exporters attribute to it
     unattributed: JobShare | None = None  # up, no job id, but running compute work
     shared: tuple[tuple[str, ...], ...] = ()  # per shared GPU (up), the ids of the jobs on it: one state each
