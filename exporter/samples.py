@@ -16,9 +16,11 @@ from typing import Any
 __all__ = [
     "COUNTER_FIELDS",
     "HEALTH_COUNTS",
+    "SHARE_METHODS",
     "THROTTLE_REASONS",
     "GpuSample",
     "IbPortSample",
+    "JobShare",
     "NodeBatch",
     "count_up",
     "decode_record",
@@ -34,6 +36,7 @@ HEALTH_COUNTS: tuple[str, ...] = (
     "pcie_replays_total",
     "remapped_rows_correctable_total",
     "remapped_rows_uncorrectable_total",
+    "ecc_deferred_total",
     "last_xid",
 )
 _FLAG_FIELDS = ("row_remap_pending", "row_remap_failure")  # 0 or 1
@@ -97,6 +100,22 @@ def sanitize_id(raw: str | None) -> str | None:
     return text or None
 
 
+#: How a shared GPU's split between jobs was measured, best first (``mfumon.exporter.node.sharing``).
+SHARE_METHODS: tuple[str, ...] = ("process_utilization", "accounting", "equal_split")
+
+
+@dataclass(frozen=True, slots=True)
+class JobShare:
+    """One job's share (0-1) of a GPU that several jobs' processes use; a GPU's shares add up to 1."""
+
+    job_id: str
+    share: float
+    method: str  # one of SHARE_METHODS
+
+    def to_json(self) -> dict[str, Any]:
+        return {"job_id": self.job_id, "share": self.share, "method": self.method}
+
+
 @dataclass(frozen=True, slots=True)
 class GpuSample:
     """One GPU (or MIG instance) in one collection cycle. ``up=False`` carries identity only."""
@@ -133,11 +152,13 @@ class GpuSample:
     pcie_replays_total: int | None = None
     remapped_rows_correctable_total: int | None = None
     remapped_rows_uncorrectable_total: int | None = None
+    ecc_deferred_total: int | None = None
     row_remap_pending: int | None = None
     row_remap_failure: int | None = None
     energy_joules_total: float | None = None
     last_xid: int | None = None
     throttle_reasons: tuple[str, ...] | None = None
+    shares: tuple[JobShare, ...] | None = None  # only on a GPU shared by two or more jobs; ``job_id`` is the largest
 
     @classmethod
     def build(cls, uuid: str, index: int, name: str, counters: Mapping[str, Any], **identity: Any) -> GpuSample:
@@ -174,7 +195,7 @@ class GpuSample:
     def lost(self) -> GpuSample:
         """The same device reported as lost: identity kept, every counter dropped."""
         empty: dict[str, Any] = {f.name: None for f in fields(self) if f.name in (*COUNTER_FIELDS, "throttle_reasons")}
-        return replace(self, up=False, **empty)
+        return replace(self, up=False, shares=None, **empty)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object for this GPU in a node-sample body."""
@@ -185,6 +206,8 @@ class GpuSample:
             out["job_id"] = self.job_id
         if self.up:
             out.update(self.counters())
+            if self.shares:
+                out["shares"] = [share.to_json() for share in self.shares]
         return out
 
 

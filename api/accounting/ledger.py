@@ -103,7 +103,7 @@ class Ledger:
     pending_seconds: dict[str, float] = field(default_factory=dict)  # event seconds waiting for a GPU count
     progress_since_checkpoint: float = 0.0  # GPU-seconds of step time a failure now would throw away
     lost_debt: float = 0.0  # GPU-seconds of lost progress still to be redone (charged as ``lost``)
-    gpus: int | None = None  # the GPU count of the last report
+    gpus: float | None = None  # the GPU count of the last report (GPU-equivalents: a shared GPU counts its share)
     peak_flops_per_gpu: float | None = None
     recent_step_seconds: list[float] = field(default_factory=list)
     max_gap_seconds: float = 600.0  # silence counted as stalled at most this long (the job TTL, set by reports)
@@ -144,7 +144,7 @@ class Ledger:
         self,
         now: float,
         *,
-        gpus: int,
+        gpus: float,
         covered_seconds: float | None,
         stalled: bool,
         split: StepSplit,
@@ -195,7 +195,7 @@ class Ledger:
             self.recent_step_seconds = [*self.recent_step_seconds, split.step_seconds][-_RECENT_STEPS:]
         return self._post(bill)
 
-    def close(self, now: float, *, gpus: int | None, max_gap_seconds: float | None = None) -> Bill:
+    def close(self, now: float, *, gpus: float | None, max_gap_seconds: float | None = None) -> Bill:
         """The attempt ended (an end, an expiry, a restart): bill what is pending, and the silence since the last
         report as stalled (at most ``max_gap_seconds``, by default the cap the last report set)."""
         if max_gap_seconds is None:

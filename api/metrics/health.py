@@ -25,6 +25,7 @@ HEALTH_FAMILIES = declare(
     counter("gpu_pcie_replays_total", "PCIe replays (link-level retransmissions)."),
     counter("gpu_remapped_rows_correctable_total", "HBM rows remapped for correctable errors."),
     counter("gpu_remapped_rows_uncorrectable_total", "HBM rows remapped for uncorrectable errors."),
+    counter("gpu_ecc_deferred_total", "Deferred (poisoned) uncorrectable ECC errors (AMD RAS; amdsmi only)."),
     gauge("gpu_row_remap_pending", "1 while a row remap waits for a GPU reset to take effect."),
     gauge("gpu_row_remap_failure", "1 once a row remap has failed (no spare rows left)."),
     counter("gpu_energy_joules_total", "Energy the GPU drew since its driver loaded."),

@@ -53,6 +53,7 @@ GPU_FAMILIES = declare(
     counter("gpu_ecc_corrected_total", "Corrected ECC errors."),
     gauge("gpu_throttled", "1 while clocks are held down for this reason (thermal, power, hw_slowdown)."),
     gauge("gpu_busy", "1 when compute work runs on the GPU (processes, else kernel activity), 0 when it is free."),
+    gauge("gpu_jobs", "Jobs on the GPU: 2 or more when jobs share it (time-slicing, MPS), 1 with one job, 0 without."),
     gauge("gpu_hardware_mfu_ratio", "Hardware MFU estimate: tensor-pipe activity x SM clock / max SM clock."),
     gauge("node_info", "Node metadata; value 1."),
     gauge("node_last_seen_timestamp_seconds", "Unix time the node's exporter last pushed."),
@@ -177,6 +178,7 @@ def _walk(node: NodeView) -> tuple[tuple[Hashable, ...], list[Any]]:
         arguments += counters.values()  # the throttle reasons among them: a list no line shows
         if gpu.up:
             arguments.append(gpu.busy)
+            arguments.append(gpu.jobs)
             if estimate is not None:
                 arguments.append(estimate)
         reasons = counters.get("throttle_reasons")
@@ -198,6 +200,7 @@ def _gpu_lines(gpu: GpuView, checks: dict[str, bool]) -> list[tuple[str | None, 
         lines.append((metric, f"{metric}{{%s}} %.15g\n" if metric is not None else ""))
     if gpu.up:
         lines.append(("mfumon_gpu_busy", "mfumon_gpu_busy{%s} %.15g\n"))
+        lines.append(("mfumon_gpu_jobs", "mfumon_gpu_jobs{%s} %.15g\n"))
         if gpu.hardware_mfu is not None:
             lines.append(("mfumon_gpu_hardware_mfu_ratio", "mfumon_gpu_hardware_mfu_ratio{%s} %.15g\n"))
     if "throttle_reasons" in gpu.counters:

@@ -25,6 +25,7 @@ from mfumon.api.services import reports
 from mfumon.api.state.aggregate import JobAccount, summarize
 from mfumon.api.state.health import job_health
 from mfumon.api.state.outcome import ReportOutcome
+from mfumon.api.state.views import GpuView
 from mfumon.mfu import check_accounting
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -69,6 +70,9 @@ def _public(
         gpus_reported=job.num_gpus,
         gpus_attributed=attributed,
         gpus_unverified=account.gpus_unverified if account is not None else 0,
+        gpus_shared=account.gpus_shared if account is not None else 0,
+        gpu_share=account.gpu_share if account is not None else None,
+        share_method=account.share_method if account is not None else None,
         hardware_mfu=account.hardware_mfu if account is not None else None,
         mfu_hardware_agreement=account.agreement if account is not None else None,
         accounting=accounting,
@@ -160,16 +164,32 @@ def read_jobs(
     return JobsPublic(data=data, count=len(data), next_cursor=page.next_cursor([j.job_id for j in rows]))
 
 
+def _share_of(gpu: GpuView, job_id: str) -> dict[str, Any]:
+    """A shared GPU's entry says the job's share of it, how it was measured and how many jobs share it."""
+    for share in gpu.shares or ():
+        if share.job_id == job_id:
+            return {"share": share.share, "share_method": share.method, "jobs": len(gpu.shares or ())}
+    return {}
+
+
 @router.get("/{job_id}", response_model=JobPublic)
 def read_job(job_id: JobIdPath, ctx: ContextDep, history: Annotated[int, Query(ge=0, le=1000)] = 60) -> JobPublic:
     """One job: current MFU, baseline, its GPUs and recent history."""
     account = _accounts(ctx).get(job_id)
     job, rows = job_reads.read_job(ctx, job_id, history=history)
     gpus = [
-        {"node": g.node, "gpu": g.index, "uuid": g.uuid, "name": g.name, "up": g.up, **g.counters}
+        {
+            "node": g.node,
+            "gpu": g.index,
+            "uuid": g.uuid,
+            "name": g.name,
+            "up": g.up,
+            **_share_of(g, job_id),
+            **g.counters,
+        }
         for node, _ in ctx.state.job_shares(job_id, ctx.clock())
         for g in node.gpus
-        if g.job_id == job_id
+        if g.job_id == job_id or (g.shares is not None and any(s.job_id == job_id for s in g.shares))
     ]
     past = [JobReportPublic.model_validate(r, from_attributes=True) for r in rows]
     nodes = [node for node, _share in ctx.state.job_shares(job_id, ctx.clock())]

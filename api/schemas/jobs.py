@@ -334,6 +334,19 @@ class JobPublic(BaseModel):
     gpus_reported: int | None = Field(default=None, description="num_gpus as the job reports it")
     gpus_attributed: int = Field(default=0, description="GPUs exporters attribute to the job")
     gpus_unverified: int = Field(default=0, description="GPUs reported beyond those exporters attribute")
+    gpus_shared: int = Field(
+        default=0, description="of the attributed GPUs, those the job shares with other jobs (time-slicing, MPS)"
+    )
+    gpu_share: float | None = Field(
+        default=None,
+        description="GPU-equivalents the job holds: its whole GPUs plus its share of each shared one; its "
+        "GPU-seconds, waterfall and hardware estimate count this much",
+    )
+    share_method: str | None = Field(
+        default=None,
+        description="how its shares were measured: process_utilization | accounting | equal_split (the least "
+        "precise of its shared GPUs); null when it shares none",
+    )
     hardware_mfu: float | None = Field(
         default=None, description="tensor-pipe activity x SM clock / max SM clock, mean over the job's GPUs"
     )

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
 
 from mfumon.api.schemas._common import (
     CLOCK_SKEW_RULE,
@@ -29,6 +29,22 @@ _Bounded = Annotated[Number, Field(ge=0, le=1e16)]
 _Flag = Annotated[int, Whole(0, 1)]
 _ThrottleReason = Annotated[str, Field(json_schema_extra={"enum": list(THROTTLE_REASONS)})]
 _Name = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:+\-]+$")]
+
+
+#: How far a GPU's shares may be from adding up to 1 (an exporter rounds each; a share is at most 1 anyway).
+SHARE_TOLERANCE = 1e-3
+
+
+class GpuJobShare(BaseModel):
+    """One job's share of a GPU that several jobs use (time-slicing, MPS); a GPU's shares add up to 1."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_id: Annotated[str, StringConstraints(pattern=ID_PATTERN)]
+    share: Ratio
+    method: Literal["process_utilization", "accounting", "equal_split"] = Field(
+        description="per-process utilization samples, accounting statistics, or an equal split when neither answers"
+    )
 
 
 class GpuSample(BaseModel):
@@ -68,11 +84,42 @@ class GpuSample(BaseModel):
     pcie_replays_total: Count | None = None
     remapped_rows_correctable_total: Count | None = None
     remapped_rows_uncorrectable_total: Count | None = None
+    ecc_deferred_total: Count | None = None
     row_remap_pending: _Flag | None = None
     row_remap_failure: _Flag | None = None
     energy_joules_total: _Bounded | None = None
     last_xid: Annotated[int, Whole(0, 100_000)] | None = None
     throttle_reasons: Annotated[list[_ThrottleReason], Field(max_length=16)] | None = None
+    shares: (
+        Annotated[
+            list[GpuJobShare],
+            Field(
+                min_length=2,
+                max_length=64,
+                description="jobs sharing this GPU and each one's share (they add up to 1); `job_id` is one of them",
+            ),
+        ]
+        | None
+    ) = None
+
+    @field_validator("shares")
+    @classmethod
+    def _shares_add_up(cls, shares: list[GpuJobShare] | None, info: ValidationInfo) -> list[GpuJobShare] | None:
+        """Runs only when a GPU carries shares (no cost to the push of an unshared GPU)."""
+        if shares is None:
+            return None
+        if info.data.get("mig_profile") is not None:
+            raise ValueError("a MIG instance is not shared: send its job_id, not shares")
+        jobs = [share.job_id for share in shares]
+        if len(set(jobs)) != len(jobs):
+            raise ValueError(f"shares name a job more than once: {sorted(jobs)}")
+        total = sum(share.share for share in shares)
+        if abs(total - 1.0) > SHARE_TOLERANCE:
+            raise ValueError(f"shares add up to {total:.6g}, not 1")
+        job_id = info.data.get("job_id")
+        if job_id is not None and job_id not in jobs:
+            raise ValueError(f"job_id {job_id!r} is not among the shares")
+        return shares
 
     @field_validator("throttle_reasons")
     @classmethod

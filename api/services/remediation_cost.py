@@ -29,7 +29,7 @@ def node_gpus(node: NodeView | None) -> tuple[int | None, int | None]:
     """(GPUs, GPUs running jobs or other compute work) of a node's current view; (None, None) when unknown."""
     if node is None:
         return None, None
-    busy = sum(share.count for share in node.shares.values())
+    busy = sum(share.count for share in node.shares.values()) + len(node.shared)  # a shared GPU once
     if node.unattributed is not None:
         busy += node.unattributed.count
     return len(node.gpus), busy

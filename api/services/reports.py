@@ -47,7 +47,7 @@ def record_report(
 
         # Exporters' attribution fills in what the report leaves out.
         shares = ctx.state.job_shares(job_id, now)
-        attributed = sum(share.count for _, share in shares)
+        attributed = sum(share.gpus for _, share in shares)
         num_gpus = job.num_gpus or attributed or None
         gpu_name = job.gpu_model or (shares[0][1].gpu_name if shares else None)
         mig_profile = None if job.gpu_model else (shares[0][1].mig_profile if shares else None)
@@ -215,6 +215,16 @@ def _hardware_mfu(shares: list[tuple[NodeView, JobShare]]) -> float | None:
     return sum(share.estimate_sum for _, share in shares) / estimated if estimated else None
 
 
+def allocated_gpus(num_gpus: int | None, shares: list[JobShare]) -> float:
+    """GPU-equivalents the waterfall bills for a tile: the job's GPUs, each shared one counted at the job's share
+    of it (so two jobs on one GPU are billed one GPU-second per second between them, not two)."""
+    if not num_gpus:
+        return 0.0
+    shared = sum(share.shared for share in shares)
+    held = sum(share.gpu_share - share.count for share in shares)  # its share of the shared GPUs
+    return max(0.0, num_gpus - shared + held)
+
+
 def _bill_report(
     ctx: AppContext,
     job: JobRow,
@@ -239,7 +249,7 @@ def _bill_report(
     known = mfu is not None
     bill = ledger.report(
         now,
-        gpus=num_gpus or 0,
+        gpus=allocated_gpus(num_gpus, [share for _, share in shares]),
         covered_seconds=report.interval_seconds,
         stalled=report.rate() == 0,
         split=StepSplit(

@@ -7,6 +7,10 @@ Two sources, each the ground truth for one thing (README, "Where each number com
   exporters attribute to it; GPUs only a report claims are *unverified* and count nowhere else.
 - **job reports** say how many model FLOPs are useful.
 
+A GPU that several jobs share (time-slicing, MPS; the exporter sends each job's share of it) is one GPU in one state,
+``reporting`` when any of its jobs reports; each job counts it among its GPUs and gets its share of the GPU's peak and
+of its hardware estimate, so the jobs' shares of its capacity add up to the GPU's.
+
 Cluster MFU = Σ useful FLOP/s ÷ (Σ dense peak of the busy GPUs it covers + Σ bf16 peak of idle GPUs), where a
 reporting job contributes its reported MFU x the peak of its attributed GPUs (at its dtype), and unreported GPUs
 contribute their hardware estimate x their bf16 peak. Busy GPUs with no number (a job whose MFU is unknown, GPUs
@@ -28,12 +32,13 @@ from __future__ import annotations
 
 from collections.abc import Container
 from dataclasses import dataclass, field
+from typing import Any
 
 from mfumon.api.accounting.stragglers import spread_of_range
 from mfumon.api.state.capacity import Capacity, capacity
 from mfumon.api.state.outcome import ReportOutcome
 from mfumon.api.state.store import Snapshot
-from mfumon.api.state.views import GpuView, JobShare, JobView, NodeView
+from mfumon.api.state.views import SHARE_METHODS, GpuView, JobShare, JobView, NodeView
 from mfumon.mfu import agreement_ratio
 
 STATES: tuple[str, ...] = ("reporting", "unreported", "idle", "down")
@@ -99,6 +104,22 @@ class JobHardware:
     tensor_count: int = 0  # GPUs with tensor activity, and its range (mfumon.api.accounting.stragglers)
     tensor_min: float | None = None
     tensor_max: float | None = None
+    gpus_shared: int = 0  # of its GPUs, those it shares with other jobs
+    gpu_share: float = 0.0  # GPU-equivalents: its whole GPUs plus its share of each shared one
+    share_method: str | None = None
+
+    def add_share(self, share: JobShare) -> None:
+        self.gpus_attributed += share.gpus
+        self.estimated += share.estimated
+        self.estimate_sum += share.estimate_sum
+        self.add_tensor_range(share)
+        self.gpus_shared += share.shared
+        self.gpu_share += share.gpu_share
+        if share.share_method is not None and (
+            self.share_method is None
+            or SHARE_METHODS.index(share.share_method) > SHARE_METHODS.index(self.share_method)
+        ):
+            self.share_method = share.share_method
 
     @property
     def hardware_mfu(self) -> float | None:
@@ -131,6 +152,9 @@ class JobAccount:
     pool: str | None = None  # the pool of the nodes holding its GPUs (the first by name)
     tensor_active_spread: float | None = None  # (max - min) / max tensor activity over its GPUs
     gpus_scheduled: int | None = None  # what the scheduler allocated, for jobs a scheduler adapter runs
+    gpus_shared: int = 0  # of the attributed GPUs, those other jobs use too
+    gpu_share: float | None = None  # GPU-equivalents (whole GPUs + shares of shared ones); None without GPUs
+    share_method: str | None = None  # how the shares were measured (the least precise), None when nothing is shared
 
     @property
     def gpus_held(self) -> int:
@@ -192,6 +216,11 @@ def node_gpu_states(node: NodeView, reporting: Container[str]) -> dict[str, int]
             unreported += share.count
     if node.unattributed is not None:
         unreported += node.unattributed.count
+    for jobs in node.shared:  # a shared GPU is in one state: reporting when any of its jobs reports
+        if any(job in reporting for job in jobs):
+            reported += 1
+        else:
+            unreported += 1
     return {
         "reporting": reported,
         "unreported": unreported,
@@ -225,6 +254,8 @@ def gpu_state(gpu: GpuView, reporting: Container[str]) -> str:
         return "down"
     if gpu.idle:
         return "idle"
+    if gpu.shares is not None:
+        return "reporting" if any(share.job_id in reporting for share in gpu.shares) else "unreported"
     return "reporting" if gpu.job_id is not None and gpu.job_id in reporting else "unreported"
 
 
@@ -249,12 +280,16 @@ def _add_share(groups: list[GroupTotals], share: JobShare, job: JobView | None) 
         mfu, per_gpu = latest.mfu, latest.peak_flops_per_gpu
         useful = estimated = peak = 0.0
         if mfu is not None and per_gpu:
-            peak = per_gpu * share.count
-            useful = mfu * peak
+            # Its reported MFU is over whole GPUs; its capacity is its share of the shared ones, which its work
+            # cannot exceed (equal to share.count when it shares none).
+            peak = per_gpu * share.gpu_share
+            useful = mfu * per_gpu * share.gpus
+            if share.shared:
+                useful = min(useful, peak)
     else:  # unreported: what the tensor pipes executed, over the GPUs that can tell
         useful = estimated = share.estimated_flops
         peak = share.estimated_peak_flops
-    for group in groups:
+    for group in groups:  # GPU states: whole GPUs only (shared ones are counted once per node, in summarize)
         if job is not None:
             group.gpus_reporting += share.count
         else:
@@ -262,6 +297,15 @@ def _add_share(groups: list[GroupTotals], share: JobShare, job: JobView | None) 
         group.model_flops_per_second += useful
         group.estimated_flops_per_second += estimated
         group.peak_flops_per_second += peak
+
+
+def _sharing(account: JobHardware) -> dict[str, Any]:
+    """A job account's sharing fields from what the exporters say."""
+    return {
+        "gpus_shared": account.gpus_shared,
+        "gpu_share": account.gpu_share if account.gpus_attributed else None,
+        "share_method": account.share_method,
+    }
 
 
 def summarize(snapshot: Snapshot) -> Summary:
@@ -288,12 +332,16 @@ def summarize(snapshot: Snapshot) -> Summary:
             group.idle_peak_flops_per_second += node.idle_bf16_peak_flops
         if node.unattributed is not None:
             _add_share(groups, node.unattributed, None)
+        for sharing in node.shared:
+            reported = any(job_id in running for job_id in sharing)
+            for group in groups:
+                if reported:
+                    group.gpus_reporting += 1
+                else:
+                    group.gpus_unreported += 1
         for job_id, share in node.shares.items():
             account = hardware.setdefault(job_id, JobHardware())
-            account.gpus_attributed += share.count
-            account.estimated += share.estimated
-            account.estimate_sum += share.estimate_sum
-            account.add_tensor_range(share)
+            account.add_share(share)
             first = node_pools[0] if node_pools else None  # a node's pools come sorted by name
             if first is not None and (account.pool is None or first < account.pool):
                 account.pool = first  # the same pool whatever order the nodes come in
@@ -324,6 +372,7 @@ def summarize(snapshot: Snapshot) -> Summary:
             pool=account.pool,
             tensor_active_spread=account.tensor_spread,
             gpus_scheduled=job.gpus_scheduled if job.status == "running" else None,
+            **_sharing(account),
         )
         for group in groups:
             if job.status == "pending":
@@ -343,6 +392,7 @@ def summarize(snapshot: Snapshot) -> Summary:
                 gpus_reported=None,
                 hardware_mfu=account.hardware_mfu,
                 pool=account.pool,
+                **_sharing(account),
             )
     for job_account in summary.jobs.values():
         summary.gpus_unverified += job_account.gpus_unverified

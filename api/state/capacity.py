@@ -115,6 +115,7 @@ def capacity(snapshot: Snapshot, allocated: Mapping[str, int]) -> Capacity:
             continue
         up = len(node.gpus) - node.gpus_down
         busy = sum(share.count for job_id, share in node.shares.items() if job_id in running_ids)
+        busy += sum(1 for sharing in node.shared if not running_ids.isdisjoint(sharing))  # a shared GPU once
         free = max(0, up - max(busy, placed.get(node.name, 0)))
         for name in node_pools:
             pool = pools.setdefault(name, PoolCapacity())

@@ -50,6 +50,7 @@ CHECKS: dict[str, Check] = {
         Check("row_remap_pending", "gpu", True, "a row remap waits for a GPU reset to take effect"),
         Check("xid", "gpu", True, "the last XID is one that needs a GPU reset"),
         Check("row_remap_uncorrectable", "gpu", True, "HBM rows remapped for uncorrectable errors grew: reset the GPU"),
+        Check("ecc_deferred", "gpu", True, "deferred (poisoned) uncorrectable ECC errors grew (AMD): reset the GPU"),
         Check("nvlink_recovery", "gpu", True, "NVLink recovery errors grew: a link is flapping"),
         Check("nvlink_errors", "gpu", False, "NVLink CRC or replay errors grew: retransmissions slow collectives"),
         Check("pcie_replays", "gpu", False, "PCIe replays grew: host-device transfers are retransmitted"),
@@ -78,14 +79,18 @@ RESET_XIDS: frozenset[int] = frozenset({48, 63, 64, 74, 79, 94, 95, 119, 120, 14
 #: the window fails: an old remap does not keep the GPU out, and the drain lasts the window (``row_remap_pending``,
 #: where reported, holds it until the reset).
 _REMAP_UNCORRECTABLE = ("remapped_rows_uncorrectable_total",)
+#: AMD's deferred errors (amdsmi ``deferred_count``): uncorrectable errors whose handling waits until the poisoned data
+#: is used; like an uncorrectable remap, an increase needs the GPU reset (AMD RAS). NVIDIA has no such count.
+_ECC_DEFERRED = ("ecc_deferred_total",)
 _NVLINK_RECOVERY = ("nvlink_recovery_errors_total",)
 _NVLINK_ERRORS = ("nvlink_crc_flit_errors_total", "nvlink_crc_data_errors_total", "nvlink_replay_errors_total")
 _PCIE = ("pcie_replays_total",)
 _IB_DOWNED = ("link_downed_total",)
 _IB_ERRORS = ("symbol_errors_total", "receive_errors_total", "link_error_recovery_total")
-_GPU_TRACKED = (*_REMAP_UNCORRECTABLE, *_NVLINK_RECOVERY, *_NVLINK_ERRORS, *_PCIE)
+_GPU_TRACKED = (*_REMAP_UNCORRECTABLE, *_ECC_DEFERRED, *_NVLINK_RECOVERY, *_NVLINK_ERRORS, *_PCIE)
 _GPU_COUNTER_CHECKS = (  # a check on error counters, and the counters any growth of which fails it
     ("row_remap_uncorrectable", _REMAP_UNCORRECTABLE),
+    ("ecc_deferred", _ECC_DEFERRED),
     ("nvlink_recovery", _NVLINK_RECOVERY),
     ("nvlink_errors", _NVLINK_ERRORS),
     ("pcie_replays", _PCIE),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from mfumon.api.schemas.nodes import GpuSample, IbPortSample
@@ -38,12 +38,32 @@ class GpuView:
     # the JSON all read them, for every push.
     busy: bool  # gpu_busy(counters)
     hardware_mfu: float | None  # mfumon.mfu.hardware_mfu of the counters; None without tensor activity
+    shares: tuple[ShareView, ...] | None = None  # jobs sharing the GPU (two or more), as the exporter measured them
+
+    @property
+    def jobs(self) -> int:
+        """Jobs on the GPU (``mfumon_gpu_jobs``): those sharing it, else 1 with a job id, else 0."""
+        if self.shares is not None:
+            return len(self.shares)
+        return 0 if self.job_id is None else 1
 
     @property
     def idle(self) -> bool:
         """Up, attributed to no job and running no compute work: the ``idle`` state of ``mfumon.api.state.aggregate``,
         which the node view counts, billing charges and the health's idle energy sums."""
         return self.up and self.job_id is None and not self.busy
+
+
+class ShareView(NamedTuple):
+    """One job's share (0-1) of a shared GPU, and how the exporter measured it."""
+
+    job_id: str
+    share: float
+    method: str
+
+
+#: How shares are measured, most precise first; a job on several shared GPUs shows the least precise one.
+SHARE_METHODS: tuple[str, ...] = ("process_utilization", "accounting", "equal_split")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +81,16 @@ class JobShare:
     tensor_count: int = 0  # GPUs reporting tensor activity, and its range: for the straggler spread
     tensor_min: float | None = None
     tensor_max: float | None = None
+    # GPUs shared with other jobs: they are not in ``count`` (a shared GPU's state is counted once, on the node),
+    # and the job has ``gpu_share`` GPU-equivalents in all: ``count`` plus its share of each shared GPU.
+    gpu_share: float = 0.0
+    shared: int = 0
+    share_method: str | None = None  # the least precise method among its shared GPUs
+
+    @property
+    def gpus(self) -> int:
+        """GPUs the job runs on here, whole or shared."""
+        return self.count + self.shared
 
     def mean_estimate(self) -> float | None:
         return self.estimate_sum / self.estimated if self.estimated else None
@@ -76,9 +106,11 @@ class NodeView:
     updated_at: float
     gpus: tuple[GpuView, ...]
     # Precomputed when the view is built, so cluster sums cost O(nodes), not O(GPUs), per scrape. Every GPU is in
-    # exactly one of: a job's share, the unattributed busy share, idle, down.
+    # exactly one of: a job's share, the unattributed busy share, ``shared`` (jobs time-slicing it: each job's
+    # JobShare holds its fraction of it, the GPU's state is counted once), idle, down.
     shares: dict[str, JobShare] = field(default_factory=dict)  # job_id -> the GPUs exporters attribute to it
     unattributed: JobShare | None = None  # up, no job id, but running compute work
+    shared: tuple[tuple[str, ...], ...] = ()  # per shared GPU (up), the ids of the jobs on it: one state each
     gpus_idle: int = 0  # up, no job id, no compute work
     idle_bf16_peak_flops: float = 0.0
     gpus_down: int = 0
@@ -146,6 +178,11 @@ def gpu_views(
     for gpu in sorted(gpus, key=lambda g: (g.index, g.uuid)):
         device, peak = resolver.resolve(gpu.name, gpu.mig_profile)
         counters = gpu.counters() if gpu.up else {}
+        shares = None
+        job_id = gpu.job_id
+        if gpu.shares is not None and gpu.up:
+            shares = tuple(ShareView(s.job_id, s.share, s.method) for s in gpu.shares)
+            job_id = job_id or max(shares, key=lambda s: s.share).job_id
         views.append(
             GpuView(
                 uuid=gpu.uuid,
@@ -153,7 +190,7 @@ def gpu_views(
                 index=gpu.index,
                 name=gpu.name,
                 mig_profile=gpu.mig_profile,
-                job_id=gpu.job_id,
+                job_id=job_id,
                 up=gpu.up,
                 counters=counters,
                 sample_timestamp=sample_timestamp,
@@ -163,6 +200,7 @@ def gpu_views(
                 hardware_mfu=hardware_mfu(
                     counters.get("tensor_active"), counters.get("sm_clock_hz"), counters.get("max_sm_clock_hz")
                 ),
+                shares=shares,
             )
         )
     return tuple(views)
@@ -191,8 +229,10 @@ def build_node_view(
     gpus: tuple[GpuView, ...],
     ib_ports: tuple[PortView, ...] | None = None,
 ) -> NodeView:
-    """Build a node view: each GPU goes to its job's share, the unattributed busy share, idle or down."""
+    """Build a node view: each GPU goes to its job's share, the unattributed busy share, idle or down; a GPU that
+    several jobs share goes to each of them by its share, and its state is counted once (``shared``)."""
     groups: dict[str | None, list[Any]] = {}
+    shared: list[tuple[str, ...]] = []
     down = unknown = idle = 0
     idle_peak = 0.0
     for gpu in gpus:
@@ -205,8 +245,16 @@ def build_node_view(
             idle += 1
             idle_peak += gpu.bf16_peak_flops or 0.0
             continue
-        entry = groups.setdefault(gpu.job_id, [0, gpu.name, gpu.mig_profile, 0.0, 0, 0.0, 0.0, 0.0, 0, None, None])
+        if gpu.shares is not None:
+            shared.append(tuple(share.job_id for share in gpu.shares))
+            for share in gpu.shares:
+                _add_shared(groups.setdefault(share.job_id, _entry(gpu)), gpu, share)
+            continue
+        entry = groups.setdefault(
+            gpu.job_id, [0, gpu.name, gpu.mig_profile, 0.0, 0, 0.0, 0.0, 0.0, 0, None, None, 0.0, 0, None]
+        )
         entry[0] += 1
+        entry[11] += 1.0
         entry[3] += gpu.bf16_peak_flops or 0.0
         estimate = gpu.hardware_mfu
         if estimate is not None:
@@ -232,12 +280,38 @@ def build_node_view(
         gpus=gpus,
         shares=shares,
         unattributed=unattributed,
+        shared=tuple(shared),
         gpus_idle=idle,
         idle_bf16_peak_flops=idle_peak,
         gpus_down=down,
         gpus_unknown_model=unknown,
         ib_ports=ib_ports,
     )
+
+
+def _entry(gpu: GpuView) -> list[Any]:
+    """A JobShare's fields, in order, before any GPU is added."""
+    return [0, gpu.name, gpu.mig_profile, 0.0, 0, 0.0, 0.0, 0.0, 0, None, None, 0.0, 0, None]
+
+
+def _add_shared(entry: list[Any], gpu: GpuView, share: ShareView) -> None:
+    """One job's part of a shared GPU: its share of the peak and of the hardware estimate (so the job's estimate
+    leaves out the others' work); the GPU's tensor activity is the sum of all jobs', so no straggler range."""
+    fraction = share.share
+    peak = gpu.bf16_peak_flops or 0.0
+    entry[3] += peak * fraction
+    estimate = gpu.hardware_mfu
+    if estimate is not None:
+        entry[4] += 1
+        entry[5] += estimate * fraction
+        if peak:
+            entry[6] += estimate * peak * fraction
+            entry[7] += peak * fraction
+    entry[11] += fraction
+    entry[12] += 1
+    held = entry[13]
+    if held is None or SHARE_METHODS.index(share.method) > SHARE_METHODS.index(held):
+        entry[13] = share.method
 
 
 @dataclass(frozen=True, slots=True)

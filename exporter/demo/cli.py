@@ -1,11 +1,11 @@
 """``mfumon demo``: the aggregator plus a simulated cluster and jobs, for a machine without GPUs.
 
 Starts ``mfumon serve`` as a subprocess (SQLite in a temporary or given directory) and, in this process, a simulated
-cluster (:func:`mfumon.exporter.demo.simcluster.default_cluster`: 10 nodes x 8 GPUs, H100 and A100, four pools) whose
-nodes push samples through the real exporter pipeline while its jobs post reports over HTTP, simulated serving
-engines (vLLM- and TGI-style ``/metrics`` on loopback ports) that the real inference collector reads and reports,
-and a simulated scheduler that puts its queue as ``mfumon scheduler`` would. Runs until Ctrl-C or ``--duration``.
-With ``--prometheus`` a Prometheus runs beside it (:mod:`mfumon.exporter.demo.prometheus`).
+cluster (:func:`mfumon.exporter.demo.simcluster.default_cluster`: 11 nodes x 8 GPUs, H100, A100 and MI300X, five
+pools) whose nodes push samples through the real exporter pipeline while its jobs post reports over HTTP, simulated
+serving engines (vLLM- and TGI-style ``/metrics`` on loopback ports) that the real inference collector reads and
+reports, and a simulated scheduler that puts its queue as ``mfumon scheduler`` would. Runs until Ctrl-C or
+``--duration``. With ``--prometheus`` a Prometheus runs beside it (:mod:`mfumon.exporter.demo.prometheus`).
 
 On an idle machine the demo prints nothing of its own after its banner: its clients resend a request that met a
 kept-alive connection the server was closing (:mod:`mfumon.exporter.transport`), the server keeps idle connections
@@ -48,6 +48,7 @@ from mfumon.exporter.node.pipeline import Agent
 from mfumon.exporter.node.push import RetryPolicy, Sender
 from mfumon.exporter.node.sources.sim import SimIbPorts, SimPort, SimSource, SimWorkload
 from mfumon.exporter.node.spool import MemorySpool
+from mfumon.exporter.samples import JobShare
 from mfumon.exporter.transport import FreshConnectionRetry
 
 __all__ = ["SimulationResult", "main", "run_simulation"]
@@ -125,6 +126,11 @@ def _start_nodes(url: str, cluster: ClusterSpec, interval_seconds: float, seed: 
             for node_name, index in serving.placement:
                 if node_name == node.name:
                     source.assign(index, decode)
+        for gpu in cluster.shared:
+            if gpu.node == node.name:
+                lead = gpu.shares[0][0]
+                source.assign(gpu.index, SimWorkload(profile="training", target_mfu=gpu.target_mfu, job_id=lead))
+                source.share(gpu.index, tuple(JobShare(job, share, "process_utilization") for job, share in gpu.shares))
         for node_name, index in cluster.unattributed:
             if node_name == node.name:  # a notebook's kernels: busy, no job id
                 source.assign(index, SimWorkload(profile="inference", target_mfu=0.05))
@@ -285,7 +291,7 @@ def run_simulation(
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="mfumon demo",
-        description="Run the aggregator (mfumon serve) with a simulated cluster of 10 nodes x 8 GPUs and a scheduler.",
+        description="Run the aggregator (mfumon serve) with a simulated cluster of 11 nodes x 8 GPUs and a scheduler.",
     )
     p.add_argument("--host", default="127.0.0.1", help="aggregator listen host [127.0.0.1]")
     p.add_argument("--port", type=int, default=8000, help="aggregator port; 0 picks a free one [8000]")
@@ -406,8 +412,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 1
         _print_banner(url, data_dir, prometheus)
         print(
-            "Simulating 10 nodes x 8 GPUs (H100, A100) in 4 pools: 7 reporting jobs (one over-claims, one checkpoints, "
-            "fails once and restarts, one waits on its data, one has a straggler GPU), 3 serving jobs "
+            "Simulating 11 nodes x 8 GPUs (H100, A100, MI300X) in 5 pools: 8 reporting jobs (one over-claims, one "
+            "checkpoints, fails once and restarts, one waits on its data, one has a straggler GPU, one on AMD), a GPU "
+            "two jobs share, 3 serving jobs "
             "behind simulated vLLM/TGI endpoints, an unwrapped job, 2 unreported sweeps, a GPU busy with no job id and "
             "a scheduler queue (a long wait, a fragmented pool). Ctrl-C stops.",
             flush=True,

@@ -36,6 +36,7 @@ __all__ = [
 
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-80GB"
+MI300X = "AMD Instinct MI300X"
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,6 +332,16 @@ class SchedulerSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class SharedGpu:
+    """One GPU that several jobs time-slice, with each job's share as the exporter would measure it."""
+
+    node: str
+    index: int
+    shares: tuple[tuple[str, float], ...]  # (job id, share), largest first; they add up to 1
+    target_mfu: float  # of the GPU as a whole: the sum of its jobs' work
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterSpec:
     nodes: tuple[SimNode, ...]
     jobs: tuple[SimJob, ...]
@@ -339,6 +350,7 @@ class ClusterSpec:
     scheduler: SchedulerSpec | None = None
     #: (node, GPU index) running compute work that no job id is found for (an interactive session, say)
     unattributed: tuple[tuple[str, int], ...] = ()
+    shared: tuple[SharedGpu, ...] = ()  # GPUs two or more jobs share (mfumon_gpu_jobs 2, per-job shares)
 
 
 def _on(node: str, gpus: range) -> tuple[tuple[str, int], ...]:
@@ -346,7 +358,8 @@ def _on(node: str, gpus: range) -> tuple[tuple[str, int], ...]:
 
 
 def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
-    """10 nodes x 8 GPUs, two GPU models, four pools, and jobs that exercise every panel and alert.
+    """11 nodes x 8 GPUs, three GPU models (an AMD node among them), five pools, and jobs that exercise every panel and
+    alert.
 
     A healthy training job that recomputes activations (HFU), a comm-bound one, an inference job, a pending one, a
     job whose reports over-claim (it reports llama2-13b while a 7B model runs), a job nobody wrapped (busy GPUs, no
@@ -361,6 +374,10 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
     Plus a simulated scheduler (:func:`default_scheduler`): a pool of two H100 nodes that two unreported
     sweeps leave fragmented (3 GPUs free on each while a 4-GPU job waits), a queue, and team quotas.
 
+    A mixed cluster (issue 35): an MI300X node in its own pool, read as the amdsmi source reads it (no tensor
+    activity, so its job's MFU stands alone against the MI300X's dense peak); and one A100 that two evaluation
+    harnesses time-slice.
+
     ``checkpoints=False`` removes the periodic checkpoint dips (tests compare MFU with targets at any moment).
     """
     every = 900.0 if checkpoints else None
@@ -373,6 +390,7 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
         SimNode("gpu-h100-04", "train-h100", H100, ib_traffic_bytes_per_second=6e9),
         SimNode("gpu-h100-05", "train-h100", H100, ib_traffic_bytes_per_second=6e9),
         SimNode("gpu-h100-06", "train-h100", H100, ib_traffic_bytes_per_second=6e9),
+        SimNode("gpu-mi300x-01", "train-mi300x", MI300X, ib_traffic_bytes_per_second=6e9),
     )
     llama2_13b = ModelShape("llama2-13b", 13.0e9, layers=40, heads=40, head_dim=128, seq_len=4096)
     jobs = (
@@ -452,6 +470,21 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
             checkpoint_every_seconds=every,
             reports=False,
         ),
+        SimJob(
+            job_id="pretrain-llama3-8b-mi300x",
+            name="llama3-8b pretraining on MI300X",
+            team="foundation",
+            pool="train-mi300x",
+            kind="training",
+            profile="training",
+            gpu_model=MI300X,
+            target_mfu=0.30,
+            model=ModelShape("llama3-8b", 8.03e9, layers=32, heads=32, head_dim=128, seq_len=8192),
+            placement=_on("gpu-mi300x-01", range(8)),
+            step_seconds=2.5,
+            comm_fraction=0.08,
+            checkpoint_every_seconds=every,
+        ),
         # Where the GPU-hours go: a job that saves synchronously (a third of its time), fails once and restarts; a
         # data-bound job; and a job with a straggler (one GPU at 60% of its clock, hot).
         SimJob(
@@ -520,6 +553,8 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
         serving=default_serving(),
         scheduler=default_scheduler(),
         unattributed=(("gpu-h100-02", 7),),
+        # Two evaluation harnesses time-slice one A100 (device-plugin replicas): each gets its share.
+        shared=(SharedGpu("gpu-a100-02", 7, (("eval-harness-a", 0.65), ("eval-harness-b", 0.35)), 0.12),),
     )
 
 

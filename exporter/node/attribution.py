@@ -14,7 +14,9 @@ Precedence, first match wins (documented in the README and ``deploy/EXPORTER.md`
    ``LSB_JOBID`` (with ``_<LSB_JOBINDEX>`` for array elements), ``FLUX_JOB_ID``, ``COBALT_JOBID``, and ``JOB_ID``
    (Grid Engine; only together with ``SGE_ROOT`` or ``SGE_CELL``, since ``JOB_ID`` is a common name).
 
-When several processes share a GPU, the one holding the most GPU memory decides. Reading ``/proc/<pid>/environ``
+When several processes share a GPU, the one holding the most GPU memory decides ``job_id``; when they belong to two
+or more jobs, the source also sends each job's share (:mod:`mfumon.exporter.node.sharing`, from each process's own
+job, :meth:`JobResolver.process_job`). Reading ``/proc/<pid>/environ``
 of another user's process needs root (or CAP_SYS_PTRACE), and in a container the host PID namespace (``hostPID``),
 because NVML reports host PIDs. An unreadable or vanished process is skipped, never an error.
 """
@@ -51,7 +53,9 @@ _CACHE_MAX = 4096
 class DeviceOwners(Protocol):
     """Which job holds a device, as a device manager says (:class:`mfumon.exporter.node.podresources.DeviceJobs`)."""
 
-    def job_for(self, uuid: str | None, gpu_key: str, parent_uuid: str | None = None) -> str | None: ...
+    def job_for(
+        self, uuid: str | None, gpu_key: str, parent_uuid: str | None = None, bdf: str | None = None
+    ) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,15 +127,17 @@ class JobResolver:
         processes: Sequence[GpuProcess] = (),
         uuid: str | None = None,
         parent_uuid: str | None = None,
+        bdf: str | None = None,
     ) -> str | None:
-        """The job on the GPU whose mapping-file name is ``gpu_key`` (``"0"`` or ``"2.1"``), or ``None``."""
+        """The job on the GPU whose mapping-file name is ``gpu_key`` (``"0"`` or ``"2.1"``), or ``None``; ``bdf``
+        (PCI address) is how the Kubernetes AMD device plugin names a GPU."""
         ordered = sorted(processes, key=lambda p: (-(p.used_memory_bytes or 0), p.pid))
         ids = [self._process_ids(p.pid) for p in ordered]
         for explicit, _ in ids:
             if explicit:
                 return explicit
         if self._devices is not None:
-            held = self._devices.job_for(uuid, gpu_key, parent_uuid)
+            held = self._devices.job_for(uuid, gpu_key, parent_uuid, bdf)
             if held:
                 return held
         mapped = self.mapped_job(gpu_key)
@@ -141,6 +147,12 @@ class JobResolver:
             if scheduler:
                 return scheduler
         return None
+
+    def process_job(self, pid: int) -> str | None:
+        """The job one process belongs to by its environment (``MFUMON_JOB_ID``, else a scheduler's id): what
+        splits a GPU that several jobs share (:mod:`mfumon.exporter.node.sharing`)."""
+        explicit, scheduler = self._process_ids(pid)
+        return explicit or scheduler
 
     def mapped_job(self, gpu_key: str) -> str | None:
         """The first job id in the mapping file for ``gpu_key``, if the directory is configured and has one."""

@@ -164,7 +164,11 @@ def build_parser() -> argparse.ArgumentParser:
     add("--interval", type=float, help="seconds between collections [MFUMON_INTERVAL, default 10]")
     add("--node", help="node name reported to the aggregator [MFUMON_NODE, default: hostname]")
     add("--pool", help="pool (partition, node group) this node belongs to [MFUMON_POOL]")
-    add("--source", choices=("auto", "nvml", "dcgm", "sim"), help="counter source [MFUMON_SOURCE, default auto]")
+    add(
+        "--source",
+        choices=("auto", "nvml", "amdsmi", "dcgm", "sim"),
+        help="counter source [MFUMON_SOURCE, default auto]",
+    )
     add("--spool-dir", help="directory for undelivered batches [MFUMON_SPOOL_DIR; default: in memory]")
     add("--spool-max-bytes", help="spool bound, e.g. 64MiB; oldest batches dropped beyond [default 64MiB]")
     add("--job-mapping-dir", help="HPC job mapping dir (dcgm-exporter format) [MFUMON_JOB_MAPPING_DIR]")

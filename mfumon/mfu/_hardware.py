@@ -66,7 +66,9 @@ def check_accounting(
         return AccountingCheck("unchecked", "fp32 matmuls run outside the tensor pipes: no hardware estimate applies")
     if estimate is None:
         return AccountingCheck(
-            "unchecked", "no hardware estimate: no exporter attributes GPUs with tensor-activity counters to this job"
+            "unchecked",
+            "no hardware counter: no exporter attributes GPUs with tensor-activity counters to this job (AMD "
+            "Instinct GPUs read through amdsmi have none), so the reported MFU stands alone",
         )
     if reported_mfu is None:
         return AccountingCheck("unchecked", "the job's MFU is unknown, so there is nothing to compare")

@@ -38,6 +38,16 @@ _BW_B200 = (
 )
 _BW_GB200 = "NVIDIA GB200 NVL72 page (576 TB/s for 72 GPUs), https://www.nvidia.com/en-us/data-center/gb200-nvl72/"
 _BW_AMD = "AMD Instinct product page, https://www.amd.com/en/products/accelerators/instinct.html"
+_AMD_MI300A = (
+    "AMD Instinct MI300A specifications, https://www.amd.com/en/products/accelerators/instinct/mi300/mi300a.html"
+)
+_AMD_MI355X = (
+    "AMD Instinct MI355X specifications, https://www.amd.com/en/products/accelerators/instinct/mi350/mi355x.html"
+)
+_ME_MI355X = (
+    "https://github.com/stas00/ml-engineering/blob/b9e29720eebd/compute/accelerator/README.md (note 22: AMD's "
+    "dense figures; its 'with Structured Sparsity' ones are exactly 2x)"
+)
 
 _AMPERE_A100 = {"fp32": 19.5e12, "tf32": 156e12, "bf16": 312e12, "fp16": 312e12}
 _AMPERE_A10 = {"fp32": 31.2e12, "tf32": 62.5e12, "bf16": 125e12, "fp16": 125e12}
@@ -310,14 +320,26 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         source=f"{_ME} (compute equal to MI300X); {_TT}",
     ),
     DeviceSpec(
+        key="mi300a",
+        patterns=(r"\bMI300A\b",),
+        names=("AMD Instinct MI300A",),
+        peaks={"fp32": 122.6e12, "tf32": 490.3e12, "bf16": 980.6e12, "fp16": 980.6e12, "fp8": 1961.2e12},
+        memory_bandwidth_bytes_per_second=5.3e12,
+        memory_bandwidth_source=f"{_AMD_MI300A} (5.3 TB/s)",
+        source=f"{_AMD_MI300A} (dense figures; the page's 'with structured sparsity' ones are 2x)",
+        notes="The APU's 228 CUs against MI300X's 304 at the same 2100 MHz: 1307.4 x 228/304 = 980.6 bf16, which "
+        "the datasheet prints.",
+    ),
+    DeviceSpec(
         key="mi355x",
         patterns=(r"\bMI355X\b",),
         names=("AMD Instinct MI355X",),
-        peaks={"bf16": 2500e12},
+        peaks={"fp32": 157.3e12, "bf16": 2500e12, "fp16": 2500e12, "fp8": 5000e12},
         memory_bandwidth_bytes_per_second=8.0e12,
         memory_bandwidth_source=f"{_BW_AMD} (8 TB/s); {_ME}",
-        source=f"{_ME}; {_TT}",
-        notes="Only the bf16 figure was sourced.",
+        source=f"{_AMD_MI355X} (dense); {_ME_MI355X}; {_TT} (bf16)",
+        notes="AMD publishes no TF32 rate for CDNA 4, so tf32 has no peak here (as for MI250X); its fp6/fp4 rates "
+        "are not dtypes this table knows.",
     ),
     # --- Google TPU (per chip; names as JAX/torch_xla report the device kind).
     DeviceSpec(

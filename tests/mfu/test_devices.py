@@ -32,6 +32,11 @@ REAL_NAMES = [
     ("NVIDIA GB200", "gb200"),
     ("AMD Instinct MI300X", "mi300x"),
     ("AMD Instinct MI250X", "mi250x"),
+    # amdsmi's asic_info market_name (ROCm 6.3), as the amdsmi exporter sends it
+    ("AMD Instinct MI250X/MI250", "mi250x"),
+    ("AMD Instinct MI300A", "mi300a"),
+    ("AMD Instinct MI325X", "mi325x"),
+    ("AMD Instinct MI355X", "mi355x"),
     ("A100-SXM4-40GB", "a100-sxm-40gb"),  # drivers before R470 had no "NVIDIA " prefix
     ("  nvidia   h100 80gb hbm3 ", "h100-sxm"),  # case and whitespace do not matter
 ]
@@ -42,6 +47,23 @@ def test_real_device_names_resolve(name: str, key: str) -> None:
     spec = TABLE.resolve(name)
     assert spec is not None
     assert spec.key == key
+
+
+@pytest.mark.parametrize(
+    ("key", "dtype", "dense"),
+    [
+        ("mi250x", "bf16", 191.5e12),  # per GCD
+        ("mi300x", "bf16", 1307.4e12),
+        ("mi300a", "bf16", 980.6e12),
+        ("mi300a", "fp8", 1961.2e12),
+        ("mi325x", "fp8", 2610e12),
+        ("mi355x", "bf16", 2500e12),
+        ("mi355x", "fp8", 5000e12),  # dense: AMD's 10.1 PFLOPS is with sparsity
+    ],
+)
+def test_instinct_parts_have_their_dense_peak(key: str, dtype: str, dense: float) -> None:
+    spec = TABLE.get(key)
+    assert spec is not None and spec.peak(dtype) == dense
 
 
 @pytest.mark.parametrize("key", ["h100-sxm", "H100-SXM", "a100-sxm-80gb", "l40s", "mi250x", " tpu-v4 "])

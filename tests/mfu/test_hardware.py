@@ -67,7 +67,9 @@ def test_fp32_is_never_checked() -> None:
 
 def test_no_estimate_is_unchecked() -> None:
     assert check_accounting(0.3, None, dtype="bf16", recompute=None) == AccountingCheck(
-        "unchecked", "no hardware estimate: no exporter attributes GPUs with tensor-activity counters to this job"
+        "unchecked",
+        "no hardware counter: no exporter attributes GPUs with tensor-activity counters to this job (AMD "
+        "Instinct GPUs read through amdsmi have none), so the reported MFU stands alone",
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import ssl
 import threading
 import time
@@ -29,7 +30,10 @@ __all__ = ["DEFAULT_SOCKET", "ContainerDevices", "DeviceJobs", "PodOwners", "Pod
 logger = logging.getLogger(__name__)
 
 DEFAULT_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
-_GPU_RESOURCES = ("nvidia.com/gpu", "nvidia.com/mig-")
+_GPU_RESOURCES = ("nvidia.com/gpu", "nvidia.com/mig-", "amd.com/gpu")
+#: The AMD device plugin (ROCm/k8s-device-plugin) names a GPU by its PCI address, ``0000:03:00.0``, and a time-sliced
+#: replica ``0000:03:00.0-slice-2`` (internal/pkg/plugin/timeslice.go).
+_PCI_ADDRESS = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 _SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
@@ -76,8 +80,11 @@ class PodResourcesClient:
 
 
 def device_keys(device_id: str) -> list[str]:
-    """Lookup keys for one device id: ``uuid:<UUID>``, ``gpu:<index>`` or ``gpu:<index>.<gi>``."""
+    """Lookup keys for one device id: ``uuid:<UUID>``, ``gpu:<index>``, ``gpu:<index>.<gi>`` or ``bdf:<address>``."""
     base = device_id.split("::", 1)[0].strip()
+    address = base.rsplit("-slice-", 1)[0]
+    if _PCI_ADDRESS.match(address):
+        return [f"bdf:{address.lower()}"]
     if base.startswith("MIG-GPU-"):  # MIG-GPU-<uuid>/<gi>/<ci>
         parent, _, rest = base[len("MIG-") :].partition("/")
         gi = rest.split("/", 1)[0]
@@ -198,11 +205,16 @@ class DeviceJobs:
                         jobs[key] = job
         self._jobs, self._pods = jobs, pods
 
-    def job_for(self, uuid: str | None, gpu_key: str, parent_uuid: str | None = None) -> str | None:
-        """The job holding the GPU with this UUID (or index key ``0`` / MIG key ``2.1``), if a pod holds it."""
+    def job_for(
+        self, uuid: str | None, gpu_key: str, parent_uuid: str | None = None, bdf: str | None = None
+    ) -> str | None:
+        """The job holding the GPU with this UUID (or index key ``0`` / MIG key ``2.1``, or PCI address), if a pod
+        holds it."""
         with self._lock:
             self._refresh()
             keys = [f"uuid:{uuid}"] if uuid else []
+            if bdf:
+                keys.append(f"bdf:{bdf.lower()}")
             keys.append(f"gpu:{gpu_key}")
             if parent_uuid and "." in gpu_key:
                 keys.append(f"migof:{parent_uuid}/{gpu_key.split('.', 1)[1]}")

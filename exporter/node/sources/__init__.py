@@ -1,6 +1,7 @@
 """Counter sources: where a node's GPU samples come from.
 
 - ``nvml``: the NVIDIA driver's NVML library through pynvml (the default when it loads); GPM metrics on Hopper+.
+- ``amdsmi``: AMD Instinct GPUs through ROCm's ``amdsmi`` library (``auto`` tries it after NVML).
 - ``dcgm``: a local dcgm-exporter's ``/metrics`` text, mapped onto our counters.
 - ``sim``: simulated GPUs with workload profiles, for demos and tests without hardware.
 
@@ -21,7 +22,7 @@ __all__ = ["SOURCE_KINDS", "Source", "open_source"]
 
 logger = logging.getLogger(__name__)
 
-SOURCE_KINDS: tuple[str, ...] = ("auto", "nvml", "dcgm", "sim")
+SOURCE_KINDS: tuple[str, ...] = ("auto", "nvml", "amdsmi", "dcgm", "sim")
 
 
 class Source(Protocol):
@@ -47,7 +48,7 @@ def open_source(
     sim_mfu: float = 0.4,
     sim_seed: int = 0,
 ) -> Source:
-    """Open the source ``kind``; ``auto`` tries NVML, then a local dcgm-exporter.
+    """Open the source ``kind``; ``auto`` tries NVML, then amdsmi, then a local dcgm-exporter.
 
     Raises:
         SourceUnavailable: the requested source (or, for ``auto``, every candidate) cannot be opened.
@@ -69,7 +70,26 @@ def open_source(
         except SourceUnavailable as exc:
             if kind == "nvml":
                 raise
-            logger.info("NVML unavailable (%s); trying dcgm-exporter at %s", exc, dcgm_url)
+            logger.info("NVML unavailable (%s); trying amdsmi", exc)
+    if kind in ("amdsmi", "auto"):
+        from mfumon.exporter.node.sources.amdsmi import AmdSmiSource
+        from mfumon.exporter.node.sources.amdsmi_api import AmdSmiApi
+
+        try:
+            amd = AmdSmiApi.load()
+            try:
+                devices = amd.devices()
+            except DeviceError as exc:
+                amd.shutdown()
+                raise SourceUnavailable(f"amdsmi cannot enumerate the GPUs: {exc}") from exc
+            if devices or kind == "amdsmi":
+                return AmdSmiSource(amd, resolver)
+            amd.shutdown()  # ROCm installed but no AMD GPU: not this node's source
+            raise SourceUnavailable("amdsmi finds no AMD GPU")
+        except SourceUnavailable as exc:
+            if kind == "amdsmi":
+                raise
+            logger.info("amdsmi unavailable (%s); trying dcgm-exporter at %s", exc, dcgm_url)
     if kind in ("dcgm", "auto"):
         from mfumon.exporter.node.sources.dcgm import DcgmSource
 
@@ -81,7 +101,7 @@ def open_source(
             if kind == "dcgm":
                 raise
             raise SourceUnavailable(
-                f"no GPU source found: NVML did not load and no dcgm-exporter answers at {dcgm_url} "
+                f"no GPU source found: NVML and amdsmi did not load and no dcgm-exporter answers at {dcgm_url} "
                 "(use --source sim for a simulated node)"
             ) from None
         return source

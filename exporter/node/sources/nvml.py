@@ -19,9 +19,10 @@ from typing import Any
 
 from mfumon.exporter.errors import CounterUnsupported, DeviceError, GpuLost
 from mfumon.exporter.node.attribution import GpuProcess, JobResolver
+from mfumon.exporter.node.sharing import split_gpu
 from mfumon.exporter.node.sources.nvml_api import DeviceInfo, NvlinkTotals, NvmlApi
 from mfumon.exporter.node.sources.xid import XidWatcher
-from mfumon.exporter.samples import GpuSample
+from mfumon.exporter.samples import GpuSample, JobShare
 
 __all__ = ["GPM_MIN_INTERVAL_S", "NvmlSource"]
 
@@ -41,6 +42,7 @@ class _DeviceState:
     gpm_samples: list[Any] = field(default_factory=list)
     gpm_taken_at: float | None = None
     nvlink_prev: NvlinkTotals | None = None
+    process_samples_since_us: int = 0  # newest per-process utilization sample read so far (NVML's timeStamp)
 
 
 class NvmlSource:
@@ -160,11 +162,57 @@ class NvmlSource:
         processes = self._processes(device, state)
         counters["compute_processes"] = None if processes is None else len(processes)
         job_id = None
+        shares = None
         if self._resolver is not None:
             job_id = self._resolver.resolve(device.key, processes or (), device.uuid, device.physical_uuid)
+            shares = self._shares(device, state, processes or [], job_id)
+            if shares is not None:
+                job_id = shares[0].job_id  # the largest: what an aggregator that ignores shares attributes
         return GpuSample.build(
-            device.uuid, device.index, device.name, counters, job_id=job_id, mig_profile=device.mig_profile
+            device.uuid,
+            device.index,
+            device.name,
+            counters,
+            job_id=job_id,
+            mig_profile=device.mig_profile,
+            shares=shares,
         )
+
+    def _shares(
+        self, device: DeviceInfo, state: _DeviceState, processes: list[GpuProcess], resolved: str | None
+    ) -> tuple[JobShare, ...] | None:
+        """Each job's share of a GPU that two or more jobs' processes use (:mod:`~mfumon.exporter.node.sharing`);
+        None for a GPU with one job, and always for a MIG instance (a slice is attributed whole)."""
+        if device.mig_profile is not None or len(processes) < 2 or self._resolver is None:
+            return None
+        jobs = {p.pid: job for p in processes if (job := self._resolver.process_job(p.pid)) is not None}
+        if len(set(jobs.values())) < 2:
+            return None
+        api, h = self._api, device.handle
+
+        def sampled() -> dict[int, float] | None:
+            read = self._read(
+                device, state, "process_utilization", lambda: api.process_utilization(h, state.process_samples_since_us)
+            )
+            if read is None:
+                return None
+            busy, state.process_samples_since_us = read
+            return busy
+
+        try:
+            return split_gpu(
+                jobs,
+                [
+                    ("process_utilization", sampled),
+                    (
+                        "accounting",
+                        lambda: self._read(device, state, "accounting", lambda: api.accounting_utilization(h)),
+                    ),
+                ],
+                prefer=resolved,
+            )
+        except GpuLost:
+            return None
 
     def _counters(self, device: DeviceInfo, state: _DeviceState) -> dict[str, Any]:
         api, h = self._api, device.handle

@@ -335,6 +335,42 @@ class NvmlApi:
             raise CounterUnsupported("nvmlDeviceGetFieldValues: no NVLink error field answered")
         return out
 
+    def process_utilization(self, handle: Any, since_us: int) -> tuple[dict[int, float], int]:
+        """Σ SM utilization (0-1 per sample) of each process over NVML's samples newer than ``since_us``, and the
+        newest sample's time (to pass next cycle). No sample since then (NVML_ERROR_NOT_FOUND): ``({}, since_us)``."""
+        try:
+            samples = self._call(self._nvml.nvmlDeviceGetProcessUtilization, handle, since_us)
+        except DeviceError as exc:
+            if exc.code == self._nvml.NVML_ERROR_NOT_FOUND and not isinstance(exc, CounterUnsupported):
+                return {}, since_us
+            raise
+        busy: dict[int, float] = {}
+        newest = since_us
+        for sample in samples:
+            busy[int(sample.pid)] = busy.get(int(sample.pid), 0.0) + int(sample.smUtil) / 100.0
+            newest = max(newest, int(sample.timeStamp))
+        return busy, newest
+
+    def accounting_utilization(self, handle: Any) -> dict[int, float]:
+        """GPU utilization (0-1, over each process's lifetime) of the running processes accounting knows.
+
+        Raises ``CounterUnsupported`` when accounting mode is off (``nvidia-smi -am 1`` turns it on) or unsupported.
+        """
+        if self._call(self._nvml.nvmlDeviceGetAccountingMode, handle) != self._nvml.NVML_FEATURE_ENABLED:
+            raise CounterUnsupported("accounting mode is disabled")
+        out: dict[int, float] = {}
+        for pid in self._call(self._nvml.nvmlDeviceGetAccountingPids, handle):
+            try:
+                stats = self._call(self._nvml.nvmlDeviceGetAccountingStats, handle, pid)
+            except DeviceError as exc:
+                if exc.code == self._nvml.NVML_ERROR_NOT_FOUND:  # the process ended between the two calls
+                    continue
+                raise
+            utilization = int(stats.gpuUtilization)
+            if stats.isRunning and utilization <= 100:  # NVML_VALUE_NOT_AVAILABLE (0xFFFFFFFF): not measured
+                out[int(pid)] = utilization / 100.0
+        return out
+
     def compute_processes(self, handle: Any) -> list[tuple[int, int | None]]:
         """``(pid, used GPU memory bytes or None)`` of the compute processes on the device."""
         procs = self._call(self._nvml.nvmlDeviceGetComputeRunningProcesses, handle)

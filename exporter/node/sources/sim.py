@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from mfumon.exporter.errors import ConfigError
-from mfumon.exporter.samples import GpuSample, IbPortSample
+from mfumon.exporter.samples import GpuSample, IbPortSample, JobShare
 
 __all__ = [
     "GPU_MODELS",
@@ -61,8 +61,34 @@ class GpuModelSpec:
     idle_sm_clock_hz: float
     power_limit_watts: float
     idle_power_watts: float
-    nvlink_bytes_per_second: float  # per direction, all links
+    nvlink_bytes_per_second: float  # per direction, all links (XGMI on AMD)
+    #: counters this vendor's source does not send (amdsmi: no tensor/SM activity, XIDs, remapped rows, energy ...)
+    absent: frozenset[str] = frozenset()
 
+
+#: Sample fields the amdsmi source never sends (exporter/node/sources/amdsmi.py): no matrix-core or SM activity
+#: counter, no XIDs, row remapping, NVLink error counters, clock-event reasons, PCIe byte rates or energy.
+AMDSMI_ABSENT: frozenset[str] = frozenset(
+    {
+        "sm_active",
+        "sm_occupancy",
+        "tensor_active",
+        "pcie_tx_bytes_per_second",
+        "pcie_rx_bytes_per_second",
+        "throttle_reasons",
+        "xid_errors_total",
+        "last_xid",
+        "nvlink_crc_flit_errors_total",
+        "nvlink_crc_data_errors_total",
+        "nvlink_replay_errors_total",
+        "nvlink_recovery_errors_total",
+        "remapped_rows_correctable_total",
+        "remapped_rows_uncorrectable_total",
+        "row_remap_pending",
+        "row_remap_failure",
+        "energy_joules_total",
+    }
+)
 
 #: Board figures from NVIDIA datasheets (H100 SXM 700 W, NVLink4 900 GB/s; A100 SXM 400 W, NVLink3 600 GB/s);
 #: memory totals and idle clocks as NVML/dcgm-exporter report them.
@@ -73,6 +99,9 @@ GPU_MODELS: dict[str, GpuModelSpec] = {
         GpuModelSpec("NVIDIA H200", 143771 * _MIB, 1980e6, 345e6, 700.0, 75.0, 450e9),
         GpuModelSpec("NVIDIA A100-SXM4-80GB", 81920 * _MIB, 1410e6, 210e6, 400.0, 55.0, 300e9),
         GpuModelSpec("NVIDIA A100-SXM4-40GB", 40960 * _MIB, 1410e6, 210e6, 400.0, 50.0, 300e9),
+        # AMD MI300X page: 192 GB HBM3, 2100 MHz peak engine clock, 750 W; Infinity Fabric 7 x 128 GB/s links,
+        # 448 GB/s per direction. Read through amdsmi: what that source cannot send is absent.
+        GpuModelSpec("AMD Instinct MI300X", 196608 * _MIB, 2100e6, 132e6, 750.0, 140.0, 448e9, absent=AMDSMI_ABSENT),
     )
 }
 
@@ -177,6 +206,7 @@ class SimSource:
         self._uuids = [self._uuid(node, i) for i in range(count)]
         self._streams = [_stream(uuid) for uuid in self._uuids]
         self._faults: dict[int, float] = {}  # GPU index -> time its uncorrectable error happens
+        self._shares: dict[int, tuple[JobShare, ...]] = {}  # GPU index -> the jobs sharing it
         # Energy since the (simulated) driver load: a day of idle draw, then the integral of the power sampled.
         self._energy = [spec.idle_power_watts * 86400.0] * count
         self._energy_at: float | None = None
@@ -193,6 +223,10 @@ class SimSource:
     def assign(self, index: int, workload: SimWorkload) -> None:
         """Run ``workload`` on GPU ``index`` from now on."""
         self._workloads[index] = workload
+
+    def share(self, index: int, shares: tuple[JobShare, ...]) -> None:
+        """GPU ``index`` is shared by these jobs (time-slicing) from now on; its workload is their sum."""
+        self._shares[index] = shares
 
     def set_lost(self, index: int, lost: bool = True) -> None:
         """Make GPU ``index`` fall off the bus (or come back)."""
@@ -214,7 +248,7 @@ class SimSource:
             self._energy_at = t
             out = []
             for i, sample in enumerate(samples):
-                if not sample.up:
+                if not sample.up or "energy_joules_total" in self.spec.absent:
                     out.append(sample)
                     continue
                 self._energy[i] += (sample.power_watts or 0.0) * elapsed
@@ -280,6 +314,12 @@ class SimSource:
                 row_remap_pending=1,
                 last_xid=63,
             )
+        if spec.absent:
+            counters = {k: v for k, v in counters.items() if k not in spec.absent}
+            counters["ecc_deferred_total"] = 0
+        shares = self._shares.get(index)
+        if shares:
+            return GpuSample.build(uuid, index, name, counters, job_id=shares[0].job_id, shares=shares)
         return GpuSample.build(uuid, index, name, counters, job_id=work.job_id)
 
 

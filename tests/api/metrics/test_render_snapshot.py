@@ -167,6 +167,17 @@ def _nodes(a1_seen: float = NOW - 4.5, a1_watts: float = 612.25) -> tuple[NodeVi
             GpuSample.model_validate({"uuid": "GPU-b2-2", "index": 2, "name": H100, "up": False}),
             _gpu("GPU-b2-3", 3, "ghost-7", **_busy(tensor_active=0.4)),
             _gpu("GPU-b2-4", 4, None, **_busy(tensor_active=0.1)),
+            # Shared by two jobs (issue 35), with AMD's deferred-error count beside the whole-GPU counters.
+            _gpu(
+                "GPU-b2-5",
+                5,
+                "serve-1",
+                **_busy(tensor_active=0.3, compute_processes=2, ecc_deferred_total=1),
+                shares=[
+                    {"job_id": "serve-1", "share": 0.625, "method": "process_utilization"},
+                    {"job_id": "ghost-7", "share": 0.375, "method": "process_utilization"},
+                ],
+            ),
         ],
         ports=[],
         health=NodeHealth(

@@ -1,7 +1,8 @@
 """Property: over random cluster snapshots, every GPU exporters report is in exactly one state.
 
 Checked in the summary, per pool, per node, in ``/metrics`` as rendered, and against a direct per-GPU count;
-unverified GPUs never leak into a state, and no pool exists without a node.
+unverified GPUs never leak into a state, and no pool exists without a node. Some GPUs are shared by several jobs
+(issue 35): such a GPU is still in one state, and its jobs' shares of it add up to 1 in every job's account.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from mfumon.api.metrics.self_metrics import SelfMetrics
 from mfumon.api.metrics.store import MetricsRenderer
-from mfumon.api.schemas.nodes import GpuSample
+from mfumon.api.schemas.nodes import GpuJobShare, GpuSample
 from mfumon.api.state.aggregate import (
     STATES,
     gpu_state,
@@ -24,7 +25,7 @@ from mfumon.api.state.aggregate import (
 from mfumon.api.state.devices import DeviceResolver
 from mfumon.api.state.outcome import ReportOutcome
 from mfumon.api.state.store import Snapshot
-from mfumon.api.state.views import JobView, NodeView, build_node_view, gpu_views
+from mfumon.api.state.views import GpuView, JobView, NodeView, build_node_view, gpu_views
 from mfumon.mfu import PeakTable
 from tests.utils.factories import metric_samples
 
@@ -48,14 +49,31 @@ _counters = st.fixed_dictionaries(
 
 
 @st.composite
+def _shares(draw: st.DrawFn) -> list[GpuJobShare]:
+    """Two or more jobs on one GPU, with weights that add up to 1, as an exporter measures them."""
+    jobs = draw(st.lists(st.sampled_from(JOB_IDS), min_size=2, max_size=4, unique=True))
+    weights = draw(st.lists(st.floats(0.0, 10.0), min_size=len(jobs), max_size=len(jobs)))
+    method = draw(st.sampled_from(("process_utilization", "accounting", "equal_split")))
+    total = sum(weights)
+    if total <= 0 or method == "equal_split":
+        weights, total = [1.0] * len(jobs), float(len(jobs))
+    return [GpuJobShare(job_id=j, share=w / total, method=method) for j, w in zip(jobs, weights, strict=True)]
+
+
+@st.composite
 def _gpu(draw: st.DrawFn, node: str, index: int) -> GpuSample:
     up = draw(st.booleans().map(lambda b: b or draw(st.integers(0, 9)) > 0))  # ~1 in 20 down
+    shares = draw(st.one_of(st.none(), st.none(), _shares()))
+    job_id = draw(st.one_of(st.none(), st.sampled_from(JOB_IDS)))
+    if shares is not None:
+        job_id = max(shares, key=lambda s: s.share).job_id
     return GpuSample(
         uuid=f"{node}-{index}",
         index=index,
         name=draw(st.sampled_from(MODELS)),
-        job_id=draw(st.one_of(st.none(), st.sampled_from(JOB_IDS))),
+        job_id=job_id,
         up=up,
+        shares=shares,
         **(draw(_counters) if up else {}),
     )
 
@@ -144,11 +162,30 @@ def test_gpu_states_add_up_per_cluster_pool_and_node(snapshot: Snapshot) -> None
         **{name: (group.gpus_idle, group.gpus_unreported) for name, group in summary.pools.items()},
     }
 
-    # Unverified GPUs are apart: a job's allocated GPUs are the attributed ones, never its num_gpus.
-    attributed = {j: sum(1 for n in snapshot.nodes for g in n.gpus if g.up and g.job_id == j) for j in JOB_IDS}
+    # Unverified GPUs are apart: a job's allocated GPUs are the attributed ones, never its num_gpus. A shared GPU
+    # is one of each of its jobs' GPUs, and counts its share in each job's GPU-equivalents.
+    def on(gpu: GpuView, job_id: str) -> bool:
+        return gpu.up and (gpu.job_id == job_id if gpu.shares is None else any(s.job_id == job_id for s in gpu.shares))
+
+    def share(gpu: GpuView, job_id: str) -> float:
+        return 1.0 if gpu.shares is None else sum(s.share for s in gpu.shares if s.job_id == job_id)
+
+    every = [g for n in snapshot.nodes for g in n.gpus]
+    attributed = {j: sum(1 for g in every if on(g, j)) for j in JOB_IDS}
     for job_id, account in summary.jobs.items():
         assert account.gpus_attributed == attributed[job_id]
+        assert account.gpus_shared == sum(1 for g in every if on(g, job_id) and g.shares is not None)
+        expected_share = sum(share(g, job_id) for g in every if on(g, job_id))
+        assert (account.gpu_share or 0.0) == pytest.approx(expected_share)
         assert account.gpus_unverified >= 0
+    # Each shared GPU's shares add up to 1 over its jobs, so the jobs' GPU-equivalents add up to the GPUs they hold.
+    held = sum(1 for g in every if g.up and g.job_id is not None)
+    total_share = sum(a.gpu_share or 0.0 for a in summary.jobs.values() if a.gpus_attributed)
+    assert total_share == pytest.approx(held)
+    for gpu in every:
+        if gpu.shares is not None and gpu.up:
+            assert sum(s.share for s in gpu.shares) == pytest.approx(1.0, abs=1e-3)
+            assert gpu_state(gpu, reporting) in ("reporting", "unreported")  # one state, whatever its jobs
     coverage = summary.cluster.reported_coverage
     assert coverage is None or 0.0 <= coverage <= 1.0
     for group in (summary.cluster, *summary.pools.values(), *summary.teams.values()):

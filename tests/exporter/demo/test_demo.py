@@ -20,7 +20,12 @@ def test_job_sizes_give_the_target_mfu_with_the_dense_peaks() -> None:
         attention = m.layers * m.heads * m.head_dim * m.seq_len
         # interface.md: training 6N + 12·L·H·Q·T, inference 2N + 4·L·H·Q·T; MFU = tokens/s x FLOPs/token / peak
         per_token = (6 * m.params + 12 * attention) if job.kind == "training" else (2 * m.params + 4 * attention)
-        peak = job.num_gpus * {"NVIDIA H100 80GB HBM3": 989e12, "NVIDIA A100-SXM4-80GB": 312e12}[job.gpu_model]
+        peak = (
+            job.num_gpus
+            * {"NVIDIA H100 80GB HBM3": 989e12, "NVIDIA A100-SXM4-80GB": 312e12, "AMD Instinct MI300X": 1307.4e12}[
+                job.gpu_model
+            ]
+        )
         assert job.tokens_per_second(job.target_mfu) * per_token / peak == pytest.approx(job.target_mfu)
 
 
@@ -30,7 +35,7 @@ def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -
     # Every reporting job (7 of the 8 running ones) posts once a cycle, but the resilient one is still starting up
     # (its first 20 s); a loaded machine fits fewer cycles in 3 s.
     assert result.report_failures == 0 and result.cycles >= 2
-    assert result.reports_posted == 6 * result.cycles
+    assert result.reports_posted == 7 * result.cycles
     assert result.batches_delivered >= 8 * 2
     with httpx.Client(base_url=live_server.url, timeout=5) as client:
         jobs = {j["job_id"]: j for j in client.get("/v1/jobs").json()["data"]}
@@ -66,9 +71,10 @@ def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -
     assert 'mfumon_pool_fragmented_gpus{pool="research-h100"} 4' in text
     assert 'mfumon_pool_largest_free_block_gpus{pool="research-h100"} 3' in text
 
-    assert len(nodes) == 10 and all(len(n["gpus"]) == 8 for n in nodes.values())
-    assert {n["pool"] for n in nodes.values()} == {"train-h100", "infer-a100", "reserve-h100", "research-h100"}
-    idle = [nodes["gpu-a100-02"]["gpus"][7], *nodes["gpu-h100-02"]["gpus"][4:7], *nodes["gpu-h100-03"]["gpus"]]
+    assert len(nodes) == 11 and all(len(n["gpus"]) == 8 for n in nodes.values())
+    pools_seen = {n["pool"] for n in nodes.values()}
+    assert pools_seen == {"train-h100", "infer-a100", "reserve-h100", "research-h100", "train-mi300x"}
+    idle = [*nodes["gpu-h100-02"]["gpus"][4:7], *nodes["gpu-h100-03"]["gpus"]]
     assert all(g["job_id"] is None and g["counters"]["tensor_active"] == 0 and g["state"] == "idle" for g in idle)
     # The GPUs' tensor activity is consistent with their job's MFU: the pipe is ~1.15x busier than MFU, and this
     # job recomputes activations (8/6 of the model FLOPs executed).
@@ -80,15 +86,26 @@ def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -
     assert all(g["counters"]["tensor_active"] / mfu == pytest.approx(1.15 * 8 / 6, rel=0.1) for g in trained)
     assert pretrain["accounting"]["verdict"] == "consistent"
 
-    # Cluster truth: 80 GPUs, every one in a state; the over-claiming job is caught, the unwrapped one estimated.
+    # Cluster truth: 88 GPUs, every one in a state; the over-claiming job is caught, the unwrapped one estimated.
     # The serving jobs' 7 GPUs are reporting once the exporter's first inference report for each has arrived; the
     # resilient job's 4 while it starts up are held by a job that has not reported yet.
     states = {s: summary[f"gpus_{s}"] for s in ("reporting", "unreported", "idle", "down")}
-    # Idle: 4 in the busy pools, the 8 of reserve-h100, 3 + 3 the research sweeps leave; busy: 52 + the sweeps' 10.
-    assert (states["idle"], states["down"]) == (18, 0)
-    assert 36 <= states["reporting"] <= 43 and states["reporting"] + states["unreported"] == 62
-    assert sum(states.values()) == summary["gpus_known"] == 80
-    assert summary["reported_coverage"] == pytest.approx(states["reporting"] / 62)
+    # Idle: 3 in the busy pools, the 8 of reserve-h100, 3 + 3 the research sweeps leave; busy: 61 (one of them the
+    # GPU two evaluation harnesses share: one GPU, in one state; 8 the MI300X job's) + the sweeps' 10.
+    assert (states["idle"], states["down"]) == (17, 0)
+    assert 44 <= states["reporting"] <= 51 and states["reporting"] + states["unreported"] == 71
+    assert sum(states.values()) == summary["gpus_known"] == 88
+    assert summary["reported_coverage"] == pytest.approx(states["reporting"] / 71)
+    # The AMD node: its job's MFU against the MI300X's own dense peak, and no hardware estimate to check it with.
+    amd = jobs["pretrain-llama3-8b-mi300x"]
+    assert (amd["latest"]["device"], amd["gpus_allocated"]) == ("mi300x", 8)
+    assert amd["latest"]["mfu"] == pytest.approx(0.30, rel=0.1)
+    assert amd["hardware_mfu"] is None and amd["accounting"]["message"].startswith("no hardware counter")
+    assert all("tensor_active" not in g["counters"] for g in nodes["gpu-mi300x-01"]["gpus"])
+    shared = nodes["gpu-a100-02"]["gpus"][7]
+    assert (shared["job_id"], shared["state"]) == ("eval-harness-a", "unreported")  # the largest share; none reports
+    assert metric_value(metrics, "mfumon_gpu_jobs", node="gpu-a100-02", gpu="7", uuid=shared["uuid"]) == 2
+    assert metric_value(metrics, "mfumon_job_gpus_unreported", job_id="eval-harness-b") is not None
     over = jobs["finetune-7b-overclaim"]
     assert over["mfu_hardware_agreement"] == pytest.approx(1.63, rel=0.15)
     assert over["accounting"]["verdict"] == "over_claims"

@@ -1,4 +1,4 @@
-"""Fixtures for the exporter tests: the fake pynvml module and a fake /proc tree."""
+"""Fixtures for the exporter tests: the fake pynvml and amdsmi modules and a fake /proc tree."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from types import ModuleType
 
 import pytest
 
-from tests.exporter.node import fake_pynvml
+from tests.exporter.node import fake_amdsmi, fake_pynvml
 
 
 @pytest.fixture
@@ -19,6 +19,15 @@ def fake_nvml(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml)
     yield fake_pynvml
     fake_pynvml.reset([])
+
+
+@pytest.fixture
+def fake_amd(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    """``import amdsmi`` yields the fake for this test; build devices with ``fake_amd.reset([...])``."""
+    fake_amdsmi.reset([])
+    monkeypatch.setitem(sys.modules, "amdsmi", fake_amdsmi)
+    yield fake_amdsmi
+    fake_amdsmi.reset([])
 
 
 @pytest.fixture

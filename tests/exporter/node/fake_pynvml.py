@@ -7,6 +7,19 @@ the GPM structs, ``nvmlFriendlyObject`` processes), opaque ``POINTER`` handles (
 real binding returns), the constants, and the ``NVMLError`` mechanics: ``NVMLError(code)`` builds the
 ``NVMLError_<Name>`` subclass generated for every ``NVML_ERROR_*`` constant.
 
+Per-process utilization and accounting (issue 35) follow the NVML API Reference Guide vR590 (last updated
+January 12, 2026; docs.nvidia.com/deploy/nvml-api, "Device Queries" and "Accounting Statistics"):
+``nvmlDeviceGetProcessUtilization`` returns the ``nvmlProcessUtilizationSample_t`` samples (pid, timeStamp in us,
+smUtil, memUtil, encUtil, decUtil) newer than ``lastSeenTimeStamp``; "if no valid sample entries are found since the
+lastSeenTimeStamp, NVML_ERROR_NOT_FOUND is returned", and ``NVML_ERROR_NOT_SUPPORTED`` on a device without the
+feature. ``nvmlDeviceGetAccountingMode`` answers ``NVML_FEATURE_ENABLED``/``DISABLED``; ``nvmlDeviceGetAccountingPids``
+and ``nvmlDeviceGetAccountingStats`` raise ``NVML_ERROR_NOT_SUPPORTED`` "if the device doesn't support this feature or
+accounting mode is disabled", and ``GetAccountingStats`` ``NVML_ERROR_NOT_FOUND`` "if process stats were not found";
+a stat the device cannot measure is ``NVML_VALUE_NOT_AVAILABLE`` (0xFFFFFFFF as an unsigned int); on a MIG-enabled GPU
+accounting is disabled. The pynvml wrappers' names and arguments are nvidia-ml-py's
+(``nvmlDeviceGetProcessUtilization(handle, timeStamp)`` returns a list, empty when the count is 0;
+``nvmlDeviceGetAccountingStats(handle, pid)`` returns a ``c_nvmlAccountingStats_t``).
+
 The devices are plain dataclasses (:class:`FakeGpu`, :class:`FakeMig`) a test builds and mutates through
 :func:`reset` and the module-level :data:`STATE`.
 """
@@ -63,6 +76,9 @@ NVML_ERROR_NO_DATA = 21
 NVML_ERROR_UNKNOWN = 999
 
 NVML_TEMPERATURE_GPU = 0
+NVML_FEATURE_DISABLED = 0
+NVML_FEATURE_ENABLED = 1
+NVML_VALUE_NOT_AVAILABLE = 0xFFFFFFFF  # as an unsigned int (nvml.h: (unsigned long long)-1, truncated)
 NVML_CLOCK_GRAPHICS = 0
 NVML_CLOCK_SM = 1
 NVML_CLOCK_MEM = 2
@@ -360,6 +376,12 @@ class FakeGpu:
     pcie_replays: int = 0
     remapped_rows: tuple[int, int, int, int] = (0, 0, 0, 0)  # (correctable, uncorrectable, isPending, failureOccurred)
     nvlink_error_fields: dict[int, int] = field(default_factory=dict)
+    # Per-process utilization samples (pid, timeStamp us, smUtil %, memUtil %) NVML keeps in its ring buffer, and
+    # accounting: mode on/off and per pid (gpuUtilization %, isRunning). Unsupported: "process_utilization" or
+    # "accounting" in ``unsupported``.
+    process_samples: list[tuple[int, int, int, int]] = field(default_factory=list)
+    accounting_enabled: bool = False
+    accounting: dict[int, tuple[int, bool]] = field(default_factory=dict)
 
 
 @dataclass
@@ -619,6 +641,71 @@ def nvmlDeviceGetNvLinkErrorCounter(device: Any, link: int, counter: int) -> int
     }.get(counter)
     total = gpu.nvlink_error_fields.get(total_field or -1, 0)
     return total // gpu.nvlink_links + (1 if link < total % gpu.nvlink_links else 0)
+
+
+class c_nvmlProcessUtilizationSample_t(_PrintableStructure):
+    _fields_ = [
+        ("pid", c_uint),
+        ("timeStamp", c_ulonglong),
+        ("smUtil", c_uint),
+        ("memUtil", c_uint),
+        ("encUtil", c_uint),
+        ("decUtil", c_uint),
+    ]
+
+
+class c_nvmlAccountingStats_t(_PrintableStructure):
+    _fields_ = [
+        ("gpuUtilization", c_uint),
+        ("memoryUtilization", c_uint),
+        ("maxMemoryUsage", c_ulonglong),
+        ("time", c_ulonglong),
+        ("startTime", c_ulonglong),
+        ("isRunning", c_uint),
+        ("reserved", c_uint * 5),
+    ]
+
+
+def nvmlDeviceGetProcessUtilization(handle: Any, timeStamp: int) -> list[c_nvmlProcessUtilizationSample_t]:
+    gpu, mig, _ = _resolve(handle, "nvmlDeviceGetProcessUtilization")
+    if "process_utilization" in gpu.unsupported or mig is not None:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    newer = [s for s in gpu.process_samples if s[1] > timeStamp]
+    if not newer:
+        raise NVMLError(NVML_ERROR_NOT_FOUND)  # "if sample entries are not found"
+    return [
+        c_nvmlProcessUtilizationSample_t(pid=pid, timeStamp=ts, smUtil=sm, memUtil=mem, encUtil=0, decUtil=0)
+        for pid, ts, sm, mem in newer
+    ]
+
+
+def _accounting(handle: Any, fn: str) -> FakeGpu:
+    gpu, mig, _ = _resolve(handle, fn)
+    if "accounting" in gpu.unsupported or mig is not None:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    return gpu
+
+
+def nvmlDeviceGetAccountingMode(handle: Any) -> int:
+    gpu = _accounting(handle, "nvmlDeviceGetAccountingMode")
+    return NVML_FEATURE_ENABLED if gpu.accounting_enabled else NVML_FEATURE_DISABLED
+
+
+def nvmlDeviceGetAccountingPids(handle: Any) -> list[int]:
+    gpu = _accounting(handle, "nvmlDeviceGetAccountingPids")
+    if not gpu.accounting_enabled:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)  # "or accounting mode is disabled"
+    return list(gpu.accounting)
+
+
+def nvmlDeviceGetAccountingStats(handle: Any, pid: int) -> c_nvmlAccountingStats_t:
+    gpu = _accounting(handle, "nvmlDeviceGetAccountingStats")
+    if not gpu.accounting_enabled:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    if pid not in gpu.accounting:
+        raise NVMLError(NVML_ERROR_NOT_FOUND)  # "if process stats were not found"
+    util, running = gpu.accounting[pid]
+    return c_nvmlAccountingStats_t(gpuUtilization=util, memoryUtilization=0, isRunning=int(running))
 
 
 def nvmlDeviceGetComputeRunningProcesses(handle: Any) -> list[nvmlFriendlyObject]:

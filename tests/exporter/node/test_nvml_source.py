@@ -372,3 +372,82 @@ def test_last_xid_is_the_latest_event_of_the_physical_gpu(fake_nvml: ModuleType)
         source.close()
     assert first.last_xid == 79 and first.xid_errors_total == 2
     assert second.last_xid is None  # not registered for XID events: unsupported, not "no XID"
+
+
+# -- shared GPUs (issue 35) ------------------------------------------------------------------------------------------
+
+
+def _shared_gpus(fake: ModuleType, proc_root: Callable[..., Path], **gpu: object) -> tuple[list[object], Path]:
+    proc_root(100, {"SLURM_JOB_ID": "4242"})
+    proc_root(101, {"SLURM_JOB_ID": "4242"})
+    proc_root(200, {"MFUMON_JOB_ID": "infer-1"})
+    root = proc_root(300, {"HOME": "/root"})  # a process of no job: takes no share
+    processes = [(100, 8 * 1024**3), (101, 1024), (200, 2 * 1024**3), (300, 1024)]
+    return [fake.FakeGpu(uuid="GPU-S", processes=processes, **gpu), fake.FakeGpu(uuid="GPU-1")], root  # type: ignore[attr-defined]
+
+
+def test_a_shared_gpu_is_split_by_per_process_utilization_samples(
+    fake_nvml: ModuleType, proc_root: Callable[..., Path]
+) -> None:
+    # NVML samples since the last cycle: job 4242's two processes 30 + 15 + 15 (sm %), infer-1's 20; pid 300 10.
+    samples = [(100, 1_000, 30, 5), (101, 1_100, 15, 1), (100, 1_200, 15, 5), (200, 1_150, 20, 2), (300, 1_160, 10, 0)]
+    gpus, root = _shared_gpus(fake_nvml, proc_root, process_samples=samples)
+    source = _source(fake_nvml, gpus, resolver=JobResolver(root))
+    try:
+        shared, alone = source.collect()
+        again, _ = source.collect()  # nothing newer than 1_200: NVML answers NOT_FOUND, so accounting, then equal
+        fake_nvml.STATE.gpus[0].process_samples.append((200, 1_300, 40, 3))
+        third, _ = source.collect()
+    finally:
+        source.close()
+    assert [(s.job_id, s.share, s.method) for s in shared.shares] == [
+        ("4242", pytest.approx(60 / 80), "process_utilization"),
+        ("infer-1", pytest.approx(20 / 80), "process_utilization"),
+    ]
+    assert shared.job_id == "4242"  # the largest share, for aggregators that read only job_id
+    assert shared.to_json()["shares"] == [s.to_json() for s in shared.shares]
+    assert alone.shares is None and "shares" not in alone.to_json()
+    # A tie goes to the job the attribution rules name (MFUMON_JOB_ID is explicit): job_id stays stable.
+    assert [(s.job_id, s.share, s.method) for s in again.shares] == [
+        ("infer-1", 0.5, "equal_split"),
+        ("4242", 0.5, "equal_split"),
+    ]
+    # Only samples newer than the last one read count: infer-1 alone ran in the last window.
+    assert [(s.job_id, s.share) for s in third.shares] == [("infer-1", 1.0), ("4242", 0.0)]
+
+
+def test_accounting_splits_a_shared_gpu_when_no_utilization_samples(
+    fake_nvml: ModuleType, proc_root: Callable[..., Path]
+) -> None:
+    # 101 has no measurement (NVML_VALUE_NOT_AVAILABLE: left out, not 42949672.95), 555 is not on this GPU
+    accounting = {100: (60, True), 101: (fake_nvml.NVML_VALUE_NOT_AVAILABLE, True), 200: (20, True), 555: (90, True)}
+    gpus, root = _shared_gpus(
+        fake_nvml, proc_root, unsupported={"process_utilization"}, accounting_enabled=True, accounting=accounting
+    )
+    source = _source(fake_nvml, gpus, resolver=JobResolver(root))
+    try:
+        shared, _ = source.collect()
+    finally:
+        source.close()
+    assert [(s.job_id, s.share, s.method) for s in shared.shares] == [
+        ("4242", pytest.approx(0.75), "accounting"),
+        ("infer-1", pytest.approx(0.25), "accounting"),
+    ]
+
+
+def test_equal_split_is_the_stated_fallback_and_mig_instances_are_never_split(
+    fake_nvml: ModuleType, proc_root: Callable[..., Path]
+) -> None:
+    gpus, root = _shared_gpus(fake_nvml, proc_root, unsupported={"process_utilization", "accounting"})
+    mig = fake_nvml.FakeMig("MIG-a", "3g.40gb", 1, processes=[(100, 1024), (200, 1024)])
+    gpus.append(fake_nvml.FakeGpu(uuid="GPU-M", mig=[mig]))
+    source = _source(fake_nvml, gpus, resolver=JobResolver(root))
+    try:
+        shared, _, slice_ = source.collect()
+    finally:
+        source.close()
+    assert [(s.job_id, s.share, s.method) for s in shared.shares] == [
+        ("infer-1", 0.5, "equal_split"),
+        ("4242", 0.5, "equal_split"),
+    ]
+    assert slice_.mig_profile == "3g.40gb" and slice_.shares is None and slice_.job_id == "infer-1"  # explicit wins
