@@ -1,0 +1,30 @@
+"""On-demand profiles on the job side: run ``torch.profiler`` for a few steps, keep the trace, send a summary.
+
+:mod:`._summary` reduces a Kineto trace to a `TraceSummary` (pure; standard library only); :mod:`._capture` runs the
+profiler on the ranks a request names, without blocking or raising into the training step.
+"""
+
+from __future__ import annotations
+
+from mfumon.exporter.job.profile._groups import GROUPS, group_of
+from mfumon.exporter.job.profile._summary import (
+    CollectiveTime,
+    GroupTime,
+    KernelTime,
+    StepTime,
+    TraceSummary,
+    summarize_trace,
+)
+from mfumon.exporter.job.profile._trace import load_trace
+
+__all__ = [
+    "GROUPS",
+    "CollectiveTime",
+    "GroupTime",
+    "KernelTime",
+    "StepTime",
+    "TraceSummary",
+    "group_of",
+    "load_trace",
+    "summarize_trace",
+]
