@@ -28,6 +28,7 @@ from mfumon.exporter.job.profile._trace import Activity, ParsedTrace, parse_trac
 
 TOP_KERNELS = 10
 MAX_STEPS = 64
+KERNEL_NAME_CHARS = 128  # what the aggregator keeps of a kernel name
 _US = 1e-6
 _TENSOR_CORE = re.compile(
     r"tensorop|xmma|hmma|wgmma|gmma|_s1688|_s16816|_h1688|_h16816|_i8816|sm80_|sm90_|sm100_|cutlass.*gemm|"
@@ -175,7 +176,7 @@ def _top_kernels(activities: Iterable[Activity]) -> tuple[KernelTime, ...]:
             seconds[a.name] += (a.end_us - a.start_us) * _US
             counts[a.name] += 1
     ranked = sorted(seconds.items(), key=lambda item: -item[1])[:TOP_KERNELS]
-    return tuple(KernelTime(name[:200], s, counts[name]) for name, s in ranked)
+    return tuple(KernelTime(name[:KERNEL_NAME_CHARS], s, counts[name]) for name, s in ranked)
 
 
 def _steps(parsed: ParsedTrace) -> tuple[StepTime, ...]:
