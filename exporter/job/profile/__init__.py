@@ -6,7 +6,9 @@ profiler on the ranks a request names, without blocking or raising into the trai
 
 from __future__ import annotations
 
+from mfumon.exporter.job.profile._agent import MAX_STEPS, ProfileAgent
 from mfumon.exporter.job.profile._groups import GROUPS, group_of
+from mfumon.exporter.job.profile._request import ProfileRequest, sample_ranks
 from mfumon.exporter.job.profile._summary import (
     CollectiveTime,
     GroupTime,
@@ -19,12 +21,16 @@ from mfumon.exporter.job.profile._trace import load_trace
 
 __all__ = [
     "GROUPS",
+    "MAX_STEPS",
     "CollectiveTime",
     "GroupTime",
     "KernelTime",
+    "ProfileAgent",
+    "ProfileRequest",
     "StepTime",
     "TraceSummary",
     "group_of",
     "load_trace",
+    "sample_ranks",
     "summarize_trace",
 ]

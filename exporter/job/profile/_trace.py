@@ -4,6 +4,10 @@ Only what the summary needs is kept: every GPU kernel, memcpy and memset with it
 collective, its operation and process group; and the ``ProfilerStep#N`` windows of the host thread. A kernel belongs
 to the step whose host window launched it (``correlation`` links the launch to the kernel), else to the one its own
 start falls in.
+
+A trace with no device activity (a CPU job, gloo collectives) is read on the host instead: the operators of the
+thread that runs the steps are the compute, the ``gloo:*`` collectives (on gloo's own threads) the communication, and
+the host stands in for the device (device ``-1``).
 """
 
 from __future__ import annotations
@@ -85,10 +89,39 @@ def parse_trace(trace: Mapping[str, Any], *, group_overrides: Mapping[str, str] 
             start = float(event["ts"])
             steps.append((int(match.group(1)), start, start + float(event.get("dur", 0.0))))
     activities = [_activity(e, launches, group_overrides) for e in device_events]
+    if not activities:
+        activities = _host_activities(trace.get("traceEvents") or [], steps)
     activities.sort(key=lambda a: (a.start_us, a.end_us))
     info = trace.get("distributedInfo") or {}
     rank = info.get("rank") if isinstance(info, Mapping) else None
     return ParsedTrace(tuple(activities), tuple(sorted(steps, key=lambda s: s[1])), rank)
+
+
+HOST_DEVICE = -1
+_HOST_COMM = re.compile(r"^gloo:(\w+)")
+_NOT_COMPUTE = ("c10d::", "record_param_comms", "ProfilerStep#")
+
+
+def _host_activities(events: Iterable[Any], steps: list[tuple[int, float, float]]) -> list[Activity]:
+    """A CPU-only trace: the step thread's operators as compute, gloo's collectives as communication."""
+    complete = list(_complete(events))
+    step_threads = {e.get("tid") for e in complete if _STEP.match(str(e.get("name", "")))}
+    activities: list[Activity] = []
+    for event in complete:
+        name = str(event.get("name", ""))
+        start = float(event["ts"])
+        end = start + max(0.0, float(event.get("dur", 0.0)))
+        if match := _HOST_COMM.match(name):
+            word = match.group(1).lower().replace("_", "")
+            collective = _COLLECTIVES.get(word, word)
+            activities.append(Activity(HOST_DEVICE, start, end, "comm", name, collective, "other"))
+        elif (
+            event.get("cat") == "cpu_op"
+            and (not step_threads or event.get("tid") in step_threads)
+            and not name.startswith(_NOT_COMPUTE)
+        ):
+            activities.append(Activity(HOST_DEVICE, start, end, "compute", name))
+    return activities
 
 
 def _complete(events: Iterable[Any]) -> Iterable[Mapping[str, Any]]:
