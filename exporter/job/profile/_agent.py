@@ -70,8 +70,9 @@ class ProfileAgent:
                 channel.publish(request)
         except Exception:
             logger.warning("mfumon profile: could not pass request %d to the other ranks", request.id, exc_info=True)
-        with self._lock:
-            self._marked_steps = max(self._marked_steps, min(request.steps, MAX_STEPS) + 1)
+        if not request.names(self.rank, self.world_size):  # other ranks' profiles slow the job's steps too
+            with self._lock:
+                self._marked_steps = max(self._marked_steps, min(request.steps, MAX_STEPS) + 1)
         self._accept(request)
 
     def poll(self) -> None:
@@ -115,12 +116,7 @@ class ProfileAgent:
             self._capture = None
 
     def _advance(self) -> None:
-        with self._lock:
-            if self._marked_steps:
-                self._marked_steps -= 1
-                if self._capture is None:
-                    self._profiled_steps += 1
-        if self._capture is not None:
+        if self._capture is not None:  # the step that just ended ran under the profiler
             with self._lock:
                 self._profiled_steps += 1
             if self._capture.step():
@@ -129,7 +125,10 @@ class ProfileAgent:
             return
         with self._lock:
             request, self._pending = self._pending, None
-        if request is not None:
+            if request is None and self._marked_steps:
+                self._marked_steps -= 1
+                self._profiled_steps += 1
+        if request is not None:  # profiling starts with the next step
             self._capture = Capture(request, steps=max(1, min(request.steps, MAX_STEPS)))
 
     def take_profiled_steps(self) -> int:

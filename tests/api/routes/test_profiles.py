@@ -132,3 +132,13 @@ def test_asking_needs_the_profile_scope(make_client: Callable[..., TestClient], 
         "/v1/jobs/p5/profile", json={"steps": 2}, headers={"Authorization": "Bearer prof-secret-0123456789"}
     )
     assert ok.status_code == 202 and ok.json()["requested_by"] == "oncall"
+
+
+def test_profiled_intervals_never_make_a_baseline(make_client: Callable[..., TestClient]) -> None:
+    """Three steady reports make a baseline (no warm-up here); one of them profiled keeps the window from it."""
+    client = make_client(BASELINE_WARMUP_REPORTS=0, BASELINE_WINDOW_REPORTS=3)
+    for fields in ({}, {"profiled_steps": 4}, {}, {}):
+        assert client.post("/v1/jobs/p6/reports", json=report(**fields)).status_code == 200
+    assert client.get("/v1/baselines").json()["count"] == 0
+    client.post("/v1/jobs/p6/reports", json=report())
+    assert client.get("/v1/baselines").json()["count"] == 1
