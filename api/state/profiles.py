@@ -41,6 +41,7 @@ class ProfileFigures:
     # Ranks whose communication takes longest (they wait for a slower peer or link), and the median over ranks.
     waiting_ranks: tuple[tuple[int, float], ...] = ()
     median_rank_comm_ratio: float | None = None
+    least_comm_rank: tuple[int, float] | None = None  # the rank that waits least: the one the others wait for
     top_kernels: tuple[tuple[str, float], ...] = ()  # (name, share of compute time), the largest first
 
     def group(self, name: str) -> GroupFigures | None:
@@ -67,6 +68,7 @@ class ProfileFigures:
             ],
             "waiting_ranks": [[rank, ratio] for rank, ratio in self.waiting_ranks],
             "median_rank_comm_ratio": self.median_rank_comm_ratio,
+            "least_comm_rank": None if self.least_comm_rank is None else list(self.least_comm_rank),
             "top_kernels": [[name, share] for name, share in self.top_kernels],
         }
 
@@ -94,6 +96,9 @@ class ProfileFigures:
             if stored.get("median_rank_comm_ratio") is None
             else float(stored["median_rank_comm_ratio"]),
             top_kernels=tuple((str(n), float(s)) for n, s in stored.get("top_kernels", ())),
+            least_comm_rank=None
+            if not stored.get("least_comm_rank")
+            else (int(stored["least_comm_rank"][0]), float(stored["least_comm_rank"][1])),
         )
 
 
@@ -138,6 +143,7 @@ def combine(profile_id: int, captured_at: float, summaries: Iterable[Mapping[str
         groups=groups,
         waiting_ranks=tuple(rank_comm[:_NAMED_RANKS]),
         median_rank_comm_ratio=median(r for _, r in rank_comm) if rank_comm else None,
+        least_comm_rank=rank_comm[-1] if rank_comm else None,
         top_kernels=_top_kernels(ranks),
     )
 

@@ -82,6 +82,11 @@ def test_a_summary_sent_unasked_and_its_process_group(client: TestClient) -> Non
     dp = next(g for g in profile["groups"] if g["group"] == "dp")
     assert dp["exposed_comm_ratio"] == pytest.approx(body["exposed_comm_seconds"] / body["span_seconds"])
     assert profile["steps"] is None and profile["summaries"][0]["collectives"][0]["collective"] == "allreduce"
+    client.post("/v1/jobs/p2/reports", json=report())
+    findings = {f["cause"]: f for f in client.get("/v1/jobs/p2/diagnosis").json()["findings"]}
+    cited = findings["exposed_dp_communication"]["evidence"]
+    assert cited["profile_id"] == profile["id"] and cited["top_collective"] == "allreduce"
+    assert cited["exposed_comm_ratio"] == pytest.approx(dp["exposed_comm_ratio"], abs=1e-4)
 
 
 @pytest.mark.parametrize(
