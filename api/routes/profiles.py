@@ -6,14 +6,20 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from mfumon.api.deps import ContextDep, JobIdPath, JobWriter, ProfileRequester
+from mfumon.api.deps import ContextDep, JobIdPath, JobWriter, ProfileRequester, reject_future_timestamp
+from mfumon.api.openapi import answer, invalid_when
 from mfumon.api.schemas.profiles import ProfilePublic, ProfileRequestCreate, ProfilesPublic, ProfileSummaryCreate
 from mfumon.api.services import profiles
 
 router = APIRouter(prefix="/v1/jobs", tags=["profiles"])
 
 
-@router.post("/{job_id}/profile", response_model=ProfilePublic, status_code=202)
+@router.post(
+    "/{job_id}/profile",
+    response_model=ProfilePublic,
+    status_code=202,
+    responses=answer(409, "The job is not running, or a profile of it is already asked and not yet answered."),
+)
 def create_profile_request(
     job_id: JobIdPath, body: ProfileRequestCreate, ctx: ContextDep, principal: ProfileRequester
 ) -> ProfilePublic:
@@ -23,11 +29,25 @@ def create_profile_request(
     return profiles.public(row)
 
 
-@router.post("/{job_id}/profiles", response_model=ProfilePublic)
+@router.post(
+    "/{job_id}/profiles",
+    response_model=ProfilePublic,
+    responses={
+        **answer(409, "The profile already holds the summaries of as many ranks as it keeps (4096)."),
+        **invalid_when(
+            "a part exceeds its whole: `compute_seconds`, `comm_seconds`, `idle_seconds` or a group's "
+            "`comm_seconds` above `span_seconds`; `exposed_comm_seconds` above `comm_seconds`; a group's "
+            "`exposed_seconds` above its `comm_seconds`.",
+            "a group appears twice in `groups`.",
+        ),
+    },
+)
 def create_profile_summary(
     job_id: JobIdPath, body: ProfileSummaryCreate, ctx: ContextDep, principal: JobWriter
 ) -> ProfilePublic:
     """One profiled rank's summary, reduced on its node (the raw trace stays there)."""
+    if body.captured_at is not None:
+        reject_future_timestamp(ctx, body.captured_at, "captured_at")
     row = profiles.record_summary(ctx, job_id, body, principal)
     ctx.self_metrics.count_ingest("job_profiles", "accepted")
     return profiles.public(row)

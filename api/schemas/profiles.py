@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mfumon.api.schemas._common import Label, Number, Ratio, Seconds, Step, Timestamp, Whole
+from mfumon.api.schemas._common import CLOCK_SKEW_RULE, Label, Number, Ratio, Seconds, Step, Timestamp, Whole
 
 MAX_PROFILE_STEPS = 20
 """The most steps one profile may cover: the profiler's overhead and the trace grow with every step."""
@@ -97,7 +97,7 @@ class ProfileSummaryCreate(_Strict):
         None, description="where the raw trace stays on the rank's node (for Perfetto or HTA)"
     )
     trace_bytes: Annotated[int, Whole(0, 10**12)] | None = None
-    captured_at: Timestamp | None = None
+    captured_at: Timestamp | None = Field(None, description="when the profile began. " + CLOCK_SKEW_RULE)
 
 
 class ProfileGroupPublic(BaseModel):

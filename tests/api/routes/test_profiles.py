@@ -106,6 +106,8 @@ def test_bad_summaries_change_nothing(client: TestClient) -> None:
         ({**good, "exposed_comm_seconds": good["comm_seconds"] * 2}, "exposed_comm_seconds"),
         ({**good, "groups": [{"group": "xp", "comm_seconds": 0.1, "exposed_seconds": 0.0}]}, "groups"),
         ({**good, "idle_seconds": good["span_seconds"] + 1}, "idle_seconds"),
+        ({**good, "groups": [good["groups"][0], good["groups"][0]]}, "groups"),
+        ({**good, "captured_at": 4e10}, "captured_at"),
     ):
         response = client.post("/v1/jobs/p4/profiles", json=bad)
         assert response.status_code == 422, response.text
