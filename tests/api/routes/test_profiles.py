@@ -149,3 +149,17 @@ def test_profiled_intervals_never_make_a_baseline(make_client: Callable[..., Tes
     assert client.get("/v1/baselines").json()["count"] == 0
     client.post("/v1/jobs/p6/reports", json=report())
     assert client.get("/v1/baselines").json()["count"] == 1
+
+
+def test_a_team_token_asks_only_of_its_teams_jobs(make_client: Callable[..., TestClient], tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text(
+        "admin-secret-0123456789 name=admin\nnlp-secret-0123456789 name=nlp scopes=jobs,profile teams=nlp\n"
+    )
+    client = make_client(INGEST_TOKENS_FILE=tokens)
+    admin, nlp = ({"Authorization": f"Bearer {t}-secret-0123456789"} for t in ("admin", "nlp"))
+    assert client.post("/v1/jobs/vision-job/reports", json=report(team="vision"), headers=admin).status_code == 200
+    assert client.post("/v1/jobs/nlp-job/reports", json=report(team="nlp"), headers=admin).status_code == 200
+    assert client.post("/v1/jobs/vision-job/profile", json={"steps": 2}, headers=nlp).status_code == 403
+    assert client.post("/v1/jobs/nlp-job/profile", json={"steps": 2}, headers=nlp).status_code == 202
+    assert client.get("/v1/jobs/vision-job/profiles").json()["count"] == 0
