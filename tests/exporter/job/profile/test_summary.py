@@ -119,6 +119,24 @@ def test_exposed_comm_split_by_group_by_hand() -> None:
     assert summary.tensor_core_ratio == 1.0
 
 
-def test_a_trace_without_device_work_summarises_to_zeros() -> None:
-    summary = summarize_trace({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": 1, "dur": 2}]})
+def test_an_empty_trace_summarises_to_zeros() -> None:
+    summary = summarize_trace({"traceEvents": []})
     assert summary.span_seconds == 0.0 and summary.groups == () and summary.tensor_core_ratio is None
+
+
+def test_a_trace_without_device_work_is_read_on_the_host() -> None:
+    """A CPU job: the step thread's operators are compute, gloo's collective (on its own thread) communication."""
+    trace = {
+        "traceEvents": [
+            {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "tid": 1, "ts": 0, "dur": 100},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "tid": 1, "ts": 0, "dur": 40},
+            {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "tid": 1, "ts": 40, "dur": 5},
+            {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "tid": 9, "ts": 30, "dur": 50},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::add", "tid": 9, "ts": 90, "dur": 10},  # not the step thread
+        ]
+    }
+    summary = summarize_trace(trace)
+    assert summary.compute_seconds == pytest.approx(40e-6) and summary.comm_seconds == pytest.approx(50e-6)
+    assert summary.exposed_comm_seconds == pytest.approx(40e-6)  # 40-80: no operator of the step thread runs
+    assert summary.span_seconds == pytest.approx(80e-6) and summary.idle_seconds == 0.0
+    assert [(c.collective, c.count) for c in summary.collectives] == [("allreduce", 1)]
