@@ -141,7 +141,8 @@ class JobReporter:
         self._profiler: ProfileAgent | None = None
         self._peer_delivery: Delivery | None = None
         if profile and not self.active and urlsplit(self.url).scheme in ("http", "https"):
-            self._start_peer_profiler(token or _env.read_token(token_file), timeout_seconds, profile_dir)
+            world_size = num_gpus if num_gpus is not None else _env.default_world_size()
+            self._start_peer_profiler(token or _env.read_token(token_file), timeout_seconds, profile_dir, world_size)
         if not self.active:
             return
         if model is not None:
@@ -422,7 +423,11 @@ class JobReporter:
         self._delivery.enqueue("POST", f"{self._job_path}/reports", report)
 
     def _start_peer_profiler(
-        self, secret: str | None, timeout_seconds: float, profile_dir: str | os.PathLike[str] | None
+        self,
+        secret: str | None,
+        timeout_seconds: float,
+        profile_dir: str | os.PathLike[str] | None,
+        world_size: int | None,
     ) -> None:
         """A rank that does not report still profiles when asked: it reads the request rank 0 passed on through the
         process-group store (polled every interval) and posts its own summary."""
@@ -434,7 +439,7 @@ class JobReporter:
             delivery.deliver(timeout_seconds * 2)
 
         self._profiler = ProfileAgent(
-            job_id=self.job_id, rank=self.rank, world_size=_env.default_world_size(), send=send, trace_dir=profile_dir
+            job_id=self.job_id, rank=self.rank, world_size=world_size, send=send, trace_dir=profile_dir
         )
         agent = self._profiler
 
