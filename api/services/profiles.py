@@ -172,7 +172,3 @@ def _check_consistent(body: ProfileSummaryCreate) -> None:
     groups = [g.group for g in body.groups]
     if len(set(groups)) != len(groups):
         raise InputError("groups", "each group at most once")
-
-
-def figures_of(job: JobRow) -> ProfileFigures | None:
-    return ProfileFigures.from_json(job.profile)
