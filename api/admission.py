@@ -36,7 +36,8 @@ OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 _ID = r"[^/]+"
 ROUTE_SCOPES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("POST", re.compile(rf"^/v1/nodes/{_ID}/samples$"), "nodes"),
-    ("POST", re.compile(rf"^/v1/jobs/{_ID}/(?:reports|end|events)$"), "jobs"),
+    ("POST", re.compile(rf"^/v1/jobs/{_ID}/(?:reports|end|events|profiles)$"), "jobs"),
+    ("POST", re.compile(rf"^/v1/jobs/{_ID}/profile$"), "profile"),
     ("PUT", re.compile(rf"^/v1/jobs/{_ID}$"), "jobs"),
     ("PUT", re.compile(rf"^/v1/scheduler/{_ID}$"), "scheduler"),
     ("PUT", re.compile(r"^/v1/baselines/.+$"), "baselines"),

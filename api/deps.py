@@ -88,6 +88,8 @@ BaselineWriter = Annotated[Principal, Depends(_require("baselines"))]
 """Pins and resets workload baselines: a token with the ``baselines`` scope (never team-limited)."""
 RemediationWriter = Annotated[Principal, Depends(_require("remediate"))]
 """Records ``mfumon remediate``'s decisions: a token with the ``remediate`` scope (never team-limited)."""
+ProfileRequester = Annotated[Principal, Depends(_require("profile"))]
+"""Asks a running job for a profile: a token with the ``profile`` scope (team-limited like job writes)."""
 IngestAuth = Depends(_require("jobs"))
 """For ``dependencies=[...]`` on a job write that needs no principal; prefer :data:`JobWriter`."""
 

@@ -341,6 +341,15 @@ def job_drilldown() -> dict[str, Any]:
             max_value=1,
             width=8,
         ),
+        timeseries(
+            "Exposed communication by parallelism (latest profile)",
+            targets((f"max by (group) (mfumon_job_profile_exposed_comm_ratio{{{job}}})", "{{group}}")),
+            unit="percentunit",
+            stack=True,
+            description="From the job's latest on-demand profile (mfumon profile JOB_ID): communication with no "
+            "compute kernel running, / device time, by process group (tp, pp, dp, ep, cp, other). Empty until the "
+            "job is profiled; its age is time() - mfumon_job_profile_timestamp_seconds.",
+        ),
         *job_waterfall_panels(job),
         row("The job's GPUs"),
         timeseries(

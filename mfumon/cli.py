@@ -45,6 +45,9 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "remediate": Subcommand(
         "mfumon.exporter.scheduler.remediate.cli", "drain and resume unhealthy nodes through the scheduler (dry run)"
     ),
+    "profile": Subcommand(
+        "mfumon.exporter.ops.profile_cli", "ask a running job for a torch.profiler profile and print its summary"
+    ),
     "report": Subcommand(
         "mfumon.exporter.ops.cli", "where a window's GPU-hours went: teams, pools, top wasters, cost (md or html)"
     ),

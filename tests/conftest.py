@@ -45,6 +45,7 @@ SLOW_MODULES = frozenset(
         "tests.deploy.test_prometheus_rules",
         "tests.deploy.test_sharded_scrape",
         "tests.exporter.demo.test_demo",
+        "tests.exporter.job.profile.test_live_gloo",
         "tests.exporter.job.test_e2e_training",
         "tests.exporter.job.test_integration_events",
         "tests.exporter.job.test_integrations",

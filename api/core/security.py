@@ -15,7 +15,9 @@ everything, as every token could before scopes existed. Scopes:
   by every team that runs the workload, so a token limited to teams cannot have it;
 - ``remediate``: record what ``mfumon remediate`` did, would do, or was stopped from doing to a node
   (``POST /v1/remediations``); the drain list it reads is a read like any other, so a token limited to teams cannot
-  have it.
+  have it;
+- ``profile``: ask a running job for a profile (``POST /v1/jobs/{id}/profile``); the job's own summaries come in with
+  ``jobs``. With ``teams=`` (beside ``jobs``), only jobs of those teams.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 
 from mfumon.api.errors import ForbiddenError, InsecureConfigError, TokenConfigError
 
-SCOPES: tuple[str, ...] = ("nodes", "jobs", "scheduler", "read", "baselines", "remediate")
+SCOPES: tuple[str, ...] = ("nodes", "jobs", "scheduler", "read", "baselines", "remediate", "profile")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 

@@ -90,6 +90,8 @@ class JobRow(Base):
     # How the model is laid out over the GPUs (tensor, pipeline, ... parallel sizes, micro-batch): with it, the
     # baseline signature ignores the data-parallel degree (mfumon.api.services.baselines).
     parallelism: Mapped[dict[str, int] | None] = mapped_column(JSON)
+    # The figures of the job's latest profile (mfumon.api.state.profiles.ProfileFigures), for metrics and diagnosis.
+    profile: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class JobEventRow(Base):
@@ -177,6 +179,8 @@ class JobReportRow(Base):
     # The hardware's estimate over the job's GPUs when the report arrived (tensor activity x clocks): the cross-check
     # over time. None when no GPU of the job reports tensor activity.
     hardware_mfu: Mapped[float | None] = mapped_column(Float)
+    # Steps of the interval the profiler slowed (issue 32): such a report never joins a baseline's stable window.
+    profiled_steps: Mapped[int | None] = mapped_column(Integer)
     # Inference reports that split their tokens by phase.
     mbu: Mapped[float | None] = mapped_column(Float)
     prefill_tokens_per_second: Mapped[float | None] = mapped_column(Float)
@@ -272,3 +276,27 @@ class RemediationRow(Base):
     failing_since: Mapped[float | None] = mapped_column(Float, nullable=True)
     gpus: Mapped[int | None] = mapped_column(Integer, nullable=True)
     gpus_busy: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+
+class JobProfileRow(Base):
+    """A profile asked of a job (``POST /v1/jobs/{id}/profile``) or sent unasked, and the summaries its ranks sent.
+
+    ``summaries`` holds one body of ``POST /v1/jobs/{id}/profiles`` per rank (a few kB each): the raw traces stay on
+    the job's nodes.
+    """
+
+    __tablename__ = "job_profiles"
+    __table_args__ = (Index("ix_job_profiles_job_id_requested_at", "job_id", "requested_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(ID_LENGTH), ForeignKey("jobs.job_id", ondelete="CASCADE"))
+    status: Mapped[str] = mapped_column(String(16))  # requested | running | done | expired
+    steps: Mapped[int | None] = mapped_column(Integer)
+    ranks: Mapped[Any] = mapped_column(
+        JSON, nullable=True
+    )  # "all" | "sample" | [rank, ...]; null for a profile sent unasked
+    requested_by: Mapped[str | None] = mapped_column(String(LABEL_LENGTH))
+    requested_at: Mapped[float] = mapped_column(Float)
+    delivered_at: Mapped[float | None] = mapped_column(Float)  # first told to the job, in a report's answer
+    completed_at: Mapped[float | None] = mapped_column(Float)  # the first rank's summary arrived
+    summaries: Mapped[list[dict[str, Any]]] = mapped_column(JSON)

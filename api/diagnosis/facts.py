@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mfumon.api.accounting import STEP_CATEGORIES
+from mfumon.api.state.profiles import ProfileFigures
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,7 @@ class JobFacts:
     gpus: tuple[GpuFacts, ...] = ()
     # 0 with busy GPUs: a job seen only through its hardware counters; None: not known (facts built by hand)
     reports_received: int | None = None
+    profile: ProfileFigures | None = None  # the job's latest on-demand profile (issue 32)
 
     @property
     def total(self) -> float:

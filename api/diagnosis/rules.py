@@ -12,6 +12,7 @@ from collections.abc import Callable
 from statistics import fmean, median
 
 from mfumon.api.diagnosis.facts import Finding, GpuFacts, JobFacts
+from mfumon.api.diagnosis.profile import PROFILE_RULES
 from mfumon.mfu import AGREEMENT_OVER_CLAIM, AGREEMENT_UNDER_CLAIM
 
 Rule = Callable[[JobFacts], Finding | None]
@@ -65,6 +66,15 @@ def _badput_finding(facts: JobFacts, category: str, cause: str, advice: str, **e
 
 
 def exposed_communication(facts: JobFacts) -> Finding | None:
+    finding = _generic_exposed_communication(facts)
+    if finding is None or facts.profile is None:
+        return finding
+    split = {g.group: round(g.exposed_comm_ratio, 4) for g in facts.profile.groups if g.exposed_comm_ratio > 0}
+    cited = {"profile_id": facts.profile.profile_id, "profile_exposed_comm_ratio_by_group": split}
+    return Finding(finding.cause, finding.gpu_seconds, {**finding.evidence, **cited}, finding.advice)
+
+
+def _generic_exposed_communication(facts: JobFacts) -> Finding | None:
     return _step_finding(
         facts,
         "comm_exposed",
@@ -400,6 +410,7 @@ RULES: tuple[Rule, ...] = (
     stalled,
     below_baseline,
     accounting_suspect,
+    *PROFILE_RULES,
 )
 
 

@@ -77,6 +77,17 @@ JOB_FAMILIES = declare(
         "job_step_time_deviation_ratio",
         "Mean absolute deviation of the last reports' step times from their median, / the median.",
     ),
+    # The latest on-demand profile (issue 32): device time over the profiled ranks, by parallelism group.
+    gauge("job_profile_comm_ratio", "Communication kernel time (overlapped and exposed) / device time, by group."),
+    gauge(
+        "job_profile_exposed_comm_ratio",
+        "Communication time with no compute kernel running on the device / device time, by group.",
+    ),
+    gauge("job_profile_idle_ratio", "Device idle time (waiting for the host or for data) / device time."),
+    gauge(
+        "job_profile_tensor_core_ratio", "Time in tensor-core kernels / time in compute kernels (from kernel names)."
+    ),
+    gauge("job_profile_timestamp_seconds", "Unix time the latest profile was captured (its age: time() - this)."),
 )
 
 Chunk = dict[str, str]  # family name -> its sample lines for one job
@@ -118,10 +129,26 @@ def render_job(job: JobView, baseline_mfu: float | None) -> Chunk:
         add("mfumon_job_start_timestamp_seconds", job.started_at)
         add("mfumon_job_last_report_timestamp_seconds", job.last_report_at)
         _add_inference(add, job, latest)
+        _add_profile(add, job)
     add("mfumon_job_restarts_total", job.restarts)
     add("mfumon_job_failures_total", job.failures)
     _add_waterfall(add, job)
     return {name: "".join(chunk) for name, chunk in lines.items()}
+
+
+def _add_profile(add: Callable[..., None], job: JobView) -> None:
+    """The latest profile's figures, every group (a group the profile saw no traffic of is a measured 0)."""
+    profile = job.profile
+    if profile is None:
+        return
+    ident = [("job_id", job.job_id), ("kind", job.kind)]
+    for figures in profile.groups:
+        group_labels = labels_text([*ident, ("group", figures.group)])
+        add("mfumon_job_profile_comm_ratio", figures.comm_ratio, group_labels)
+        add("mfumon_job_profile_exposed_comm_ratio", figures.exposed_comm_ratio, group_labels)
+    add("mfumon_job_profile_idle_ratio", profile.idle_ratio)
+    add("mfumon_job_profile_tensor_core_ratio", profile.tensor_core_ratio)
+    add("mfumon_job_profile_timestamp_seconds", profile.captured_at)
 
 
 def _add_inference(add: Callable[..., None], job: JobView, latest: ReportOutcome) -> None:

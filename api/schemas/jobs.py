@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -26,6 +26,7 @@ from mfumon.api.schemas._common import (
     given,
     null,
 )
+from mfumon.api.schemas.profiles import ProfileRequestNotice
 
 _BIG = Annotated[Number, Field(gt=0, le=1e30)]
 _PARAMS = Annotated[float, ParamCount()]  # a number, or "7B", "8.03e9" as on the command line
@@ -174,6 +175,12 @@ class JobReportCreate(JobFields):
         default=None, description="pipeline-parallel bubble per step (stages idle at a flush), mean over the interval"
     )
     step: Step | None = None
+    comm_source: Literal["hooks", "framework_timers"] | None = Field(
+        default=None, description="what measured comm_seconds: autograd hooks (DDP/FSDP) or the framework's timers"
+    )
+    profiled_steps: Count | None = Field(
+        default=None, description="steps of the interval run under the profiler: kept out of baselines"
+    )
     # --- inference: the interval split by phase, and what MBU needs (see api/mfu/_serving.py) ---
     prefill_tokens: Count | None = None  # prompt tokens computed in the interval (prefix-cache hits excluded)
     decode_tokens: Count | None = None  # tokens generated in the interval
@@ -275,6 +282,10 @@ class ReportResult(BaseModel):
     baseline_signature: str | None = None
     mbu: float | None = None
     inference: dict[str, Any] | None = None  # phases, MBU inputs, formulas and estimates (inference reports)
+    comm_source: str | None = Field(None, description="what comm_ratio comes from: hooks, framework_timers or profile")
+    profile_request: ProfileRequestNotice | None = Field(
+        None, description="a profile asked of the job: its reporter profiles the next `steps` steps on `ranks`"
+    )
 
 
 class JobReportPublic(BaseModel):

@@ -132,8 +132,13 @@ def parse_signature(ctx: AppContext, text: str) -> SignatureParts:
 
 
 def _window(reports: Sequence[JobReportRow], num_gpus: int | None) -> list[JobReportRow]:
-    """The reports of a window that can make a baseline: an MFU each, all on the job's current GPU count."""
-    return [r for r in reports if r.mfu is not None and (num_gpus is None or r.num_gpus == num_gpus)]
+    """The reports of a window that can make a baseline: an MFU each, all on the job's current GPU count, none slowed
+    by the profiler."""
+    return [
+        r
+        for r in reports
+        if r.mfu is not None and (num_gpus is None or r.num_gpus == num_gpus) and not r.profiled_steps
+    ]
 
 
 def _per_gpu(reports: Sequence[JobReportRow]) -> float | None:

@@ -16,6 +16,7 @@ from mfumon.api.diagnosis import Finding, GpuFacts, JobFacts, diagnose
 from mfumon.api.state.aggregate import JobAccount, summarize
 from mfumon.api.state.health import THROTTLING
 from mfumon.api.state.outcome import ReportOutcome
+from mfumon.api.state.profiles import ProfileFigures
 from mfumon.mfu import check_accounting
 
 
@@ -119,6 +120,7 @@ def job_facts(ctx: AppContext, job_id: str) -> JobFacts | None:
         recent_step_seconds=tuple(ledger.recent_step_seconds),
         gpus=_gpus(ctx, job_id, now) if running else (),
         reports_received=job.reports_received or 0,
+        profile=ProfileFigures.from_json(job.profile),
     )
 
 

@@ -12,11 +12,16 @@ from mfumon.api.crud.counters import add_to_counters, shard_of
 from mfumon.api.db.tables import JobRow
 from mfumon.api.errors import InputError
 from mfumon.api.schemas.jobs import JobEnd, JobFields, JobReportCreate, JobUpdate, ReportResult
-from mfumon.api.services import accounting, baselines, lifecycle
+from mfumon.api.services import accounting, baselines, lifecycle, profiles
 from mfumon.api.state.outcome import InferenceOutcome, ReportOutcome
+from mfumon.api.state.profiles import ProfileFigures
 from mfumon.api.state.refresh import apply_baseline_row, job_view
 from mfumon.api.state.views import JobShare, NodeView
 from mfumon.mfu import MfuResult, ModelShape, ServingWindow, evaluate
+
+PROFILE_FRESH_SECONDS = 3600.0
+"""A profile this recent gives the job's comm ratio (it sees every parallelism); an older one leaves it to the
+reports' hooks or timers, since the job may have changed since."""
 
 
 def _ratio(part: float | None, whole: float | None) -> float | None:
@@ -85,6 +90,10 @@ def record_report(
 
         signature = baselines.signature_of(job, result.device_key, num_gpus)
         comm_ratio = _ratio(report.comm_seconds, report.step_seconds)
+        comm_source: str | None = (report.comm_source or "hooks") if comm_ratio is not None else None
+        figures = ProfileFigures.from_json(job.profile)
+        if figures is not None and now - figures.captured_at <= PROFILE_FRESH_SECONDS:
+            comm_ratio, comm_source = figures.exposed_comm_ratio, "profile"  # sees every group, hooks only DP
         data_wait_ratio = _ratio(report.data_wait_seconds, report.step_seconds)
         latest = ReportOutcome(
             tokens_per_second=tokens_per_second,
@@ -99,6 +108,7 @@ def record_report(
             num_gpus=num_gpus,
             step_seconds=report.step_seconds,
             comm_ratio=comm_ratio,
+            comm_source=comm_source,
             data_wait_ratio=data_wait_ratio,
             step=report.step,
             signature=signature,
@@ -129,11 +139,14 @@ def record_report(
                 "step": report.step,
                 "reason": reason,
                 "hardware_mfu": _hardware_mfu(shares),
+                "profiled_steps": report.profiled_steps or None,
                 **_phase_history(inference),
             },
         )
         session.flush()
-        baseline = baselines.capture(ctx, session, job, result.device_key, num_gpus, mfu, now)
+        profiled = bool(report.profiled_steps)  # the profiler slows those steps: not a workload's baseline
+        baseline = None if profiled else baselines.capture(ctx, session, job, result.device_key, num_gpus, mfu, now)
+        notice = profiles.notice_for(session, job_id, now)
         counter_rows = add_to_counters(session, increments, shard=shard_of(job_id), now=now)
     ctx.state.apply_job(job_view(job))
     ctx.state.counters.apply(counter_rows)
@@ -161,6 +174,8 @@ def record_report(
         baseline_signature=signature,
         mbu=None if inference is None else inference["mbu"],
         inference=inference,
+        comm_source=comm_source,
+        profile_request=notice,
     )
 
 

@@ -91,6 +91,7 @@ class ReportOutcome:
     num_gpus: int | None = None
     step_seconds: float | None = None
     comm_ratio: float | None = None
+    comm_source: str | None = None  # hooks | framework_timers | profile
     data_wait_ratio: float | None = None
     step: int | None = None
     signature: str | None = None  # the baseline signature (mfumon.api.services.baselines)
@@ -125,6 +126,7 @@ class ReportOutcome:
             "num_gpus": self.num_gpus,
             "step_seconds": self.step_seconds,
             "comm_ratio": self.comm_ratio,
+            "comm_source": self.comm_source,
             "data_wait_ratio": self.data_wait_ratio,
             "step": self.step,
             "signature": self.signature,
@@ -154,6 +156,7 @@ class ReportOutcome:
             num_gpus=_count(stored.get("num_gpus")),
             step_seconds=_number(stored.get("step_seconds")),
             comm_ratio=_number(stored.get("comm_ratio")),
+            comm_source=stored.get("comm_source"),
             data_wait_ratio=_number(stored.get("data_wait_ratio")),
             step=_count(stored.get("step")),
             signature=stored.get("signature"),

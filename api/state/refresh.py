@@ -24,6 +24,7 @@ from mfumon.api.crud.nodes import decode_sample, read_nodes
 from mfumon.api.db.tables import BaselineRow, JobRow, NodeRow, QueueWaitHistogramRow, SchedulerSourceRow
 from mfumon.api.state.devices import DeviceResolver
 from mfumon.api.state.outcome import ReportOutcome
+from mfumon.api.state.profiles import ProfileFigures
 from mfumon.api.state.store import ClusterState
 from mfumon.api.state.views import (
     BaselineView,
@@ -93,6 +94,7 @@ def job_view(row: JobRow) -> JobView:
         gpus_scheduled=row.gpus_scheduled,
         placement=dict(row.placement) if row.placement else None,
         request_units=tuple((int(g), int(n)) for g, n in row.request_units) if row.request_units else None,
+        profile=ProfileFigures.from_json(row.profile),
     )
 
 

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from mfumon.api.state.health import NodeHealth
 
 from mfumon.api.state.outcome import ReportOutcome
+from mfumon.api.state.profiles import ProfileFigures
 from mfumon.mfu import hardware_mfu
 
 
@@ -345,6 +346,7 @@ class JobView:
     gpus_scheduled: int | None = None
     placement: dict[str, int] | None = None
     request_units: tuple[tuple[int, int], ...] | None = None
+    profile: ProfileFigures | None = None  # the figures of its latest profile (issue 32)
 
     @property
     def queued(self) -> bool:

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import httpx
 
@@ -40,6 +41,7 @@ from mfumon.exporter.auth import read_token
 from mfumon.exporter.cliopts import add_token_file_option
 from mfumon.exporter.demo.prometheus import DemoPrometheus, PrometheusUnavailable, start_prometheus
 from mfumon.exporter.demo.simcluster import ClusterSpec, SimJob, SimNode, default_cluster
+from mfumon.exporter.demo.simprofile import PROFILED_JOB, DemoProfiler
 from mfumon.exporter.demo.simremediate import dry_run_remediator
 from mfumon.exporter.demo.simserving import SimulatedEngine
 from mfumon.exporter.node.inference.collector import InferenceCollector
@@ -207,13 +209,16 @@ class _Life:
         return self.base_step + int(phase.stepped_seconds / self.job.step_seconds) if phase.name == "step" else None
 
 
-def _post_report(client: httpx.Client, job: SimJob, body: dict[str, object]) -> bool:
+def _post_report(client: httpx.Client, job: SimJob, body: dict[str, object]) -> dict[str, Any] | None:
+    """The aggregator's answer to the report, or None when it failed."""
     try:
-        client.post(f"/v1/jobs/{job.job_id}/reports", json=body).raise_for_status()
+        response = client.post(f"/v1/jobs/{job.job_id}/reports", json=body)
+        response.raise_for_status()
     except httpx.HTTPError as exc:
         logger.warning("report for %s failed: %s", job.job_id, exc)
-        return False
-    return True
+        return None
+    answer = response.json()
+    return answer if isinstance(answer, dict) else {}
 
 
 def run_simulation(
@@ -252,6 +257,7 @@ def run_simulation(
     last = started = time.time() - interval_seconds
     lives = {job.job_id: _Life(job, started) for job in cluster.jobs if job.reports and job.lifecycle}
     synced = 0.0
+    profiler = DemoProfiler(ranks=next((j.num_gpus for j in cluster.jobs if j.job_id == PROFILED_JOB), 1))
     try:
         while True:
             now = time.time()
@@ -267,10 +273,14 @@ def run_simulation(
                     if lived is None:
                         continue
                     step = lived
-                if _post_report(client, job, job.report(mfu, now - last, step)):
+                answer = _post_report(client, job, job.report(mfu, now - last, step))
+                if answer is not None:
                     posted += 1
+                    profiler.on_answer(client, job.job_id, answer)
                 else:
                     failed += 1
+            if cycles == 1:  # once the jobs run: a profile asked as `mfumon profile` would
+                profiler.ask(client)
             last = now
             cycles += 1
             wait = interval_seconds if deadline is None else min(interval_seconds, deadline - time.monotonic())

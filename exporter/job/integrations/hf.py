@@ -83,6 +83,7 @@ class MfumonTrainerCallback(TrainerCallback):  # type: ignore[misc]
         self._phase_mark = perf_counter()
         step_seconds = self._phase_mark - self._step_started
         if not state.is_world_process_zero:
+            self._peer_step(args)
             return
         times = self._phases.step_ended() if self._phases is not None else None
         seen = int(state.num_input_tokens_seen or 0)
@@ -153,6 +154,14 @@ class MfumonTrainerCallback(TrainerCallback):  # type: ignore[misc]
         if hasattr(ids, "numel"):
             self._local_tokens += tokens_in(ids)
             self._seq_len = self._seq_len or seq_len_of(ids)
+
+    def _peer_step(self, args: Any) -> None:
+        """Another rank: a reporter that reports nothing but profiles this rank when a profile names it."""
+        if self.reporter is None and self._owns_reporter:
+            options = {**self._kwargs, "rank": int(args.process_index), "num_gpus": max(int(args.world_size), 1)}
+            self.reporter = JobReporter(**options)
+        if self.reporter is not None:
+            self.reporter.step(0)
 
     def _build_reporter(self, args: Any, model: Any) -> JobReporter:
         described = self._model_override if self._model_override is not None else model

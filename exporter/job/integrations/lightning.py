@@ -93,6 +93,7 @@ class MfumonLightningCallback(Callback):  # type: ignore[misc]
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         step_seconds = perf_counter() - self._batch_started
         if not trainer.is_global_zero:
+            self._peer_step(trainer)
             return
         times = self._phases.step_ended() if self._phases is not None else None
         local_tokens = self._count(batch)
@@ -169,6 +170,14 @@ class MfumonLightningCallback(Callback):  # type: ignore[misc]
             return 0
         self._seq_len = self._seq_len or seq_len_of(ids)
         return tokens_in(ids)
+
+    def _peer_step(self, trainer: Any) -> None:
+        """Another rank: a reporter that reports nothing but profiles this rank when a profile names it."""
+        if self.reporter is None and self._owns_reporter:
+            options = {**self._kwargs, "rank": int(trainer.global_rank), "num_gpus": max(int(trainer.world_size), 1)}
+            self.reporter = JobReporter(**options)
+        if self.reporter is not None:
+            self.reporter.step(0)
 
     def _build_reporter(self, trainer: Any, pl_module: Any) -> JobReporter:
         options: dict[str, Any] = {

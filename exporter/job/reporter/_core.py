@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from mfumon.exporter.job.models import ModelSpec, describe_model
+from mfumon.exporter.job.profile import ProfileAgent, ProfileRequest
 from mfumon.exporter.job.reporter import _env
 from mfumon.exporter.job.reporter._client import Delivery, DeliveryStats
 from mfumon.exporter.job.reporter._phases import StepPhases, for_module
@@ -74,6 +75,9 @@ class JobReporter:
         start: start the background thread now (else on the first `flush` or `start`).
         step_timing: when ``model`` is a torch module, time each step's input wait (and, for a DDP/FSDP-wrapped
             module, its exposed gradient sync) from hooks on it; see `watch`.
+        profile: act on profiles asked of the job (``mfumon profile JOB_ID``): run ``torch.profiler`` for the asked
+            steps on the asked ranks and send a summary; every rank's reporter takes part, reporting or not.
+        profile_dir: where profile traces are kept (default ``MFUMON_PROFILE_DIR``, else a temporary directory).
     """
 
     def __init__(
@@ -102,6 +106,8 @@ class JobReporter:
         all_ranks: bool = False,
         start: bool = True,
         step_timing: bool = True,
+        profile: bool = True,
+        profile_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if kind not in _KINDS:
             raise ValueError(f"kind must be one of {_KINDS}, got {kind!r}")
@@ -131,6 +137,12 @@ class JobReporter:
         self._init_pending = False  # the first step() sends the ``init`` event
         self._pre_step_event_seconds = 0.0
         self._phases: StepPhases | None = None
+        self._comm_source: str | None = None  # framework_timers once a trainer's timers gave comm_seconds
+        self._profiler: ProfileAgent | None = None
+        self._peer_delivery: Delivery | None = None
+        if profile and not self.active and urlsplit(self.url).scheme in ("http", "https"):
+            world_size = num_gpus if num_gpus is not None else _env.default_world_size()
+            self._start_peer_profiler(token or _env.read_token(token_file), timeout_seconds, profile_dir, world_size)
         if not self.active:
             return
         if model is not None:
@@ -154,6 +166,15 @@ class JobReporter:
         self._delivery = Delivery(self.url, secret, timeout_seconds=timeout_seconds, max_pending=max_pending_reports)
         self._job_path = f"/v1/jobs/{quote(self.job_id, safe='')}"
         self._delivery.enqueue("PUT", self._job_path, dict(self.metadata))
+        if profile:
+            delivery, path = self._delivery, f"{self._job_path}/profiles"
+            self._profiler = ProfileAgent(
+                job_id=self.job_id,
+                rank=self.rank,
+                world_size=self.metadata.get("num_gpus"),
+                send=lambda body: delivery.enqueue("POST", path, body),
+                trace_dir=profile_dir,
+            )
         self._started_at = _env.process_start_time() or time.time()
         self._init_pending = True
         if _env.restart_count() > 0:  # Slurm requeued the job, or torchrun restarted its workers
@@ -185,6 +206,8 @@ class JobReporter:
         self._window.add(tokens, step_seconds, comm_seconds, data_wait_seconds)
         if self._init_pending:
             self._send_init()
+        if self._profiler is not None:
+            self._profiler.on_step()
 
     def watch(self, module: Any) -> None:
         """Time the steps of the loop that trains ``module`` from hooks on it, without timing code in the loop.
@@ -212,6 +235,8 @@ class JobReporter:
         Observations from one ``source`` in an interval are averaged; different sources (e.g. several
         inference engines of one job) are added up.
         """
+        if comm_seconds is not None:
+            self._comm_source = "framework_timers"
         self._window.add_rate(tokens_per_second, step_seconds, source, step, comm_seconds, data_wait_seconds)
         if self._init_pending:
             self._send_init()
@@ -224,6 +249,8 @@ class JobReporter:
         data_wait_seconds: float | None = None,
     ) -> None:
         """Record per-step times measured elsewhere without a throughput (a trainer's timers table)."""
+        if comm_seconds is not None:
+            self._comm_source = "framework_timers"
         self._window.add_rate(None, step_seconds, comm_seconds=comm_seconds, data_wait_seconds=data_wait_seconds)
 
     def update(self, **fields: Any) -> None:
@@ -303,7 +330,10 @@ class JobReporter:
             return True
         with self._flush_lock:
             self._queue_interval()
-            return self._delivery.deliver(timeout_seconds)
+            delivered = self._delivery.deliver(timeout_seconds)
+        if self._profiler is not None and self._delivery.last_response is not None:
+            self._profiler.offer(ProfileRequest.from_json(self._delivery.last_response.get("profile_request")))
+        return delivered
 
     def close(self, exit_code: int | None = None, timeout_seconds: float = 10.0) -> None:
         """Report the last partial interval, end the job (``POST .../end``) and stop the thread.
@@ -318,6 +348,11 @@ class JobReporter:
         atexit.unregister(self._close_at_exit)
         if self._phases is not None:
             self._phases.close()
+        if self._profiler is not None:
+            self._profiler.wait(timeout_seconds / 4)  # a profile being summarised still gets sent
+        if self._peer_delivery is not None:
+            self._wake.set()  # stops the store poll
+            self._peer_delivery.deliver(timeout_seconds / 4)
         if self._delivery is None:
             return
         self._wake.set()
@@ -380,8 +415,39 @@ class JobReporter:
         if fields is None or self._delivery is None:
             return
         report = {**self.metadata, **fields}
+        if self._profiler is not None and (profiled := self._profiler.take_profiled_steps()):
+            report["profiled_steps"] = profiled
+        if self._comm_source is not None and "comm_seconds" in fields:
+            report["comm_source"] = self._comm_source
         self.last_report = report
         self._delivery.enqueue("POST", f"{self._job_path}/reports", report)
+
+    def _start_peer_profiler(
+        self,
+        secret: str | None,
+        timeout_seconds: float,
+        profile_dir: str | os.PathLike[str] | None,
+        world_size: int | None,
+    ) -> None:
+        """A rank that does not report still profiles when asked: it reads the request rank 0 passed on through the
+        process-group store (polled every interval) and posts its own summary."""
+        self._peer_delivery = Delivery(self.url, secret, timeout_seconds=timeout_seconds, max_pending=4)
+        delivery, path = self._peer_delivery, f"/v1/jobs/{quote(self.job_id, safe='')}/profiles"
+
+        def send(body: dict[str, Any]) -> None:
+            delivery.enqueue("POST", path, body)
+            delivery.deliver(timeout_seconds * 2)
+
+        self._profiler = ProfileAgent(
+            job_id=self.job_id, rank=self.rank, world_size=world_size, send=send, trace_dir=profile_dir
+        )
+        agent = self._profiler
+
+        def poll() -> None:
+            while not self._wake.wait(self.interval_seconds):
+                agent.poll()
+
+        threading.Thread(target=poll, name="mfumon-profile-poll", daemon=True).start()
 
     def _stall_after_seconds(self) -> float:
         """No step for this long means the job is stuck, not slow: four report intervals or four steps."""

@@ -215,6 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         pool=args.pool,
         gpus_requested=args.gpus_requested,
         interval_seconds=args.interval,
+        profile=False,  # the wrapper reads the job's logs; only a reporter inside the training process can profile
     )
     context = ParseContext(
         seq_len=seq_len,

@@ -32,6 +32,7 @@ from mfumon.api.state.counters import DurableCounters
 from mfumon.api.state.devices import DeviceResolver
 from mfumon.api.state.health import NodeHealth
 from mfumon.api.state.outcome import InferenceOutcome, PhaseOutcome, ReportOutcome
+from mfumon.api.state.profiles import combine
 from mfumon.api.state.store import PoolHealthTotals, Snapshot
 from mfumon.api.state.views import (
     BaselineView,
@@ -296,6 +297,25 @@ def _jobs() -> tuple[JobView, ...]:
             restarts=2,
             failures=1,
             accounting=_ledger(),
+            profile=combine(
+                7,
+                NOW - 900.0,
+                [
+                    {
+                        "rank": 0,
+                        "span_seconds": 2.0,
+                        "compute_seconds": 1.5,
+                        "comm_seconds": 0.5,
+                        "exposed_comm_seconds": 0.25,
+                        "idle_seconds": 0.125,
+                        "tensor_core_ratio": 0.75,
+                        "groups": [
+                            {"group": "tp", "comm_seconds": 0.375, "exposed_seconds": 0.125},
+                            {"group": "dp", "comm_seconds": 0.125, "exposed_seconds": 0.125},
+                        ],
+                    }
+                ],
+            ),
         ),
         _job(
             "serve-1",

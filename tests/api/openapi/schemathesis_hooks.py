@@ -175,6 +175,31 @@ def _metrics(query: dict[str, Any]) -> None:
         query["shard"] = shard % shards if isinstance(query["shard"], int) else str(shard % shards)
 
 
+def _profile_summary(body: dict[str, Any]) -> None:
+    """invalid_when on POST /v1/jobs/{job_id}/profiles: no part above its whole, each group once; and
+    CLOCK_SKEW_RULE on `captured_at`."""
+    _not_ahead(body, "captured_at")
+    numbers = (int, float)
+    span = body.get("span_seconds")
+    if not isinstance(span, numbers) or isinstance(span, bool):
+        return
+    for field in ("compute_seconds", "comm_seconds", "idle_seconds"):
+        if isinstance(body.get(field), numbers) and body[field] > span:
+            body[field] = span
+    comm = body.get("comm_seconds")
+    if isinstance(comm, numbers) and isinstance(body.get("exposed_comm_seconds"), numbers):
+        body["exposed_comm_seconds"] = min(body["exposed_comm_seconds"], comm)
+    groups = body.get("groups")
+    if isinstance(groups, list):
+        groups = _unique([g for g in groups if isinstance(g, dict)], lambda g: g.get("group"))
+        for group in groups:
+            if isinstance(group.get("comm_seconds"), numbers):
+                group["comm_seconds"] = min(group["comm_seconds"], span)
+                if isinstance(group.get("exposed_seconds"), numbers):
+                    group["exposed_seconds"] = min(group["exposed_seconds"], group["comm_seconds"])
+        body["groups"] = groups
+
+
 @schemathesis.hook
 def map_case(context: HookContext, case: Case) -> Case:
     if not _positive(case):
@@ -195,6 +220,8 @@ def map_case(context: HookContext, case: Case) -> Case:
         _layout(body)
     elif operation == "POST /v1/jobs/{job_id}/events" and body is not None:
         _not_ahead(body, "timestamp")
+    elif operation == "POST /v1/jobs/{job_id}/profiles" and body is not None:
+        _profile_summary(body)
     elif operation == "POST /v1/remediations" and body is not None:
         _remediation(body)
     elif operation == "PUT /v1/scheduler/{source}" and body is not None:

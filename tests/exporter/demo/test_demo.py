@@ -232,3 +232,22 @@ def test_demo_on_a_busy_port_fails_at_once(
     with httpx.Client(base_url=live_server.url, timeout=5) as client:
         assert client.get("/v1/jobs").json()["count"] == 0  # nothing was sent to the server already there
         assert client.get("/v1/nodes").json()["count"] == 0
+
+
+def test_simulated_profile_gives_the_profile_panels_data(live_server: LiveServer) -> None:
+    """The demo asks its comm-bound job for a profile and answers the request its report answers carry."""
+    demo.run_simulation(live_server.url, duration_seconds=3.0, interval_seconds=0.5, cluster=default_cluster())
+    with httpx.Client(base_url=live_server.url, timeout=5) as client:
+        (profile,) = client.get("/v1/jobs/finetune-13b-commbound/profiles").json()["data"]
+        job = client.get("/v1/jobs/finetune-13b-commbound").json()
+        findings = {f["cause"] for f in client.get("/v1/jobs/finetune-13b-commbound/diagnosis").json()["findings"]}
+        metrics = client.get("/metrics").text
+    assert profile["status"] == "done" and profile["ranks_reported"] == [0, 1, 2, 3]
+    assert profile["requested_by"] == "anonymous" and profile["delivered_at"] is not None  # through the report path
+    assert profile["exposed_comm_ratio"] == pytest.approx(0.45)
+    assert job["latest"]["comm_source"] == "profile"
+    assert {"exposed_tp_communication", "exposed_dp_communication"} <= findings
+    assert (
+        'mfumon_job_profile_exposed_comm_ratio{job_id="finetune-13b-commbound",kind="training",group="tp"} 0.3'
+        in metrics
+    )
