@@ -43,6 +43,7 @@ SLOW_MODULES = frozenset(
         "tests.deploy.test_dashboards",
         "tests.deploy.test_prometheus_live",
         "tests.deploy.test_prometheus_rules",
+        "tests.deploy.test_rules_clusters",
         "tests.deploy.test_sharded_scrape",
         "tests.exporter.demo.test_demo",
         "tests.exporter.job.test_e2e_training",
