@@ -41,6 +41,7 @@ SLOW_MODULES = frozenset(
         "tests.api.services.test_concurrency",
         "tests.api.state.test_replicas",
         "tests.deploy.test_dashboards",
+        "tests.deploy.test_global_view",
         "tests.deploy.test_prometheus_live",
         "tests.deploy.test_prometheus_rules",
         "tests.deploy.test_rules_clusters",
