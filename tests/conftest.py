@@ -55,6 +55,7 @@ SLOW_MODULES = frozenset(
         "tests.exporter.node.test_agent",
         "tests.exporter.node.test_delivery",
         "tests.exporter.ops.test_report",
+        "tests.exporter.ops.test_report_fleet_live",
         "tests.exporter.scheduler.test_slurm_live",
         "tests.test_packaging",
         "tests.test_ports",
