@@ -44,7 +44,7 @@ from loadgen import LoadResult, run_load  # noqa: E402
 from tests.conftest import stop_process, wait_for_listening  # noqa: E402
 
 _PROMETHEUS_LISTENING = re.compile(r'msg="Listening on"[^\n]*? address=(127\.0\.0\.1:\d+)')
-_REFUSED_PUSHES = re.compile(r"^mfumon_ingest_refused_total\{[^}]*\} (\S+)$", re.M)
+_INGEST_OUTCOMES = re.compile(r'^mfumon_ingest_requests_total\{[^}]*outcome="([^"]+)"[^}]*\} (\S+)$', re.M)
 REFUSED_SAMPLES = (
     "prometheus_target_scrapes_sample_out_of_order_total",
     "prometheus_target_scrapes_sample_duplicate_timestamp_total",
@@ -249,13 +249,12 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         results["rule_groups"] = groups
         results["head_series"] = sum(own.get("prometheus_tsdb_head_series", {}).values())
         results["prometheus_rss_bytes"] = sum(own.get("process_resident_memory_bytes", {}).values())
-        refused = 0.0
-        for url in urls:
+        outcomes: dict[str, float] = {}
+        for url in urls:  # the aggregator's own count of its answers, by outcome (self series are on shard 0)
             text = httpx.get(f"{url}/metrics", params={"shard": 0, "shards": args.shards}, timeout=120).text
-            refused += sum(
-                float(m.group(1)) for m in re.finditer(r"^mfumon_ingest_refused_total\{[^}]*\} (\S+)$", text, re.M)
-            )
-        results["aggregator_pushes_refused"] = refused
+            for match in _INGEST_OUTCOMES.finditer(text):
+                outcomes[match.group(1)] = outcomes.get(match.group(1), 0.0) + float(match.group(2))
+        results["aggregator_ingest_outcomes"] = outcomes
     results["load_average_end"] = os.getloadavg()
     return results
 
@@ -278,8 +277,8 @@ def report(r: dict[str, Any]) -> str:
         f"{r['load']['pushes_ok']:,}, refused {r['load']['pushes_refused']:,} (statuses {r['load']['statuses']}); "
         f"{r['load']['gpu_samples_per_s']:,.0f} GPU-samples/s; p50 {r['load']['p50_ms']:.1f} ms, "
         f"p99 {r['load']['p99_ms']:.1f} ms",
-        f"- the aggregator's own count of refused pushes (mfumon_ingest_refused_total): "
-        f"{r['aggregator_pushes_refused']:,.0f}",
+        f"- the aggregator's own count (mfumon_ingest_requests_total by outcome, fill included): "
+        f"{ {k: int(v) for k, v in sorted(r['aggregator_ingest_outcomes'].items())} }",
         "",
         "## Shards (scrape_duration_seconds over the run)",
         "",
