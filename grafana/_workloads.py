@@ -37,7 +37,7 @@ _JOB_CATEGORIES = f"init|checkpoint|eval|lost|stalled|{_STEPS}"
 def _fleet_panels() -> list[dict[str, Any]]:
     """One line per cluster (a global view, the `cluster` variable on several or All): MFU, GPU states, goodput and
     the drain list side by side. On one cluster's Prometheus each shows that cluster."""
-    gpu_seconds = "max by (category) (increase(mfumon_cluster_gpu_seconds_total{{category=~\"{}\"}}[1h]))"
+    gpu_seconds = 'max by (category) (increase(mfumon_cluster_gpu_seconds_total{{category=~"{}"}}[1h]))'
     return [
         row("Clusters"),
         timeseries(
