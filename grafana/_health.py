@@ -26,7 +26,12 @@ def fleet_health() -> dict[str, Any]:
         row("Drain list"),
         stat(
             "Nodes to drain",
-            target(f"count(count by (node) (node:mfumon_node_drain:max{{{NODE}}})) or vector(0)", instant=True),
+            # 0 per cluster shown when none of its nodes is listed (not one unlabelled 0 beside the clusters)
+            target(
+                f"count(count by (node) (node:mfumon_node_drain:max{{{NODE}}}))"
+                " or on (cluster) (0 * max(mfumon_cluster_nodes))",
+                instant=True,
+            ),
             thresholds=[(None, "green"), (1, "red")],
             description="Nodes failing a check that needs them out of the scheduler (GET /v1/nodes?drain=true).",
         ),

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from _cluster import CLUSTER_VARIABLE_QUERY, scoped, scoped_label_values
+
 SCHEMA_VERSION = 39  # classic JSON model; Grafana 10.4+ loads it and migrates it forward (up to 42)
 GRID_WIDTH = 24
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
@@ -17,7 +19,8 @@ Panel = dict[str, Any]
 
 
 JOB_UID = "mfumon-job-drilldown"
-JOB_LINK = f"/d/{JOB_UID}?var-job=${{__value.raw}}&${{__url_time_range}}"  # data link from a job_id cell
+# data link from a job_id cell (with the clusters shown, so that the drill-down finds the job)
+JOB_LINK = f"/d/{JOB_UID}?var-job=${{__value.raw}}&${{cluster:queryparam}}&${{__url_time_range}}"
 # Every job_id cell that links to the drill-down also links to the job's page on the aggregator (/ui/jobs/<id>):
 # the diagnosis findings, events and before/after comparison live there. ``$aggregator`` is the aggregator's URL as
 # the browser reaches it (a text box on each dashboard, like the datasource picker).
@@ -28,11 +31,11 @@ JOB_PAGE_LINK = "${aggregator}/ui/jobs/${__value.raw}"
 def target(
     expr: str, legend: str = "", *, instant: bool = False, table: bool = False, ref: str = "A"
 ) -> dict[str, Any]:
-    """One Prometheus query of a panel."""
+    """One Prometheus query of a panel, limited to the `$cluster` variable and kept apart per cluster."""
     return {
         "datasource": DATASOURCE,
         "editorMode": "code",
-        "expr": expr,
+        "expr": scoped(expr),
         "legendFormat": legend or "__auto",
         "range": not instant,
         "instant": instant,
@@ -223,6 +226,12 @@ def datasource_variable() -> dict[str, Any]:
     }
 
 
+def cluster_variable() -> dict[str, Any]:
+    """The clusters to show: the `cluster` label Prometheus adds from its external_labels (a global view holds
+    several). With one cluster's Prometheus there are none to list and All (`.*`) matches the absent label."""
+    return query_variable("cluster", "Cluster", CLUSTER_VARIABLE_QUERY)
+
+
 def aggregator_variable() -> dict[str, Any]:
     """The aggregator's URL as the browser reaches it, for the links to its pages (edit it on the dashboard)."""
     return {
@@ -245,8 +254,8 @@ def query_variable(
         "label": label,
         "type": "query",
         "datasource": DATASOURCE,
-        "definition": query,
-        "query": query,
+        "definition": scoped_label_values(query),
+        "query": scoped_label_values(query),
         "current": {},
         "hide": 0,
         "includeAll": include_all,
@@ -302,6 +311,6 @@ def dashboard(
                 "keepTime": True,
             }
         ],
-        "templating": {"list": [datasource_variable(), *variables, aggregator_variable()]},
+        "templating": {"list": [datasource_variable(), cluster_variable(), *variables, aggregator_variable()]},
         "panels": layout(panels),
     }

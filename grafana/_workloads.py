@@ -30,6 +30,51 @@ def _with_info(expr: str) -> str:
     return f"{expr} * on (job_id) group_left (name, team, pool) {JOB_INFO}"
 
 
+_STEPS = "data_wait|comm_exposed|bubble|compute"
+_JOB_CATEGORIES = f"init|checkpoint|eval|lost|stalled|{_STEPS}"
+
+
+def _fleet_panels() -> list[dict[str, Any]]:
+    """One line per cluster (a global view, the `cluster` variable on several or All): MFU, GPU states, goodput and
+    the drain list side by side. On one cluster's Prometheus each shows that cluster."""
+    gpu_seconds = 'max by (category) (increase(mfumon_cluster_gpu_seconds_total{{category=~"{}"}}[1h]))'
+    return [
+        row("Clusters"),
+        timeseries(
+            "MFU by cluster",
+            [target("cluster:mfumon_mfu_ratio:avg5m", "{{cluster}}")],
+            unit="percentunit",
+            max_value=1,
+            width=6,
+        ),
+        timeseries(
+            "GPUs by cluster and state",
+            [target("cluster:mfumon_gpus:max", "{{cluster}} {{state}}")],
+            stack=True,
+            width=6,
+        ),
+        timeseries(
+            "Goodput by cluster (1h)",
+            [
+                target(
+                    f"sum({gpu_seconds.format(_STEPS)}) / (sum({gpu_seconds.format(_JOB_CATEGORIES)}) > 0)",
+                    "{{cluster}}",
+                )
+            ],
+            unit="percentunit",
+            max_value=1,
+            description="Share of the GPU-seconds jobs held over the last hour spent in training steps.",
+            width=6,
+        ),
+        table(
+            "Nodes to drain by cluster",
+            [target("count(node:mfumon_node_drain:max == 1)", instant=True, table=True)],
+            renames={"Value": "nodes to drain"},
+            width=6,
+        ),
+    ]
+
+
 def cluster_overview() -> dict[str, Any]:
     """Cluster MFU, achieved against peak FLOP/s, idle and wasted GPUs, worst jobs."""
     panels = [
@@ -141,6 +186,7 @@ def cluster_overview() -> dict[str, Any]:
             links={"job_id": ("Job drill-down", JOB_LINK)},
             width=12,
         ),
+        *_fleet_panels(),
     ]
     return dashboard(
         uid="mfumon-cluster-overview",

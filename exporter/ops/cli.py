@@ -2,6 +2,8 @@
 
 Reads ``GET /v1/usage``, ``/v1/jobs`` (and ``/v1/nodes`` when prices are set) with a ``read`` token if the
 aggregator requires one, and prints Markdown or a self-contained HTML page (``--output`` writes it to a file).
+Several aggregators (``--url`` repeated, or ``--clusters FILE``) give one fleet report: a row per cluster and a fleet
+row (:mod:`mfumon.exporter.ops.fleet`).
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ import httpx
 
 from mfumon.exporter.auth import read_token
 from mfumon.exporter.cliopts import add_log_level_option, add_token_file_option
+from mfumon.exporter.ops.fleet import ClusterSource, fetch_fleet, load_clusters, source_from_url
+from mfumon.exporter.ops.fleet_render import render_fleet_html, render_fleet_markdown
 from mfumon.exporter.ops.html import render_html
 from mfumon.exporter.ops.markdown import render_markdown
 from mfumon.exporter.ops.prices import ENV as PRICES_ENV
-from mfumon.exporter.ops.prices import parse_prices
+from mfumon.exporter.ops.prices import Prices, parse_prices
 from mfumon.exporter.ops.report import BELOW_BASELINE, TOP_WASTERS, ReportError, fetch_report
 
 __all__ = ["build_parser", "main"]
@@ -42,8 +46,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--output", "-o", type=Path, help="write to this file instead of stdout")
     parser.add_argument(
         "--url",
-        default=os.environ.get("MFUMON_URL", "http://127.0.0.1:8000"),
-        help="the aggregator (default $MFUMON_URL or http://127.0.0.1:8000)",
+        action="append",
+        default=[],
+        help="the aggregator (default $MFUMON_URL or http://127.0.0.1:8000); repeat it, as URL or NAME=URL, for one "
+        "report over several clusters",
+    )
+    parser.add_argument(
+        "--clusters",
+        type=Path,
+        metavar="FILE",
+        help="a fleet report over the clusters listed in FILE (YAML: clusters: [{name, url, token_file}]); "
+        "a token_file is relative to FILE, and a cluster without one uses --token/--token-file",
     )
     parser.add_argument(
         "--token",
@@ -90,11 +103,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         token = args.token or read_token(args.token_file)
     except OSError as exc:
         parser.error(f"cannot read the token file (--token-file or MFUMON_TOKEN_FILE): {exc}")
-    headers = {"User-Agent": "mfumon-report"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
     try:
-        with httpx.Client(base_url=args.url.rstrip("/"), headers=headers, timeout=args.timeout) as client:
+        sources = [source_from_url(u) for u in args.url] + (load_clusters(args.clusters) if args.clusters else [])
+    except ValueError as exc:
+        parser.error(str(exc))
+    if len(sources) > 1 or args.clusters:
+        return _fleet(args, sources, token, prices)
+    url = args.url[0] if args.url else os.environ.get("MFUMON_URL", "http://127.0.0.1:8000")
+    try:
+        with _client(url, token, args.timeout) as client:
             report = fetch_report(
                 client,
                 since=args.since,
@@ -106,9 +123,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ReportError as exc:
         print(f"mfumon report: {exc}", file=sys.stderr)
         return 1
-    text = render_html(report) if args.format == "html" else render_markdown(report)
-    if args.output is None:
+    _write(args.output, render_html(report) if args.format == "html" else render_markdown(report))
+    return 0
+
+
+def _client(url: str, token: str | None, timeout: float) -> httpx.Client:
+    headers = {"User-Agent": "mfumon-report"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout)
+
+
+def _write(output: Path | None, text: str) -> None:
+    if output is None:
         sys.stdout.write(text)
     else:
-        args.output.write_text(text, encoding="utf-8")
+        output.write_text(text, encoding="utf-8")
+
+
+def _fleet(args: argparse.Namespace, sources: list[ClusterSource], token: str | None, prices: Prices) -> int:
+    """One report over several clusters; exit 1 when none answers, 0 otherwise (those that did not are named)."""
+    names = [s.name for s in sources]
+    if len(set(names)) != len(names):
+        print(f"mfumon report: two clusters share a name in {names}: name them (NAME=URL)", file=sys.stderr)
+        return 2
+    fleet = fetch_fleet(
+        sources,
+        lambda s: _client(s.url, s.token or token, args.timeout),
+        since=args.since,
+        prices=prices,
+        generated_at=time.time(),
+        top=args.top,
+        below=args.below_baseline,
+    )
+    for miss in fleet.unanswered:
+        print(f"mfumon report: cluster {miss.name} did not answer: {miss.error}", file=sys.stderr)
+    if not fleet.clusters:
+        return 1
+    _write(args.output, render_fleet_html(fleet) if args.format == "html" else render_fleet_markdown(fleet))
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,17 +26,18 @@ from tests.deploy._support import (
     variables,
 )
 
+FLEET_CONSTANT = re.compile(r"^(kind|cluster):mfumon_[a-z0-9_]+:(default|override|effective)$")
 EXPECTED = {
-    "mfumon-capacity.json": ("mfumon-capacity", {"pool", "team"}),
-    "mfumon-cluster-overview.json": ("mfumon-cluster-overview", {"pool", "team"}),
-    "mfumon-job-drilldown.json": ("mfumon-job-drilldown", {"pool", "team", "job"}),
-    "mfumon-inference.json": ("mfumon-inference", {"pool", "team", "job"}),
-    "mfumon-nodes-gpus.json": ("mfumon-nodes-gpus", {"node"}),
-    "mfumon-pools.json": ("mfumon-pools", {"pool"}),
-    "mfumon-fleet-health.json": ("mfumon-fleet-health", {"node", "pool"}),
-    "mfumon-gpu-hours.json": ("mfumon-gpu-hours", {"pool", "team"}),
+    "mfumon-capacity.json": ("mfumon-capacity", {"cluster", "pool", "team"}),
+    "mfumon-cluster-overview.json": ("mfumon-cluster-overview", {"cluster", "pool", "team"}),
+    "mfumon-job-drilldown.json": ("mfumon-job-drilldown", {"cluster", "pool", "team", "job"}),
+    "mfumon-inference.json": ("mfumon-inference", {"cluster", "pool", "team", "job"}),
+    "mfumon-nodes-gpus.json": ("mfumon-nodes-gpus", {"cluster", "node"}),
+    "mfumon-pools.json": ("mfumon-pools", {"cluster", "pool"}),
+    "mfumon-fleet-health.json": ("mfumon-fleet-health", {"cluster", "node", "pool"}),
+    "mfumon-gpu-hours.json": ("mfumon-gpu-hours", {"cluster", "pool", "team"}),
 }
-SAMPLE_VALUES = {"pool": ".*", "team": ".*", "node": ".*", "job": "some-job"}
+SAMPLE_VALUES = {"cluster": ".*", "pool": ".*", "team": ".*", "node": ".*", "job": "some-job"}
 
 
 def test_committed_json_matches_the_generator() -> None:
@@ -89,10 +91,29 @@ def test_template_variables_come_from_label_values() -> None:
         for var_name, var in query_vars.items():
             query = parse_label_values(var["query"])
             assert query.label == ("job_id" if var_name == "job" else var_name)
-            assert query.metric in exposed, (name, var_name)
+            assert query.metric in exposed | {"up"}, (name, var_name)
             assert var["datasource"]["uid"] == "${datasource}"
             if var["includeAll"]:
                 assert var["allValue"] == ".*", "All must also match series without the label"
+
+
+def test_every_query_is_limited_to_the_cluster_variable() -> None:
+    """Each series selector of each panel carries cluster=~"$cluster" (fleet-wide threshold constants aside), and
+    every aggregation and match keeps `cluster`, so a global view shows the chosen clusters, each apart."""
+    for name, dashboard in load_dashboards().items():
+        cluster = variables(dashboard)["cluster"]
+        assert cluster["multi"] and cluster["includeAll"] and cluster["allValue"] == ".*", name
+        assert parse_label_values(cluster["query"]).label == "cluster"
+        for var_name, var in variables(dashboard).items():
+            if var["type"] == "query" and var_name != "cluster":
+                assert 'cluster=~"$cluster"' in var["query"], (name, var_name)
+        for title, expr in iter_queries(dashboard):
+            unscoped = re.sub(r'[A-Za-z_:][\w:]*\{cluster=~"\$cluster"[^}]*\}', " ", expr)
+            left = {n for n in metric_names(unscoped) if not FLEET_CONSTANT.match(n)}
+            assert left == set(), (name, title, expr)
+            for clause in re.findall(r"\b(?:by|on)\s*\(([^)]*)\)", expr):
+                assert not clause.strip() or "cluster" in clause, (name, title, expr)
+            assert not re.search(r"\b(?:sum|max|min|avg|count|topk|bottomk)\s*\(", expr), (name, title, expr)
 
 
 def test_required_panels_exist() -> None:
@@ -178,8 +199,8 @@ def test_job_gpu_panels_join_through_gpu_info() -> None:
     dashboard = load_dashboards()["mfumon-job-drilldown.json"]
     for title in ("Tensor-core activity per GPU", "SM activity per GPU"):
         (per_gpu, *_) = [expr for t, expr in iter_queries(dashboard) if t == title]
-        assert 'mfumon_gpu_info{job_id="$job"}' in per_gpu
-        assert "on (node, gpu, uuid)" in per_gpu
+        assert 'mfumon_gpu_info{cluster=~"$cluster", job_id="$job"}' in per_gpu
+        assert "on (cluster, node, gpu, uuid)" in per_gpu
 
 
 def test_queries_use_only_exposed_metrics_and_recording_rules() -> None:

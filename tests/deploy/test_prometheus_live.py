@@ -344,16 +344,16 @@ def test_dashboard_variables_resolve(prometheus: str) -> None:
     _wait_for("job series", lambda: _query(prometheus, "job_id:mfumon_job_info:topk1"))
     for name, dashboard in load_dashboards().items():
         for var_name, var in variables(dashboard).items():
-            if var["type"] != "query":
+            if var["type"] != "query" or var_name == "cluster":  # one cluster's own Prometheus: no cluster label
                 continue
-            query = parse_label_values(fill_variables(var["query"], {"pool": ".*", "team": ".*"}))
+            query = parse_label_values(fill_variables(var["query"], {"cluster": ".*", "pool": ".*", "team": ".*"}))
             params = {"match[]": f"{query.metric}{query.matchers}"}
             response = httpx.get(f"{prometheus}/api/v1/label/{query.label}/values", params=params, timeout=10.0)
             assert response.json()["data"], (name, var_name)
 
 
 def test_every_dashboard_query_returns_data(prometheus: str) -> None:
-    values = {"pool": ".*", "team": ".*", "node": ".*", "job": HEALTHY_JOB}
+    values = {"cluster": ".*", "pool": ".*", "team": ".*", "node": ".*", "job": HEALTHY_JOB}
     per_dashboard = {"mfumon-inference.json": {**values, "job": ".*"}}  # every serving job of the demo
     queries = [
         (name, title, fill_variables(expr, per_dashboard.get(name, values)))

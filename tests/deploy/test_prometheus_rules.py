@@ -63,7 +63,8 @@ def test_promtool_unit_tests_pass(promtool: str) -> None:
         ("mfumon-cluster-truth.yml", "expr: vector(1800)", "expr: vector(60)"),  # busy GPUs flagged after a minute
         ("mfumon-cluster-truth.yml", "60 * count_over_time", "count_over_time"),  # held time in samples, not seconds
         ("mfumon-goodput.yml", "for: 15m", "for: 5m"),  # a straggler for 10 minutes would page
-        ("mfumon-goodput.yml", "max by (job_id, category)", "sum by (job_id, category)"),  # replicas counted twice
+        ("mfumon-goodput.yml", "max by (cluster, job_id, category)", "sum by (cluster, job_id, category)"),  # replicas
+        ("mfumon-recording.yml", 'category!~"idle|unreported"', 'category!="idle"'),  # unreported GPUs as waste
     ],
 )
 def test_promtool_unit_tests_catch_a_broken_rule(
@@ -159,7 +160,7 @@ def test_required_alerts_exist_and_watch_the_right_metrics() -> None:
     for name in warming + serving:
         assert "cluster:mfumon_job_warmup_seconds:default" in exprs[name], f"{name} must skip warm-up"
     for name in ("MfumonInferenceMFULow", "MfumonGPUsBusyButMFULow"):  # serving jobs with MBU are judged by it
-        assert re.search(r"unless on \(job_id\)\s+job_id:mfumon_job_mbu_ratio:max", exprs[name]), name
+        assert re.search(r"unless on \(cluster, job_id\)\s+job_id:mfumon_job_mbu_ratio:max", exprs[name]), name
 
 
 def test_goodput_alerts_watch_the_waterfall_and_the_straggler_gauges() -> None:
@@ -193,6 +194,21 @@ def test_recording_rules_follow_level_metric_operations() -> None:
     for name in ("cluster:mfumon_gpus_idle:max", "cluster:mfumon_idle_gpu_seconds:sum1d"):
         assert name in names
     assert "cluster:mfumon_wasted_gpu_seconds:sum1d" in names
+
+
+def test_window_sums_read_counters_not_every_sample() -> None:
+    """Idle and wasted GPU-seconds over an hour or a day come from increase() of the durable counters: a day-long
+    *_over_time of a gauge reads every sample of the day at every evaluation (costly at 100,000 GPUs)."""
+    recorded = {rule["record"]: rule["expr"] for rule in all_rules() if "record" in rule}
+    windows = [n for n in recorded if n.split(":")[1] in ("mfumon_idle_gpu_seconds", "mfumon_wasted_gpu_seconds")]
+    assert len(windows) == 6
+    for name in windows:
+        assert "increase(mfumon_" in recorded[name] and "_over_time" not in recorded[name], name
+
+
+def test_prometheus_yml_names_its_cluster() -> None:
+    config = yaml.safe_load((PROMETHEUS_DIR / "prometheus.yml").read_text())
+    assert config["global"]["external_labels"]["cluster"]
 
 
 def test_rules_read_only_metrics_the_aggregator_exposes() -> None:

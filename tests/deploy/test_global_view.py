@@ -1,0 +1,189 @@
+"""A global view fed by remote_write: two clusters, each with its aggregator and Prometheus, one central Prometheus.
+
+Each cluster is `mfumon serve` fed by the simulated cluster of `mfumon demo` (the same jobs and nodes in both: the
+same job ids in two clusters are the case that must not mix) and scraped by a Prometheus whose configuration is
+deploy/prometheus/prometheus.yml with `external_labels: {cluster: a}` (or b) and a `remote_write` to the third, a
+Prometheus started with `--web.enable-remote-write-receiver` that evaluates the shipped rules (timings shortened as in
+test_prometheus_live). On that global one every dashboard query returns data for cluster a, for cluster b and for All,
+every recording rule yields one series per cluster, and the MFU alert fires once per cluster.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from urllib.parse import urlparse
+
+import httpx
+import pytest
+import yaml
+
+from mfumon.exporter.demo.cli import run_simulation
+from tests.conftest import start_server, stop_process, wait_for_listening
+from tests.deploy._support import (
+    AGGREGATOR_JOB,
+    PROMETHEUS_DIR,
+    fill_variables,
+    iter_queries,
+    load_dashboards,
+    parse_label_values,
+    recorded_names,
+    require_tool,
+    variables,
+)
+from tests.deploy._two_clusters import is_fleet_constant
+from tests.deploy.test_prometheus_live import (
+    _PROMETHEUS_LISTENING,
+    HEALTHY_JOB,
+    LOW_MFU_JOB,
+    _cluster,
+    _firing,
+    _query,
+    _rewrite_rules,
+    _wait_for,
+    _wait_until_none_left,
+)
+
+pytestmark = pytest.mark.prometheus
+
+CLUSTERS = ("a", "b")
+
+
+def _start_prometheus(work: Path, config: dict, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
+    path = work / "prometheus.yml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    log_path = work / "prometheus.log"
+    cmd = [
+        require_tool("prometheus"),
+        f"--config.file={path}",
+        f"--storage.tsdb.path={work / 'data'}",
+        "--web.listen-address=127.0.0.1:0",
+        "--storage.tsdb.retention.time=1h",
+        *extra,
+    ]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=work)
+    url = "http://" + wait_for_listening(proc, log_path, _PROMETHEUS_LISTENING).group(1)
+
+    def _ready() -> bool:
+        assert proc.poll() is None, f"prometheus exited:\n{log_path.read_text(errors='replace')[-3000:]}"
+        try:
+            return httpx.get(f"{url}/-/ready", timeout=1.0).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    _wait_for("prometheus to be ready", _ready, timeout_seconds=30.0)
+    return proc, url
+
+
+def _edge_config(cluster: str, aggregator_url: str, global_url: str) -> dict:
+    """deploy/prometheus/prometheus.yml for one cluster: its name, its aggregator, remote_write to the global view.
+    The rules run on the global view only (the other choice, rules at the edge, is in docs/operators/deploy.md)."""
+    config = yaml.safe_load((PROMETHEUS_DIR / "prometheus.yml").read_text())
+    config["global"].update(scrape_interval="1s", evaluation_interval="1s", external_labels={"cluster": cluster})
+    config.pop("rule_files")
+    config["scrape_configs"] = [job for job in config["scrape_configs"] if job["job_name"] == AGGREGATOR_JOB]
+    job = config["scrape_configs"][0]
+    job.update(scrape_interval="1s", scrape_timeout="1s")
+    job["static_configs"] = [{"targets": [urlparse(aggregator_url).netloc]}]
+    config["remote_write"] = [
+        {"url": f"{global_url}/api/v1/write", "queue_config": {"batch_send_deadline": "1s", "min_backoff": "100ms"}}
+    ]
+    return config
+
+
+@pytest.fixture(scope="module")
+def global_view(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    require_tool("prometheus")
+    with ExitStack() as stack:
+        work = tmp_path_factory.mktemp("global")
+        _rewrite_rules(work / "rules")
+        central = {"global": {"evaluation_interval": "1s"}, "rule_files": ["rules/*.yml"]}
+        proc, global_url = _start_prometheus(work, central, "--web.enable-remote-write-receiver")
+        stack.callback(stop_process, proc)
+        stop = threading.Event()
+        for cluster in CLUSTERS:
+            server = stack.enter_context(start_server(tmp_path_factory.mktemp(f"aggregator-{cluster}")))
+            thread = threading.Thread(
+                target=run_simulation,
+                args=(server.url,),
+                kwargs={"duration_seconds": 300.0, "interval_seconds": 1.0, "stop_event": stop, "cluster": _cluster()},
+                daemon=True,
+            )
+            thread.start()
+            stack.callback(thread.join, 20.0)
+            edge_work = tmp_path_factory.mktemp(f"prometheus-{cluster}")
+            edge, _ = _start_prometheus(edge_work, _edge_config(cluster, server.url, global_url))
+            stack.callback(stop_process, edge)
+        stack.callback(stop.set)
+        yield global_url
+
+
+def test_both_clusters_arrive_apart(global_view: str) -> None:
+    def both() -> set[str]:
+        up = _query(global_view, f'up{{job="{AGGREGATOR_JOB}"}} == 1')
+        return {s["metric"].get("cluster", "") for s in up} if len(up) == 2 else set()
+
+    assert _wait_for("both clusters' aggregators", both) == set(CLUSTERS)
+
+
+def test_every_recording_rule_evaluates_per_cluster(global_view: str) -> None:
+    names = sorted(n for n in recorded_names() if not is_fleet_constant(n))
+
+    def missing() -> list[tuple[str, list[str]]]:
+        out = []
+        for name in names:
+            seen = {s["metric"].get("cluster", "") for s in _query(global_view, f"count by (cluster) ({name})")}
+            if seen != set(CLUSTERS):
+                out.append((name, sorted(seen)))
+        return out
+
+    _wait_until_none_left("recording rules without one series per cluster", missing)
+    groups = httpx.get(f"{global_view}/api/v1/rules", timeout=10.0).json()["data"]["groups"]
+    unhealthy = [(r["name"], r.get("lastError")) for g in groups for r in g["rules"] if r["health"] != "ok"]
+    assert not unhealthy
+    # The same job id in both clusters stays two jobs: one info series each, not one merged.
+    info = _query(global_view, f'job_id:mfumon_job_info:topk1{{job_id="{HEALTHY_JOB}"}}')
+    assert sorted(s["metric"]["cluster"] for s in info) == sorted(CLUSTERS)
+
+
+def test_mfu_alert_fires_once_per_cluster(global_view: str) -> None:
+    def per_cluster() -> list[str] | None:
+        firing = _firing(global_view, "MfumonTrainingMFULow")
+        clusters = sorted(a["labels"].get("cluster", "") for a in firing)
+        return clusters if clusters == sorted(CLUSTERS) else None
+
+    _wait_for("MfumonTrainingMFULow in each cluster", per_cluster)
+    assert {a["labels"]["job_id"] for a in _firing(global_view, "MfumonTrainingMFULow")} == {LOW_MFU_JOB}
+    assert not _firing(global_view, "MfumonAggregatorDown")
+
+
+def test_cluster_variable_lists_both_clusters(global_view: str) -> None:
+    _wait_for("both clusters", lambda: len(_query(global_view, f'up{{job="{AGGREGATOR_JOB}"}}')) == 2)
+    for name, dashboard in load_dashboards().items():
+        query = parse_label_values(variables(dashboard)["cluster"]["query"])
+        params = {"match[]": f"{query.metric}{query.matchers}"}
+        response = httpx.get(f"{global_view}/api/v1/label/cluster/values", params=params, timeout=10.0)
+        assert sorted(response.json()["data"]) == sorted(CLUSTERS), name
+
+
+@pytest.mark.parametrize("cluster", [*CLUSTERS, ".*"], ids=["a", "b", "All"])
+def test_every_dashboard_query_returns_data_per_cluster_and_for_all(global_view: str, cluster: str) -> None:
+    values = {"cluster": cluster, "pool": ".*", "team": ".*", "node": ".*", "job": HEALTHY_JOB}
+    per_dashboard = {"mfumon-inference.json": {**values, "job": ".*"}}
+    queries = [
+        (name, title, fill_variables(expr, per_dashboard.get(name, values)))
+        for name, dashboard in load_dashboards().items()
+        for title, expr in iter_queries(dashboard)
+    ]
+
+    def without_data() -> list[tuple[str, str, str]]:
+        return [q for q in queries if not _query(global_view, q[2])]
+
+    _wait_until_none_left(f"dashboard queries without data for cluster {cluster}", without_data)
+    if cluster == ".*":  # All: the fleet panels draw one line per cluster
+        (mfu,) = [q for _, title, q in queries if title == "MFU by cluster"]
+        assert sorted(s["metric"]["cluster"] for s in _query(global_view, mfu)) == sorted(CLUSTERS)

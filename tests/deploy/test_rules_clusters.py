@@ -1,0 +1,135 @@
+"""Every rule keeps clusters apart: the unit tests rerun with two clusters' series, and every clause read statically."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.deploy._support import PROMETHEUS_DIR, RULE_TESTS_DIR, all_rules, recorded_names
+from tests.deploy._two_clusters import (
+    clause_problems,
+    expr_target,
+    is_fleet_constant,
+    two_cluster_suite,
+    with_cluster,
+)
+
+
+def _run_suite(promtool: str, prometheus_dir: Path) -> subprocess.CompletedProcess[str]:
+    suite = two_cluster_suite(prometheus_dir / "tests", prometheus_dir / "tests-two-clusters")
+    files = [str(r.path.relative_to(prometheus_dir)) for r in suite]
+    return subprocess.run(
+        [promtool, "test", "rules", *files], cwd=prometheus_dir, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_with_cluster_adds_the_label() -> None:
+    assert with_cluster('m{instance="a",job_id="j1"}', "b") == 'm{cluster="b",instance="a",job_id="j1"}'
+    assert with_cluster("cluster:mfumon_wasted_gpus:sum", "a") == 'cluster:mfumon_wasted_gpus:sum{cluster="a"}'
+    assert with_cluster('{__name__="up"}', "a") == '{cluster="a",__name__="up"}'
+
+
+@pytest.mark.parametrize(
+    ("expr", "problem"),
+    [
+        ("max by (job_id) (mfumon_job_mfu_ratio)", "drops cluster"),
+        ("sum(job_id:mfumon_wasted_gpus:max)", "aggregates every cluster"),
+        ("a * on (job_id) group_left (pool) b", "matches across clusters"),
+        ("sum without (cluster, instance) (mfumon_pool_gpus)", "drops cluster"),
+        ("a / ignoring (cluster) b", "matches across clusters"),
+    ],
+)
+def test_clause_check_finds_a_mixing_clause(expr: str, problem: str) -> None:
+    problems = clause_problems(expr)
+    assert problems and problem in problems[0]
+
+
+def test_clause_check_allows_fleet_constants_and_cluster_clauses() -> None:
+    assert clause_problems("max by (cluster, job_id) (m) * on (cluster, job_id) group_left () n") == []
+    assert clause_problems("max(cluster:mfumon_unreported_grace_seconds:override) or on () x") == []
+    threshold = "a + on (kind) group_left () max by (kind) (kind:mfumon_job_mfu_threshold_ratio:default)"
+    assert clause_problems(threshold) == []
+    assert clause_problems('x{job="sum by (y)"}') == []  # inside a string: not a clause
+
+
+def test_every_rule_keeps_cluster_in_every_clause() -> None:
+    """Each aggregation and vector match of each shipped rule names `cluster` (fleet constants excepted)."""
+    rules = all_rules()
+    assert len(rules) >= 80
+    problems = {
+        rule.get("record") or rule.get("alert"): found for rule in rules if (found := clause_problems(rule["expr"]))
+    }
+    assert problems == {}
+
+
+def test_generated_suite_covers_every_recorded_series_and_alert() -> None:
+    """The rewritten tests check, per cluster, every series the rules record and every alert (fleet constants
+    once): a rule no test reaches would escape the two-cluster run."""
+    covered_series: set[str] = set()
+    covered_alerts: set[str] = set()
+    for path in RULE_TESTS_DIR.glob("*.test.yml"):
+        for group in yaml.safe_load(path.read_text())["tests"]:
+            for case in group.get("promql_expr_test") or []:
+                target = expr_target(case["expr"])
+                if target is not None and case.get("exp_samples"):
+                    covered_series.add(target.split("{")[0])
+            covered_alerts |= {c["alertname"] for c in group.get("alert_rule_test") or []}
+    recorded = recorded_names()
+    missing = {n for n in recorded if n not in covered_series and not is_fleet_constant(n)}
+    assert missing == set()
+    alerts = {r["alert"] for r in all_rules() if "alert" in r}
+    assert alerts - covered_alerts == set()
+
+
+@pytest.mark.prometheus
+def test_rules_evaluate_per_cluster_on_two_clusters_series(promtool: str, tmp_path: Path) -> None:
+    copy = tmp_path / "prometheus"
+    shutil.copytree(PROMETHEUS_DIR, copy)
+    suite = two_cluster_suite(copy / "tests", copy / "tests-two-clusters")
+    assert sum(r.expectations for r in suite) >= 200
+    result = _run_suite(promtool, copy)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+
+
+@pytest.mark.prometheus
+@pytest.mark.parametrize(
+    ("rules_file", "old", "new"),
+    [
+        # an aggregation that forgets cluster: one sample for both clusters
+        (
+            "mfumon-recording.yml",
+            "(cluster, job_id, kind) (mfumon_job_mfu_ratio",
+            "(job_id, kind) (mfumon_job_mfu_ratio",
+        ),
+        # a join that forgets cluster: two clusters' info series per job_id, many-to-many
+        ("mfumon-goodput.yml", "* on (cluster, job_id) group_left (name,", "* on (job_id) group_left (name,"),
+        # a cluster total that sums both clusters
+        ("mfumon-recording.yml", "sum by (cluster) (job_id:mfumon_wasted_gpus", "sum(job_id:mfumon_wasted_gpus"),
+        # the fault rate divided by the whole fleet's GPUs
+        ("mfumon-health.yml", "/ (sum by (cluster) (avg_over_time", "/ (sum(avg_over_time"),
+    ],
+)
+def test_two_cluster_run_fails_on_a_rule_that_mixes_clusters(
+    promtool: str, tmp_path: Path, rules_file: str, old: str, new: str
+) -> None:
+    copy = tmp_path / "prometheus"
+    shutil.copytree(PROMETHEUS_DIR, copy)
+    path = copy / "rules" / rules_file
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+    single = subprocess.run(
+        [promtool, "test", "rules", *(str(p.relative_to(copy)) for p in sorted((copy / "tests").glob("*.yml")))],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert single.returncode == 0, "the one-cluster tests cannot see this mistake: " + single.stdout[-2000:]
+    result = _run_suite(promtool, copy)
+    assert result.returncode != 0
+    assert "FAILED" in result.stdout + result.stderr
