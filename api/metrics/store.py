@@ -1,8 +1,9 @@
 """``/metrics`` rendering that stays cheap as the cluster grows: the per-object cache and the per-scrape join.
 
-Each node's and each job's sample lines are rendered once per change, soon after the change arrives (see
-MetricsRenderer), by the resource modules (:mod:`~mfumon.api.metrics.node`, :mod:`~mfumon.api.metrics.job`), and
-cached here as bytes grouped by metric family; a scrape joins the cached pieces family by family and renders only
+A node's sample lines are rendered ahead of the scrape at most once per scrape interval (soon after its first change
+since the last scrape), and again only by a scrape that finds them older than the node; a job's once per change (see
+MetricsRenderer). The resource modules render them (:mod:`~mfumon.api.metrics.node`, :mod:`~mfumon.api.metrics.job`);
+they are cached here as bytes grouped by metric family; a scrape joins the cached pieces family by family and renders only
 the per-job GPU accounts and the few summary series afresh (cluster, self, health, durable, capacity). Series of
 nodes and jobs that are no longer in the snapshot (silent, ended) are simply not joined: they vanish.
 ``?shard=I&shards=N`` joins only the nodes of one shard. What a family is and how its lines are written is the
@@ -51,6 +52,7 @@ class _Cached:
     chunk: dict[str, bytes]
     crc: int = 0  # nodes: zlib.crc32 of the name, for shard_of
     gpu_lines: GpuLines | None = None  # nodes: their GPUs' lines, to render the next push from
+    scrapes: int = -1  # nodes: how many scrapes there had been when it was rendered ahead of one (-1: by a scrape)
 
 
 def _encoded(chunk: Chunk) -> dict[str, bytes]:
@@ -65,15 +67,18 @@ def _header(family: Family) -> bytes:
 class MetricsRenderer:
     """Holds every node's and job's rendered series; safe for concurrent scrapes and writers.
 
-    Series are rendered when their view changes, not when they are scraped, so a scrape joins cached bytes family
-    by family and renders afresh only the per-job GPU accounts and the summary, which derive from the whole
-    snapshot. A job's series are rendered when its view is taken (:meth:`prepare_job`). A node's are rendered by
+    Series are rendered ahead of scrapes, not when they are scraped, so a scrape joins cached bytes family by family
+    and renders afresh only the per-job GPU accounts and the summary, which derive from the whole snapshot. A job's
+    series are rendered when its view is taken (:meth:`prepare_job`). A node's are rendered by
     :meth:`keep_rendering`, a task on the event loop that renders the nodes marked changed (:meth:`node_changed`,
-    called by the state for every view it takes, from a push or another replica): when the process has time, right
-    after the push, a few per turn of the loop; when pushes keep it busy, one per turn, so fewer times than they
-    arrive (a node pushed twice meanwhile is rendered once) and rendering never costs ingest its throughput.
-    Whatever a scrape finds not rendered yet, or rendered from an older view, it renders itself: what it serves is
-    always current.
+    called by the state for every view it takes, from a push or another replica), a few per turn of the loop while
+    it is otherwise idle and one per turn while requests keep it busy, ingest first. It renders a node **at most once
+    per scrape interval**: a node it rendered since the last scrape and that changed again is left to the next
+    scrape, which renders whatever it finds older than its node (so what it serves is always current). A node that
+    pushes k times between two scrapes is rendered once ahead of the scrape and at most once more by it, never k
+    times; with no scrape at all, once. This is kube-state-metrics' way (render an object when it changes, join per
+    scrape) with the change rate capped by the scrape rate, as Prometheus' remote-write receiver renders nothing per
+    request.
     """
 
     def __init__(
@@ -92,6 +97,8 @@ class MetricsRenderer:
         self._jobs: dict[str, _Cached] = {}
         self._job_gpus: dict[str, _Cached] = {}
         self._changed: dict[str, None] = {}  # nodes to render, oldest change first
+        self._scrapes = 0  # scrapes so far (full or shard): a node rendered ahead of none since waits for one
+        self._deferred: set[str] = set()  # nodes changed since their render ahead of the next scrape: it renders them
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
         self._wake: asyncio.Event | None = None
@@ -121,9 +128,14 @@ class MetricsRenderer:
                 pass
 
     def waiting(self) -> int:
-        """Nodes marked changed and not rendered yet."""
+        """Nodes marked changed that the renderer has not reached yet."""
         with self._lock:
             return len(self._changed)
+
+    def pending(self) -> int:
+        """Nodes whose newest view is not rendered: waiting, or left to the next scrape."""
+        with self._lock:
+            return len(self._changed) + len(self._deferred)
 
     async def keep_rendering(self, node_of: Callable[[str], NodeView | None]) -> None:
         """Render changed nodes until cancelled: RENDER_TURN_S of them per turn of the event loop while it is
@@ -146,7 +158,11 @@ class MetricsRenderer:
                 view = node_of(name)
                 cached = self._nodes.get(name)  # a scrape may have rendered it meanwhile
                 if view is not None and (cached is None or cached.key != view.revision):
-                    self.prepare_node(view)
+                    if cached is None or cached.scrapes != self._scrapes:
+                        self.prepare_node(view)
+                    else:  # rendered ahead of the next scrape already: that scrape renders it (once), not every push
+                        with self._lock:
+                            self._deferred.add(name)
                 if clock() >= turn_ends:
                     yielded = clock()
                     await asyncio.sleep(0)  # requests ready meanwhile come first
@@ -155,7 +171,7 @@ class MetricsRenderer:
 
     def prepare_node(self, node: NodeView) -> None:
         """Render a node's series now, so that scrapes only join them."""
-        cached = self._render_node(node, self._nodes.get(node.name))
+        cached = self._render_node(node, self._nodes.get(node.name), self._scrapes)
         with self._lock:
             held = self._nodes.get(node.name)
             if held is None or held.key <= node.revision:  # a slower thread never puts back an older render
@@ -180,11 +196,17 @@ class MetricsRenderer:
         started = time.perf_counter()
         everything = shard is None or shard[0] == 0
         with self._lock:
-            node_chunks = [self._node_chunk(node) for node in snapshot.nodes]
-            self._forget(self._nodes, {n.name for n in snapshot.nodes})
-            if shard is not None:
+            self._scrapes += 1
+            nodes = snapshot.nodes
+            if shard is not None:  # only this shard's nodes are joined, so only they are rendered if stale
                 index, count = shard
-                node_chunks = [c for c in node_chunks if c.crc % count == index]
+                nodes = [n for n in nodes if self._crc(n.name) % count == index]
+            node_chunks = [self._node_chunk(node) for node in nodes]
+            self._forget(self._nodes, {n.name for n in snapshot.nodes})
+            if shard is None:
+                self._deferred.clear()
+            elif self._deferred:
+                self._deferred.difference_update(n.name for n in nodes)
             job_chunks: list[_Cached] = []
             if everything:
                 job_chunks = [self._job_chunk(job, snapshot) for job in snapshot.jobs]
@@ -207,19 +229,23 @@ class MetricsRenderer:
         self._self_metrics.last_scrape_duration_seconds = time.perf_counter() - started
         return body
 
+    def _crc(self, name: str) -> int:
+        cached = self._nodes.get(name)
+        return cached.crc if cached is not None else zlib.crc32(name.encode())
+
     def _node_chunk(self, node: NodeView) -> _Cached:
         cached = self._nodes.get(node.name)
         if cached is not None and cached.key == node.revision:
             return cached
-        cached = self._render_node(node, cached)
+        cached = self._render_node(node, cached, -1)
         self._nodes[node.name] = cached
         self.renders["node"] += 1
         return cached
 
     @staticmethod
-    def _render_node(node: NodeView, held: _Cached | None) -> _Cached:
+    def _render_node(node: NodeView, held: _Cached | None, scrapes: int) -> _Cached:
         chunk, gpu_lines = render_node(node, held.gpu_lines if held is not None else None)
-        return _Cached(node.revision, chunk, zlib.crc32(node.name.encode()), gpu_lines)
+        return _Cached(node.revision, chunk, zlib.crc32(node.name.encode()), gpu_lines, scrapes)
 
     def _job_chunk(self, job: JobView, snapshot: Snapshot) -> _Cached:
         signature = job.latest.signature if job.latest else None
@@ -249,6 +275,7 @@ class MetricsRenderer:
             gone = [k for k in cache if k not in alive]
             for key in gone:
                 del cache[key]
+                self._deferred.discard(key)
             self.forgotten += len(gone)
 
     def _render_self(self) -> str:
@@ -256,7 +283,7 @@ class MetricsRenderer:
         with self._lock:
             renders = sorted(self.renders.items())
         return render_self_metrics(
-            self._self_metrics, renders, self.waiting(), self._refresh_stats(), self._flush_stats()
+            self._self_metrics, renders, self.pending(), self._refresh_stats(), self._flush_stats()
         )
 
 
