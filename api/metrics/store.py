@@ -3,9 +3,10 @@
 A node's sample lines are rendered ahead of the scrape at most once per scrape interval (soon after its first change
 since the last scrape), and again only by a scrape that finds them older than the node; a job's once per change (see
 MetricsRenderer). The resource modules render them (:mod:`~mfumon.api.metrics.node`, :mod:`~mfumon.api.metrics.job`);
-they are cached here as bytes grouped by metric family; a scrape joins the cached pieces family by family and renders only
-the per-job GPU accounts and the few summary series afresh (cluster, self, health, durable, capacity). Series of
-nodes and jobs that are no longer in the snapshot (silent, ended) are simply not joined: they vanish.
+they are cached here as bytes grouped by metric family; a scrape joins the cached pieces family by family and
+renders only the per-job GPU accounts and the few summary series afresh (cluster, self, health, durable,
+capacity). Series of nodes and jobs that are no longer in the snapshot (silent, ended) are simply not joined: they
+vanish.
 ``?shard=I&shards=N`` joins only the nodes of one shard. What a family is and how its lines are written is the
 resource modules' business; this module only decides when to render and what to join.
 """
@@ -52,7 +53,6 @@ class _Cached:
     chunk: dict[str, bytes]
     crc: int = 0  # nodes: zlib.crc32 of the name, for shard_of
     gpu_lines: GpuLines | None = None  # nodes: their GPUs' lines, to render the next push from
-    scrapes: int = -1  # nodes: how many scrapes there had been when it was rendered ahead of one (-1: by a scrape)
 
 
 def _encoded(chunk: Chunk) -> dict[str, bytes]:
@@ -73,8 +73,9 @@ class MetricsRenderer:
     :meth:`keep_rendering`, a task on the event loop that renders the nodes marked changed (:meth:`node_changed`,
     called by the state for every view it takes, from a push or another replica), a few per turn of the loop while
     it is otherwise idle and one per turn while requests keep it busy, ingest first. It renders a node **at most once
-    per scrape interval**: a node it rendered since the last scrape and that changed again is left to the next
-    scrape, which renders whatever it finds older than its node (so what it serves is always current). A node that
+    per scrape interval**: a node it rendered since the last scrape that served the node (the whole exposition or
+    the node's shard) and that changed again is left to the next such scrape, which renders whatever it finds older
+    than its node (so what it serves is always current). A node that
     pushes k times between two scrapes is rendered once ahead of the scrape and at most once more by it, never k
     times; with no scrape at all, once. This is kube-state-metrics' way (render an object when it changes, join per
     scrape) with the change rate capped by the scrape rate, as Prometheus' remote-write receiver renders nothing per
@@ -97,8 +98,8 @@ class MetricsRenderer:
         self._jobs: dict[str, _Cached] = {}
         self._job_gpus: dict[str, _Cached] = {}
         self._changed: dict[str, None] = {}  # nodes to render, oldest change first
-        self._scrapes = 0  # scrapes so far (full or shard): a node rendered ahead of none since waits for one
-        self._deferred: set[str] = set()  # nodes changed since their render ahead of the next scrape: it renders them
+        self._ahead: set[str] = set()  # nodes rendered ahead of a scrape that no scrape (of their shard) served yet
+        self._deferred: set[str] = set()  # of those, the ones changed again since: the next scrape renders them
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
         self._wake: asyncio.Event | None = None
@@ -158,7 +159,7 @@ class MetricsRenderer:
                 view = node_of(name)
                 cached = self._nodes.get(name)  # a scrape may have rendered it meanwhile
                 if view is not None and (cached is None or cached.key != view.revision):
-                    if cached is None or cached.scrapes != self._scrapes:
+                    if name not in self._ahead:
                         self.prepare_node(view)
                     else:  # rendered ahead of the next scrape already: that scrape renders it (once), not every push
                         with self._lock:
@@ -171,11 +172,12 @@ class MetricsRenderer:
 
     def prepare_node(self, node: NodeView) -> None:
         """Render a node's series now, so that scrapes only join them."""
-        cached = self._render_node(node, self._nodes.get(node.name), self._scrapes)
+        cached = self._render_node(node, self._nodes.get(node.name))
         with self._lock:
             held = self._nodes.get(node.name)
             if held is None or held.key <= node.revision:  # a slower thread never puts back an older render
                 self._nodes[node.name] = cached
+                self._ahead.add(node.name)
             self.renders["node"] += 1
 
     def prepare_job(self, job: JobView) -> None:
@@ -196,17 +198,19 @@ class MetricsRenderer:
         started = time.perf_counter()
         everything = shard is None or shard[0] == 0
         with self._lock:
-            self._scrapes += 1
             nodes = snapshot.nodes
             if shard is not None:  # only this shard's nodes are joined, so only they are rendered if stale
                 index, count = shard
                 nodes = [n for n in nodes if self._crc(n.name) % count == index]
             node_chunks = [self._node_chunk(node) for node in nodes]
             self._forget(self._nodes, {n.name for n in snapshot.nodes})
-            if shard is None:
+            if shard is None:  # every node served: each may be rendered ahead of the next scrape again
+                self._ahead.clear()
                 self._deferred.clear()
-            elif self._deferred:
-                self._deferred.difference_update(n.name for n in nodes)
+            elif self._ahead:
+                served = {n.name for n in nodes}
+                self._ahead -= served
+                self._deferred -= served
             job_chunks: list[_Cached] = []
             if everything:
                 job_chunks = [self._job_chunk(job, snapshot) for job in snapshot.jobs]
@@ -237,15 +241,15 @@ class MetricsRenderer:
         cached = self._nodes.get(node.name)
         if cached is not None and cached.key == node.revision:
             return cached
-        cached = self._render_node(node, cached, -1)
+        cached = self._render_node(node, cached)
         self._nodes[node.name] = cached
         self.renders["node"] += 1
         return cached
 
     @staticmethod
-    def _render_node(node: NodeView, held: _Cached | None, scrapes: int) -> _Cached:
+    def _render_node(node: NodeView, held: _Cached | None) -> _Cached:
         chunk, gpu_lines = render_node(node, held.gpu_lines if held is not None else None)
-        return _Cached(node.revision, chunk, zlib.crc32(node.name.encode()), gpu_lines, scrapes)
+        return _Cached(node.revision, chunk, zlib.crc32(node.name.encode()), gpu_lines)
 
     def _job_chunk(self, job: JobView, snapshot: Snapshot) -> _Cached:
         signature = job.latest.signature if job.latest else None
@@ -275,6 +279,7 @@ class MetricsRenderer:
             gone = [k for k in cache if k not in alive]
             for key in gone:
                 del cache[key]
+                self._ahead.discard(key)
                 self._deferred.discard(key)
             self.forgotten += len(gone)
 
