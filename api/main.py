@@ -28,6 +28,7 @@ from mfumon.api.middleware import (
     JsonContentType,
     ReadLimit,
     WriteAudit,
+    audit_write,
     endpoint_of,
 )
 from mfumon.api.overload import IngestGate, IngestLimit
@@ -47,6 +48,8 @@ from mfumon.api.routes import (
     ui,
     usage,
 )
+from mfumon.api.routes._one_pass import FastPath
+from mfumon.api.schemas.nodes import NodeSampleCreate
 from mfumon.api.services.accounting import bill_gpu_states, maintain_hours
 from mfumon.api.services.expiry import expire_silent_jobs
 from mfumon.api.services.samples import SampleWriter
@@ -219,6 +222,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(JsonContentType)  # innermost: a JSON body without its content type is read as JSON
     app.add_middleware(WriteAudit)
+    # Well-formed node pushes are answered here, past the body's limits and deadline and before the write audit,
+    # routing and FastAPI's request handling, which everything else (errors included) still goes through.
+    app.add_middleware(
+        FastPath,
+        method="POST",
+        path=nodes.PUSH_PATH,
+        param="node",
+        model=NodeSampleCreate,
+        answer=nodes.well_formed_push,
+        answered=audit_write,
+    )
     app.add_middleware(
         BodySizeLimit,
         limit_of=lambda path: admission.body_limit(path) if admission is not None else settings.MAX_BODY_BYTES,

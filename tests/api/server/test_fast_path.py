@@ -1,4 +1,4 @@
-"""The node push's fast path (``mfumon.api.routes.nodes._well_formed_push``) answers only what needs no error.
+"""The node push's fast path (``mfumon.api.routes.nodes.well_formed_push``) answers only what needs no error.
 
 Everything it declines goes to FastAPI's handler, whose answers the rest of the suite pins down (validation, tokens,
 scopes, limits); here: that it declines every kind of request that needs an error, and that what it answers is the
@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from starlette.types import Message
 
 from mfumon.api.routes._one_pass import _OnePassRequest
-from mfumon.api.routes.nodes import _well_formed_push
+from mfumon.api.routes.nodes import well_formed_push
 from mfumon.api.schemas.nodes import NodeSampleCreate
 from tests.utils.factories import node_sample
 
@@ -55,14 +55,14 @@ def _offer(client: TestClient, node: str, body: bytes, headers: dict[str, str], 
         "state": {},
     }
     request = _OnePassRequest(scope, receive, NodeSampleCreate)
-    return client.portal.call(_well_formed_push, request)  # type: ignore[union-attr]
+    return client.portal.call(well_formed_push, request)  # type: ignore[union-attr]
 
 
 def _body(**counters: Any) -> bytes:
     return json.dumps(node_sample(2, **counters)).encode()
 
 
-def test_a_well_formed_push_is_answered_and_taken(client: TestClient) -> None:
+def test_awell_formed_push_is_answered_and_taken(client: TestClient) -> None:
     response = _offer(client, "n1", _body(power_watts=321.0), GOOD)
     assert response is not None and response.status_code == 200
     assert json.loads(response.body) == {"accepted": 2, "applied": True}
