@@ -28,10 +28,10 @@ from mfumon.api.middleware import (
     JsonContentType,
     ReadLimit,
     WriteAudit,
-    audit_write,
     endpoint_of,
 )
 from mfumon.api.overload import IngestGate, IngestLimit
+from mfumon.api.routes import _one_pass as one_pass
 from mfumon.api.routes import (
     baselines,
     cluster,
@@ -48,7 +48,6 @@ from mfumon.api.routes import (
     ui,
     usage,
 )
-from mfumon.api.routes._one_pass import FastPath
 from mfumon.api.schemas.nodes import NodeSampleCreate
 from mfumon.api.services.accounting import bill_gpu_states, maintain_hours
 from mfumon.api.services.expiry import expire_silent_jobs
@@ -222,17 +221,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(JsonContentType)  # innermost: a JSON body without its content type is read as JSON
     app.add_middleware(WriteAudit)
-    # Well-formed node pushes are answered here, past the body's limits and deadline and before the write audit,
-    # routing and FastAPI's request handling, which everything else (errors included) still goes through.
-    app.add_middleware(
-        FastPath,
-        method="POST",
-        path=nodes.PUSH_PATH,
-        param="node",
-        model=NodeSampleCreate,
-        answer=nodes.well_formed_push,
-        answered=audit_write,
-    )
     app.add_middleware(
         BodySizeLimit,
         limit_of=lambda path: admission.body_limit(path) if admission is not None else settings.MAX_BODY_BYTES,
@@ -278,4 +266,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     ):  # node pushes matched first
         app.include_router(module.router)
     openapi.install(app)
+    # Well-formed node pushes are answered before the router matches them against every route and FastAPI's
+    # request handling; everything else (errors included) still goes that way. Inside every middleware above.
+    one_pass.install(
+        app, method="POST", path=nodes.PUSH_PATH, param="node", model=NodeSampleCreate, answer=nodes.well_formed_push
+    )
     return app

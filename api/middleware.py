@@ -72,19 +72,14 @@ class WriteAudit:
         try:
             await self.app(scope, receive, recording_send)
         finally:
-            audit_write(scope, status)
-
-
-def audit_write(scope: Scope, status: int) -> None:
-    """The write audit of one answered write: its count per token name, endpoint and outcome, and its log line."""
-    principal = (scope.get("state") or {}).get("principal")
-    ctx = getattr(scope["app"].state, "ctx", None) if "app" in scope else None
-    if principal is not None and ctx is not None:
-        outcome = "accepted" if status < 400 else "rejected" if status < 500 else "failed"
-        ctx.self_metrics.count_token_write(principal.name, endpoint_label(scope), outcome)
-        if ctx.settings.AUDIT_LOG:
-            path = scope["path"] if scope["path"].isprintable() else ascii(scope["path"])  # one line each
-            audit_logger.info("%s %s by token %s: %d", scope["method"], path, principal.name, status)
+            principal = (scope.get("state") or {}).get("principal")
+            ctx = getattr(scope["app"].state, "ctx", None) if "app" in scope else None
+            if principal is not None and ctx is not None:
+                outcome = "accepted" if status < 400 else "rejected" if status < 500 else "failed"
+                ctx.self_metrics.count_token_write(principal.name, endpoint_label(scope), outcome)
+                if ctx.settings.AUDIT_LOG:
+                    path = scope["path"] if scope["path"].isprintable() else ascii(scope["path"])  # one line each
+                    audit_logger.info("%s %s by token %s: %d", scope["method"], path, principal.name, status)
 
 
 class ReadLimit:

@@ -7,12 +7,13 @@ bytes (one pass, about half the work), and FastAPI takes a model instance as it 
 validate comes back as plain JSON instead, so FastAPI validates it again and words the errors as it always does;
 invalid JSON fails exactly as before.
 
-:class:`FastPath` is an ASGI middleware that offers each request of one route to a hand-written function first,
-which answers a well-formed one without the rest of the stack (the middleware inside it, Starlette's routing,
-FastAPI's dependency solving, parameter extraction and content negotiation: about a fifth of a node push's CPU),
-or returns None; the request then goes on as if the fast path had not looked at it (its body handed on as
-received), so every error, status and count comes from the one place it always came from, and the OpenAPI document
-from the declared route.
+:class:`FastPath` wraps the app's router (inside every middleware and the exception handlers) and offers each
+request of one route to a hand-written function first, which answers a well-formed one without the router's
+matching of every route nor FastAPI's dependency solving, parameter extraction and content negotiation (about a
+fifth of a node push's CPU), or returns None; the request then goes on as if the fast path had not looked at it
+(its body handed on as received), so every error, status and count comes from the one place it always came from,
+and the OpenAPI document from the declared route. An error the function raises once it has taken the request
+(a limit, the durability bound) is answered by the app's exception handlers, as from the route.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import re
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from fastapi import Request, Response
+from fastapi import FastAPI, Request, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -34,11 +35,8 @@ Answer = Callable[[Request], Awaitable[Response | None]]
 class FastPath:
     """Offers each ``method`` request whose path matches ``path`` (one group: the path parameter ``param``) and
     whose body came whole in one message to ``answer`` first, as a request whose ``json()`` is ``model``
-    validated from the raw bytes; what it declines goes on to ``app`` with its body as received.
-
-    ``answered(scope, status)`` runs after each answer it gives (the write audit, which the app's own stack does
-    in a middleware this one skips).
-    """
+    validated from the raw bytes; what it declines goes on to ``app`` with its body as received. Installed by
+    :func:`install` around an app's router."""
 
     def __init__(
         self,
@@ -49,7 +47,6 @@ class FastPath:
         param: str,
         model: type[BaseModel],
         answer: Answer,
-        answered: Callable[[Scope, int], None],
     ) -> None:
         self.app = app
         self.method = method
@@ -57,7 +54,6 @@ class FastPath:
         self.param = param
         self.model = model
         self.answer = answer
-        self.answered = answered
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         match = None
@@ -78,7 +74,12 @@ class FastPath:
             await self.app(scope, _replaying(message, receive), send)
             return
         await response(scope, receive, send)
-        self.answered(scope, response.status_code)
+
+
+def install(app: FastAPI, **fast_path: Any) -> None:
+    """Put a :class:`FastPath` around ``app``'s router: inside its middleware and exception handlers, before the
+    router matches the request against every route."""
+    app.router.middleware_stack = FastPath(app.router.middleware_stack, **fast_path)
 
 
 def _replaying(first: Message, receive: Receive) -> Receive:
