@@ -113,8 +113,13 @@ class MetricsRenderer:
     # -- when a view changes -------------------------------------------------------------------------------------
 
     def node_changed(self, name: str) -> None:
-        """Mark a node for rendering; O(1), from any thread."""
+        """Mark a node for rendering; O(1), from any thread. One rendered ahead of the next scrape already is left to
+        that scrape at once, without waking the renderer: most pushes, once the scrape interval is longer than the
+        push interval."""
         with self._lock:
+            if name in self._ahead:
+                self._deferred.add(name)
+                return
             if name in self._changed:
                 return
             self._changed[name] = None
