@@ -126,7 +126,8 @@ def renders_and_pushes(app: FastAPI) -> tuple[int, int]:
 async def rounds(args: argparse.Namespace) -> None:
     work = bodies(args.nodes)
     with tempfile.TemporaryDirectory() as tmp:
-        real = create_app(Settings(DATABASE_URL=f"sqlite:///{tmp}/bench.db", LOG_LEVEL="WARNING"))
+        settings = Settings(DATABASE_URL=f"sqlite:///{tmp}/bench.db", LOG_LEVEL="WARNING", METRICS_MAX_AGE_SECONDS=0)
+        real = create_app(settings)
         bare = bare_app(validate=False)
         async with real.router.lifespan_context(real):
             real_caller, bare_caller = Caller(real), Caller(bare)
@@ -177,6 +178,34 @@ async def rounds(args: argparse.Namespace) -> None:
             print(f"best rounds: bare {min(bares) * 1e6:.0f} us, mfumon {min(reals) * 1e6:.0f} us, ratio {best:.2f}")
             if profile:
                 profile.dump_stats(args.profile)
+            await scrape_after_every_node_pushed(real, real_caller, work[: args.nodes], args.nodes)
+
+
+async def scrape_after_every_node_pushed(
+    app: FastAPI, caller: Caller, once: list[tuple[str, bytes]], nodes: int
+) -> None:
+    """``/metrics`` warm (best of 3), then after every node pushed once with the event loop otherwise idle between
+    pushes (a cluster pushing on its interval), the first scrape: its time, and how many nodes it rendered itself."""
+    renderer = app.state.ctx.renderer
+
+    async def timed_scrape() -> float:
+        started = time.perf_counter()
+        await caller.get("/metrics")
+        return time.perf_counter() - started
+
+    warm = min([await timed_scrape() for _ in range(3)])
+    for name, body in once:
+        stamp = f"{time.time():.6f}".encode()
+        await caller.post(f"/v1/nodes/{name}/samples", body.replace(b"0.0", stamp, 1))
+        await asyncio.sleep(0.0005)
+    await asyncio.sleep(0.2)
+    ahead = renderer.renders["node"]
+    changed = await timed_scrape()
+    by_scrape = renderer.renders["node"] - ahead
+    print(
+        f"scrape at {nodes * 8:,} GPUs: warm {warm * 1e3:.0f} ms; after every node pushed {changed * 1e3:.0f} ms "
+        f"({changed / warm:.2f}x warm), {by_scrape} of {nodes} nodes rendered by that scrape"
+    )
 
 
 def main() -> None:

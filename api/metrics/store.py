@@ -1,7 +1,7 @@
 """``/metrics`` rendering that stays cheap as the cluster grows: the per-object cache and the per-scrape join.
 
-A node's sample lines are rendered ahead of the scrape at most once per scrape interval (soon after its first change
-since the last scrape), and again only by a scrape that finds them older than the node; a job's once per change (see
+A node's sample lines are rendered once per scrape interval, ahead of the scrape (soon after the node's last push
+before it), and again only by a scrape that finds them older than the node; a job's once per change (see
 MetricsRenderer). The resource modules render them (:mod:`~mfumon.api.metrics.node`, :mod:`~mfumon.api.metrics.job`);
 they are cached here as bytes grouped by metric family; a scrape joins the cached pieces family by family and
 renders only the per-job GPU accounts and the few summary series afresh (cluster, self, health, durable,
@@ -72,14 +72,15 @@ class MetricsRenderer:
     series are rendered when its view is taken (:meth:`prepare_job`). A node's are rendered by
     :meth:`keep_rendering`, a task on the event loop that renders the nodes marked changed (:meth:`node_changed`,
     called by the state for every view it takes, from a push or another replica), a few per turn of the loop while
-    it is otherwise idle and one per turn while requests keep it busy, ingest first. It renders a node **at most once
-    per scrape interval**: a node it rendered since the last scrape that served the node (the whole exposition or
-    the node's shard) and that changed again is left to the next such scrape, which renders whatever it finds older
-    than its node (so what it serves is always current). A node that
-    pushes k times between two scrapes is rendered once ahead of the scrape and at most once more by it, never k
-    times; with no scrape at all, once. This is kube-state-metrics' way (render an object when it changes, join per
-    scrape) with the change rate capped by the scrape rate, as Prometheus' remote-write receiver renders nothing per
-    request.
+    it is otherwise idle and one per turn while requests keep it busy, ingest first. It renders a node **once per
+    scrape interval**, not once per push (:meth:`node_changed`): soon after the node's last push before the next
+    scrape (predicted from the node's push interval and the scrape interval so far), and a node rendered ahead of
+    that scrape already is left to it. A scrape (of everything, or of the node's shard) renders whatever it finds
+    older than its node, so what it serves is always current: when pushes or scrapes come off their beat, it
+    renders those nodes itself, once. So a node that pushes k times between two scrapes is rendered once (twice
+    at most), never k times; with no scrape at all, once. This is kube-state-metrics' way (render an object when it
+    changes, join per scrape) with renders capped by the scrape rate, as Prometheus' remote-write receiver renders
+    nothing per request.
     """
 
     def __init__(
@@ -88,7 +89,9 @@ class MetricsRenderer:
         refresh_stats: Callable[[], tuple[float, int]],
         flush_stats: Callable[[], tuple[int, float, float, int]] = lambda: (0, 0.0, 0.0, 0),
         baseline_of: Callable[[str], float | None] = lambda signature: None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self._clock = clock  # for the push and scrape intervals
         self._self_metrics = self_metrics
         self._refresh_stats = refresh_stats
         self._flush_stats = flush_stats  # queued nodes, age of the oldest, last flush seconds, flush errors
@@ -99,7 +102,9 @@ class MetricsRenderer:
         self._job_gpus: dict[str, _Cached] = {}
         self._changed: dict[str, None] = {}  # nodes to render, oldest change first
         self._ahead: set[str] = set()  # nodes rendered ahead of a scrape that no scrape (of their shard) served yet
-        self._deferred: set[str] = set()  # of those, the ones changed again since: the next scrape renders them
+        self._deferred: set[str] = set()  # nodes left to the next scrape, which renders them if still stale
+        self._changed_at: dict[str, float] = {}  # each node's last change (monotonic): its push interval
+        self._scraped_at: tuple[float, float] | None = None  # the last two scrapes (monotonic): the scrape interval
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
         self._wake: asyncio.Event | None = None
@@ -113,11 +118,19 @@ class MetricsRenderer:
     # -- when a view changes -------------------------------------------------------------------------------------
 
     def node_changed(self, name: str) -> None:
-        """Mark a node for rendering; O(1), from any thread. One rendered ahead of the next scrape already is left to
-        that scrape at once, without waking the renderer: most pushes, once the scrape interval is longer than the
-        push interval."""
+        """Mark a node for rendering, or leave it to the next scrape; O(1), from any thread, without waking the
+        renderer when it is left.
+
+        Left to the next scrape: a node rendered ahead of it already (the scrape renders its newest view), and a
+        node whose next push is due before the next scrape is (its push interval so far, the scrape interval so
+        far): that push, the last before the scrape, is the one rendered ahead. So a node that pushes k times
+        between two scrapes is rendered once, soon after its last push before the scrape, and the scrape only
+        joins it; if its pushes or the scrapes come off their beat, the scrape renders it, once.
+        """
+        now = self._clock()
         with self._lock:
-            if name in self._ahead:
+            last, self._changed_at[name] = self._changed_at.get(name), now
+            if name in self._ahead or (last is not None and self._due_before_scrape(now + (now - last))):
                 self._deferred.add(name)
                 return
             if name in self._changed:
@@ -132,6 +145,13 @@ class MetricsRenderer:
                     loop.call_soon_threadsafe(wake.set)
             except RuntimeError:  # the loop has closed: the process is stopping
                 pass
+
+    def _due_before_scrape(self, when: float) -> bool:
+        """Whether ``when`` comes before the next scrape, by the interval between the last two (False without)."""
+        if self._scraped_at is None:
+            return False
+        before, last = self._scraped_at
+        return when < last + (last - before)
 
     def waiting(self) -> int:
         """Nodes marked changed that the renderer has not reached yet."""
@@ -183,6 +203,7 @@ class MetricsRenderer:
             if held is None or held.key <= node.revision:  # a slower thread never puts back an older render
                 self._nodes[node.name] = cached
                 self._ahead.add(node.name)
+                self._deferred.discard(node.name)
             self.renders["node"] += 1
 
     def prepare_job(self, job: JobView) -> None:
@@ -203,6 +224,8 @@ class MetricsRenderer:
         started = time.perf_counter()
         everything = shard is None or shard[0] == 0
         with self._lock:
+            now = self._clock()
+            self._scraped_at = (self._scraped_at[1] if self._scraped_at else now, now)
             nodes = snapshot.nodes
             if shard is not None:  # only this shard's nodes are joined, so only they are rendered if stale
                 index, count = shard
@@ -286,6 +309,7 @@ class MetricsRenderer:
                 del cache[key]
                 self._ahead.discard(key)
                 self._deferred.discard(key)
+                self._changed_at.pop(key, None)
             self.forgotten += len(gone)
 
     def _render_self(self) -> str:
