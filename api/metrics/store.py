@@ -18,7 +18,7 @@ import functools
 import threading
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -226,7 +226,7 @@ class MetricsRenderer:
         with self._lock:
             now = self._clock()
             self._scraped_at = (self._scraped_at[1] if self._scraped_at else now, now)
-            nodes = snapshot.nodes
+            nodes: Sequence[NodeView] = snapshot.nodes
             if shard is not None:  # only this shard's nodes are joined, so only they are rendered if stale
                 index, count = shard
                 nodes = [n for n in nodes if self._crc(n.name) % count == index]
