@@ -307,9 +307,10 @@ class MetricsRenderer:
             gone = [k for k in cache if k not in alive]
             for key in gone:
                 del cache[key]
-                self._ahead.discard(key)
-                self._deferred.discard(key)
-                self._changed_at.pop(key, None)
+                if cache is self._nodes:  # and what the renderer knew of the node's pushes
+                    self._ahead.discard(key)
+                    self._deferred.discard(key)
+                    self._changed_at.pop(key, None)
             self.forgotten += len(gone)
 
     def _render_self(self) -> str:
