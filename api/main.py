@@ -31,6 +31,7 @@ from mfumon.api.middleware import (
     endpoint_of,
 )
 from mfumon.api.overload import IngestGate, IngestLimit
+from mfumon.api.routes import _one_pass as one_pass
 from mfumon.api.routes import (
     baselines,
     cluster,
@@ -48,6 +49,7 @@ from mfumon.api.routes import (
     ui,
     usage,
 )
+from mfumon.api.schemas.nodes import NodeSampleCreate
 from mfumon.api.services.accounting import bill_gpu_states, maintain_hours
 from mfumon.api.services.expiry import expire_silent_jobs
 from mfumon.api.services.samples import SampleWriter
@@ -266,4 +268,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     ):  # node pushes matched first
         app.include_router(module.router)
     openapi.install(app)
+    # Well-formed node pushes are answered before the router matches them against every route and FastAPI's
+    # request handling; everything else (errors included) still goes that way. Inside every middleware above.
+    one_pass.install(
+        app, method="POST", path=nodes.PUSH_PATH, param="node", model=NodeSampleCreate, answer=nodes.well_formed_push
+    )
     return app

@@ -272,12 +272,13 @@ class JsonContentType:
         if scope["type"] != "http" or scope["method"] not in _BODY_METHODS or not scope["path"].startswith(self.prefix):
             await self.app(scope, receive, send)
             return
-        headers: list[tuple[bytes, bytes]] = list(scope["headers"])
+        headers: list[tuple[bytes, bytes]] = scope["headers"]  # copied only to be changed
         declared = [value for name, value in headers if name == b"content-type"]
-        media = declared[0].split(b";", 1)[0].strip().lower() if declared else b""
-        if declared and _JSON_TYPE.match(declared[0].strip()):
+        if declared and (declared[0] == b"application/json" or _JSON_TYPE.match(declared[0].strip())):
             await self.app(scope, receive, send)
-        elif media in _READ_AS_JSON:
+            return
+        media = declared[0].split(b";", 1)[0].strip().lower() if declared else b""
+        if media in _READ_AS_JSON:
             headers = [(name, value) for name, value in headers if name != b"content-type"]
             headers.append((b"content-type", b"application/json"))
             await self.app({**scope, "headers": headers}, receive, send)

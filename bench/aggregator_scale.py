@@ -13,12 +13,13 @@ connections, pre-encoded node pushes of 8 GPUs whose timestamp changes on every 
   (renders that fell behind), which the closed-loop rate alone leaves out. Saturated, the server also *sheds*
   renders (a node pushed several times before its turn is rendered once; a scrape renders what is left), which
   neither figure counts; so also, open loop below saturation, its CPU per push against the bare app's at the same
-  rate, with its renders per push (``mfumon_metrics_renders_total``) to show that every push was rendered.
+  rate, with its renders per push (``mfumon_metrics_renders_total``). Since issue 33 a node is rendered per
+  scrape, not per push (``mfumon.api.metrics.store``): windows with no scrape render each node at most once.
 - **latency**: open loop (latency counts from when a push was due, so a server that falls behind pays for its
   queue). At 80% of the closed-loop rate, mfumon's (the lower of its two figures) and the bare app's own, with how
   busy each is: the closed-loop rate gains from uvicorn batching requests that arrive together, so 80% of it keeps
-  even the bare app saturated. Then the **capacity with every push rendered** (rate / busy share below
-  saturation), and p50/p99 at 80% of that capacity, the rate a cluster sized by it runs at; that rate held for
+  even the bare app saturated. Then the **capacity** (rate / busy share below saturation), and p50/p99 at 80% of
+  that capacity, the rate a cluster sized by it runs at; that rate held for
   ``--held-seconds`` (30), past the 10 s durability bound, where a sample writer that cannot keep up would show
   as pushes refused 'unavailable', and scraped meanwhile every ``--scrape-every`` (10) seconds, as Prometheus
   would (the other windows run with no scrape).
@@ -528,7 +529,7 @@ def measure_size(
         # renders per push and the busy share say whether every push was rendered and how near capacity it ran;
         # and the bare app at that same rate, for the CPU per push of each. A busy share near 100% caps at it, so
         # rate / busy overstates the capacity of a server that was past it: a first window that finds the server
-        # over 92% busy or shedding renders steps the rate down (at most 3 times) and is not counted.
+        # over 92% busy steps the rate down (at most 3 times) and is not counted.
         result.open_rate = 0.8 * at_80 / max(result.busy_at_80.median, 0.01)
         while len(result.busy_at_open.values) < args.repeats:
             floor, floor_cpu = with_cpu(
@@ -543,7 +544,9 @@ def measure_size(
                 f"{floor_cpu / floor.seconds:.0%}; CPU per push bare/mfumon "
                 f"{(floor_cpu / max(1, floor.ok)) / (r_cpu / max(1, r.ok)):.2f}"
             )
-            if not result.busy_at_open.values and (busy > 0.92 or rendered < 0.9) and result.open_steps < 3:
+            # Renders per push are no sign of saturation since a node is rendered per scrape, not per push (these
+            # windows have no scrape): only the busy share is.
+            if not result.busy_at_open.values and busy > 0.92 and result.open_steps < 3:
                 result.open_steps += 1
                 result.open_rate *= 0.8 / max(busy, 0.8)
                 log(f"near or past capacity: not counted, stepping down to {result.open_rate:,.0f} pushes/s")
@@ -847,7 +850,7 @@ def print_report(
     print("Open loop (latency counts from when a push was due) at 80% of the closed-loop rate: mfumon at 80% of its")
     print("sustained rate above (the lower of its two figures), with the bare app at that same rate (the tail this")
     print("machine and the load generator add to any server); busy: the server's CPU-seconds per second, its work")
-    print("after the window included; renders: node renders per push accepted (under 1: renders shed). And the bare")
+    print("after the window included; renders: node renders per push accepted (no scrape: a node once). And the bare")
     print("app at 80% of its own closed-loop rate: that rate counts uvicorn's batching of requests that arrive")
     print("together, which pushes due one by one do not get, so it is no rate a server holds open loop here")
     print(
@@ -862,8 +865,8 @@ def print_report(
             f"{s.bare_p99_at_own_80.median:>7.1f}"
         )
     print()
-    print("Capacity with every push rendered, open loop below saturation (at 80% of the capacity the busy share above")
-    print("gives, stepped down while a first window finds mfumon over 92% busy or shedding renders: 'steps'), the")
+    print("Capacity, open loop below saturation (at 80% of the capacity the busy share above gives, stepped down while")
+    print("a first window finds mfumon over 92% busy: 'steps'; renders per push: a node is rendered per scrape), the")
     print("bare app at the same rate beside mfumon: capacity = rate / busy; CPU ratio = the bare app's CPU per push")
     print("over mfumon's, which is also mfumon's capacity over the bare app's")
     print(

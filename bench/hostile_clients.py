@@ -11,8 +11,9 @@
   the server's RSS idle, at its peak (sampled every 20 ms) and after.
 - ``storm`` (issue 28 #7): rounds of 6,000 idle connections opened, held and closed: RSS before, at the peak, and
   after the trim that follows.
-- ``scrapes`` (issue 28 #7): pushes of a 10,000-GPU cluster, open loop, undisturbed vs while 8 clients scrape
-  ``/metrics`` back to back, with ``MFUMON_METRICS_MAX_AGE_SECONDS`` at its default and at 0 (every scrape renders).
+- ``scrapes`` (issue 28 #7, issue 33 #3): pushes of a 10,000-GPU cluster, open loop, undisturbed vs while 8 clients
+  scrape ``/metrics`` back to back (the whole exposition, and 4 shards), A/B interleaved, with
+  ``MFUMON_METRICS_MAX_AGE_SECONDS`` at its default and at 0 (every scrape renders).
 
     python -m bench.hostile_clients slow
     python -m bench.hostile_clients reads --seconds 15
@@ -327,10 +328,10 @@ def storm(connections: int, rounds: int, hold_seconds: float) -> None:
             stop_process(server.process)
 
 
-def _scrape_loop(port: int, stop: Any, counts: Any) -> None:
+def _scrape_loop(port: int, stop: Any, counts: Any, query: str = "") -> None:
     """Scrape ``/metrics`` (gzipped, as Prometheus asks) back to back on one kept-alive connection, reading each
     answer whole without decoding it, so the scraper itself costs little CPU beside the server it measures."""
-    request = b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\n\r\n"
+    request = f"GET /metrics{query} HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\n\r\n".encode()
     with socket.create_connection(("127.0.0.1", port), timeout=120) as sock:
         buffer = b""
         while not stop.is_set():
@@ -348,27 +349,39 @@ def _scrape_loop(port: int, stop: Any, counts: Any) -> None:
                 counts.value += 1
 
 
-def scrapes(seconds: float, rate: float, nodes: int) -> None:
+def scrapes(seconds: float, rate: float, nodes: int, shards: list[int], rounds: int) -> None:
+    """Pushes undisturbed, then beside 8 back-to-back scrapers (of the whole exposition, or with ``shards`` N > 1,
+    scraper i of shard i mod N), alternating ``rounds`` times; p99 of pushes taken, scraped over undisturbed, and
+    of refusals (Retry-After), which must be fast, never seconds of waiting (issue 33 #3)."""
     for max_age in ("1", "0"):
         with tempfile.TemporaryDirectory() as tmp:
             server = _start(Path(tmp), METRICS_MAX_AGE_SECONDS=max_age, MAX_INGEST_QUEUE_SECONDS=0.05)
             try:
                 targets = _push_targets(nodes, 8)
                 run_load(server.url, targets, seconds=max(5.0, nodes / rate), rate=rate, connections=8)  # fill
-                alone = run_load(server.url, targets, seconds=seconds, rate=rate, connections=8)
-                ctx = multiprocessing.get_context("fork")
-                stop, counts = ctx.Event(), ctx.Value("i", 0)
-                scrapers = [ctx.Process(target=_scrape_loop, args=(server.port, stop, counts)) for _ in range(8)]
-                for p in scrapers:
-                    p.start()
-                time.sleep(1.0)
-                scraped = run_load(server.url, targets, seconds=seconds, rate=rate, connections=8)
-                stop.set()
-                for p in scrapers:
-                    p.join()
-                print(f"{nodes * 8} GPUs, pushes at {rate:g}/s, MFUMON_METRICS_MAX_AGE_SECONDS={max_age}")
-                print(_line("  no scrapes", alone))
-                print(_line(f"  8 back-to-back scrapers ({counts.value})", scraped))
+                print(f"{nodes * 8} GPUs, pushes at {rate:g}/s, MFUMON_METRICS_MAX_AGE_SECONDS={max_age}", flush=True)
+                for count in shards:
+                    for _ in range(rounds):
+                        alone = run_load(server.url, targets, seconds=seconds, rate=rate, connections=8)
+                        ctx = multiprocessing.get_context("fork")
+                        stop, counts = ctx.Event(), ctx.Value("i", 0)
+                        queries = [f"?shard={i % count}&shards={count}" if count > 1 else "" for i in range(8)]
+                        scrapers = [
+                            ctx.Process(target=_scrape_loop, args=(server.port, stop, counts, q)) for q in queries
+                        ]
+                        for p in scrapers:
+                            p.start()
+                        time.sleep(1.0)
+                        scraped = run_load(server.url, targets, seconds=seconds, rate=rate, connections=8)
+                        stop.set()
+                        for p in scrapers:
+                            p.join()
+                        what = "whole /metrics" if count == 1 else f"{count} shards"
+                        ratio = scraped.percentile(0.99) / max(1e-9, alone.percentile(0.99))
+                        refusals = f"{scraped.percentile(0.99, refused=True):.1f} ms" if scraped.refused else "-"
+                        print(_line("  no scrapes", alone))
+                        print(_line(f"  8 scrapers, {what} ({counts.value})", scraped))
+                        print(f"  p99 scraped / undisturbed {ratio:.2f}; p99 of refusals {refusals}", flush=True)
             finally:
                 stop_process(server.process)
 
@@ -398,6 +411,8 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--rate", type=float, default=250.0, help="node pushes a second")
     p.add_argument("--nodes", type=int, default=1250)
+    p.add_argument("--shards", type=int, nargs="+", default=[1, 4], help="1: the whole exposition")
+    p.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     if args.what == "slow":
         slow(args.clients, args.header_timeout)
@@ -410,7 +425,7 @@ def main() -> None:
     elif args.what == "storm":
         storm(args.connections, args.rounds, args.hold)
     else:
-        scrapes(args.seconds, args.rate, args.nodes)
+        scrapes(args.seconds, args.rate, args.nodes, args.shards, args.rounds)
 
 
 if __name__ == "__main__":

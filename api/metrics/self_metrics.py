@@ -46,10 +46,13 @@ SELF_FAMILIES = declare(
     counter(
         "metrics_renders_total",
         "Series rendered ahead of scrapes, by kind (node, job, job_gpus), or by a scrape that found them stale. "
-        "Node renders fewer than node pushes: renders shed under load (a node pushed again before its turn is "
-        "rendered once).",
+        "A node is rendered ahead at most once per scrape interval, however often it pushes (a later push is "
+        "rendered by the next scrape): node renders over node pushes and over scrapes say how many.",
     ),
-    gauge("metrics_renders_pending", "Nodes pushed and not rendered yet (a scrape renders them itself)."),
+    gauge(
+        "metrics_renders_pending",
+        "Nodes pushed and not rendered yet: waiting for the renderer, or left to the next scrape (which renders them).",
+    ),
     counter(
         "metrics_scrapes_total",
         "Scrapes of /metrics by outcome: rendered, or reused (the same shard rendered within "

@@ -1,10 +1,12 @@
 """``/metrics`` rendering that stays cheap as the cluster grows: the per-object cache and the per-scrape join.
 
-Each node's and each job's sample lines are rendered once per change, soon after the change arrives (see
-MetricsRenderer), by the resource modules (:mod:`~mfumon.api.metrics.node`, :mod:`~mfumon.api.metrics.job`), and
-cached here as bytes grouped by metric family; a scrape joins the cached pieces family by family and renders only
-the per-job GPU accounts and the few summary series afresh (cluster, self, health, durable, capacity). Series of
-nodes and jobs that are no longer in the snapshot (silent, ended) are simply not joined: they vanish.
+A node's sample lines are rendered once per scrape interval, ahead of the scrape (soon after the node's last push
+before it), and again only by a scrape that finds them older than the node; a job's once per change (see
+MetricsRenderer). The resource modules render them (:mod:`~mfumon.api.metrics.node`, :mod:`~mfumon.api.metrics.job`);
+they are cached here as bytes grouped by metric family; a scrape joins the cached pieces family by family and
+renders only the per-job GPU accounts and the few summary series afresh (cluster, self, health, durable,
+capacity). Series of nodes and jobs that are no longer in the snapshot (silent, ended) are simply not joined: they
+vanish.
 ``?shard=I&shards=N`` joins only the nodes of one shard. What a family is and how its lines are written is the
 resource modules' business; this module only decides when to render and what to join.
 """
@@ -16,7 +18,7 @@ import functools
 import threading
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,15 +67,20 @@ def _header(family: Family) -> bytes:
 class MetricsRenderer:
     """Holds every node's and job's rendered series; safe for concurrent scrapes and writers.
 
-    Series are rendered when their view changes, not when they are scraped, so a scrape joins cached bytes family
-    by family and renders afresh only the per-job GPU accounts and the summary, which derive from the whole
-    snapshot. A job's series are rendered when its view is taken (:meth:`prepare_job`). A node's are rendered by
+    Series are rendered ahead of scrapes, not when they are scraped, so a scrape joins cached bytes family by family
+    and renders afresh only the per-job GPU accounts and the summary, which derive from the whole snapshot. A job's
+    series are rendered when its view is taken (:meth:`prepare_job`). A node's are rendered by
     :meth:`keep_rendering`, a task on the event loop that renders the nodes marked changed (:meth:`node_changed`,
-    called by the state for every view it takes, from a push or another replica): when the process has time, right
-    after the push, a few per turn of the loop; when pushes keep it busy, one per turn, so fewer times than they
-    arrive (a node pushed twice meanwhile is rendered once) and rendering never costs ingest its throughput.
-    Whatever a scrape finds not rendered yet, or rendered from an older view, it renders itself: what it serves is
-    always current.
+    called by the state for every view it takes, from a push or another replica), a few per turn of the loop while
+    it is otherwise idle and one per turn while requests keep it busy, ingest first. It renders a node **once per
+    scrape interval**, not once per push (:meth:`node_changed`): soon after the node's last push before the next
+    scrape (predicted from the node's push interval and the scrape interval so far), and a node rendered ahead of
+    that scrape already is left to it. A scrape (of everything, or of the node's shard) renders whatever it finds
+    older than its node, so what it serves is always current: when pushes or scrapes come off their beat, it
+    renders those nodes itself, once. So a node that pushes k times between two scrapes is rendered once (twice
+    at most), never k times; with no scrape at all, once. This is kube-state-metrics' way (render an object when it
+    changes, join per scrape) with renders capped by the scrape rate, as Prometheus' remote-write receiver renders
+    nothing per request.
     """
 
     def __init__(
@@ -82,7 +89,9 @@ class MetricsRenderer:
         refresh_stats: Callable[[], tuple[float, int]],
         flush_stats: Callable[[], tuple[int, float, float, int]] = lambda: (0, 0.0, 0.0, 0),
         baseline_of: Callable[[str], float | None] = lambda signature: None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self._clock = clock  # for the push and scrape intervals
         self._self_metrics = self_metrics
         self._refresh_stats = refresh_stats
         self._flush_stats = flush_stats  # queued nodes, age of the oldest, last flush seconds, flush errors
@@ -92,6 +101,10 @@ class MetricsRenderer:
         self._jobs: dict[str, _Cached] = {}
         self._job_gpus: dict[str, _Cached] = {}
         self._changed: dict[str, None] = {}  # nodes to render, oldest change first
+        self._ahead: set[str] = set()  # nodes rendered ahead of a scrape that no scrape (of their shard) served yet
+        self._deferred: set[str] = set()  # nodes left to the next scrape, which renders them if still stale
+        self._changed_at: dict[str, float] = {}  # each node's last change (monotonic): its push interval
+        self._scraped_at: tuple[float, float] | None = None  # the last two scrapes (monotonic): the scrape interval
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
         self._wake: asyncio.Event | None = None
@@ -105,8 +118,21 @@ class MetricsRenderer:
     # -- when a view changes -------------------------------------------------------------------------------------
 
     def node_changed(self, name: str) -> None:
-        """Mark a node for rendering; O(1), from any thread."""
+        """Mark a node for rendering, or leave it to the next scrape; O(1), from any thread, without waking the
+        renderer when it is left.
+
+        Left to the next scrape: a node rendered ahead of it already (the scrape renders its newest view), and a
+        node whose next push is due before the next scrape is (its push interval so far, the scrape interval so
+        far): that push, the last before the scrape, is the one rendered ahead. So a node that pushes k times
+        between two scrapes is rendered once, soon after its last push before the scrape, and the scrape only
+        joins it; if its pushes or the scrapes come off their beat, the scrape renders it, once.
+        """
+        now = self._clock()
         with self._lock:
+            last, self._changed_at[name] = self._changed_at.get(name), now
+            if name in self._ahead or (last is not None and self._due_before_scrape(now + (now - last))):
+                self._deferred.add(name)
+                return
             if name in self._changed:
                 return
             self._changed[name] = None
@@ -120,10 +146,22 @@ class MetricsRenderer:
             except RuntimeError:  # the loop has closed: the process is stopping
                 pass
 
+    def _due_before_scrape(self, when: float) -> bool:
+        """Whether ``when`` comes before the next scrape, by the interval between the last two (False without)."""
+        if self._scraped_at is None:
+            return False
+        before, last = self._scraped_at
+        return when < last + (last - before)
+
     def waiting(self) -> int:
-        """Nodes marked changed and not rendered yet."""
+        """Nodes marked changed that the renderer has not reached yet."""
         with self._lock:
             return len(self._changed)
+
+    def pending(self) -> int:
+        """Nodes whose newest view is not rendered: waiting, or left to the next scrape."""
+        with self._lock:
+            return len(self._changed) + len(self._deferred)
 
     async def keep_rendering(self, node_of: Callable[[str], NodeView | None]) -> None:
         """Render changed nodes until cancelled: RENDER_TURN_S of them per turn of the event loop while it is
@@ -146,7 +184,11 @@ class MetricsRenderer:
                 view = node_of(name)
                 cached = self._nodes.get(name)  # a scrape may have rendered it meanwhile
                 if view is not None and (cached is None or cached.key != view.revision):
-                    self.prepare_node(view)
+                    if name not in self._ahead:
+                        self.prepare_node(view)
+                    else:  # rendered ahead of the next scrape already: that scrape renders it (once), not every push
+                        with self._lock:
+                            self._deferred.add(name)
                 if clock() >= turn_ends:
                     yielded = clock()
                     await asyncio.sleep(0)  # requests ready meanwhile come first
@@ -160,6 +202,8 @@ class MetricsRenderer:
             held = self._nodes.get(node.name)
             if held is None or held.key <= node.revision:  # a slower thread never puts back an older render
                 self._nodes[node.name] = cached
+                self._ahead.add(node.name)
+                self._deferred.discard(node.name)
             self.renders["node"] += 1
 
     def prepare_job(self, job: JobView) -> None:
@@ -180,11 +224,21 @@ class MetricsRenderer:
         started = time.perf_counter()
         everything = shard is None or shard[0] == 0
         with self._lock:
-            node_chunks = [self._node_chunk(node) for node in snapshot.nodes]
-            self._forget(self._nodes, {n.name for n in snapshot.nodes})
-            if shard is not None:
+            now = self._clock()
+            self._scraped_at = (self._scraped_at[1] if self._scraped_at else now, now)
+            nodes: Sequence[NodeView] = snapshot.nodes
+            if shard is not None:  # only this shard's nodes are joined, so only they are rendered if stale
                 index, count = shard
-                node_chunks = [c for c in node_chunks if c.crc % count == index]
+                nodes = [n for n in nodes if self._crc(n.name) % count == index]
+            node_chunks = [self._node_chunk(node) for node in nodes]
+            self._forget(self._nodes, {n.name for n in snapshot.nodes})
+            if shard is None:  # every node served: each may be rendered ahead of the next scrape again
+                self._ahead.clear()
+                self._deferred.clear()
+            elif self._ahead:
+                served = {n.name for n in nodes}
+                self._ahead -= served
+                self._deferred -= served
             job_chunks: list[_Cached] = []
             if everything:
                 job_chunks = [self._job_chunk(job, snapshot) for job in snapshot.jobs]
@@ -206,6 +260,10 @@ class MetricsRenderer:
         body = b"".join(parts)
         self._self_metrics.last_scrape_duration_seconds = time.perf_counter() - started
         return body
+
+    def _crc(self, name: str) -> int:
+        cached = self._nodes.get(name)
+        return cached.crc if cached is not None else zlib.crc32(name.encode())
 
     def _node_chunk(self, node: NodeView) -> _Cached:
         cached = self._nodes.get(node.name)
@@ -249,6 +307,10 @@ class MetricsRenderer:
             gone = [k for k in cache if k not in alive]
             for key in gone:
                 del cache[key]
+                if cache is self._nodes:  # and what the renderer knew of the node's pushes
+                    self._ahead.discard(key)
+                    self._deferred.discard(key)
+                    self._changed_at.pop(key, None)
             self.forgotten += len(gone)
 
     def _render_self(self) -> str:
@@ -256,7 +318,7 @@ class MetricsRenderer:
         with self._lock:
             renders = sorted(self.renders.items())
         return render_self_metrics(
-            self._self_metrics, renders, self.waiting(), self._refresh_stats(), self._flush_stats()
+            self._self_metrics, renders, self.pending(), self._refresh_stats(), self._flush_stats()
         )
 
 

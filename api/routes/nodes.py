@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Container
 from typing import Annotated
 
@@ -18,7 +19,7 @@ from mfumon.api.deps import (
     check_node_capacity,
     reject_future_timestamp,
 )
-from mfumon.api.routes._one_pass import OnePassJSONRoute, fast_path
+from mfumon.api.routes._one_pass import OnePassJSONRoute
 from mfumon.api.schemas.nodes import (
     GpuPublic,
     HealthReason,
@@ -33,6 +34,8 @@ from mfumon.api.state.aggregate import gpu_state, node_gpu_states, reporting_job
 from mfumon.api.state.views import NodeView
 
 JSON = "application/json"
+PUSH_PATH = re.compile(r"/v1/nodes/([^/]+)/samples")
+"""The node push's path, its group the node (as the route's ``{node}`` matches it): for the fast path."""
 
 router = APIRouter(prefix="/v1/nodes", tags=["nodes"], route_class=OnePassJSONRoute)
 
@@ -79,11 +82,11 @@ def _public(node: NodeView, reporting: Container[str]) -> NodePublic:
     )
 
 
-async def _well_formed_push(request: Request) -> Response | None:
+async def well_formed_push(request: Request) -> Response | None:
     """:func:`create_sample` for a push that needs no error: a JSON body with a Content-Length that validates, a
-    valid node name, a token with the ``nodes`` scope. Anything else is None, for FastAPI's handler and its errors
-    (see ``mfumon.api.routes._one_pass``). Every push pays for FastAPI's request handling otherwise: about a fifth of
-    its cost, which is what ingest needs to keep up with the bare web stack (``bench/aggregator_scale.py``).
+    valid node name, a token with the ``nodes`` scope. Anything else is None, for FastAPI's handler and its errors.
+    Offered every push ahead of the app's inner middleware and routing (``mfumon.api.routes._one_pass.FastPath``,
+    installed by ``mfumon.api.main``): about a fifth of a push's CPU otherwise (``bench/ingest_inprocess.py``).
     """
     headers = request.headers
     node = request.path_params.get("node")
@@ -100,13 +103,12 @@ async def _well_formed_push(request: Request) -> Response | None:
 
 
 @router.post("/{node}/samples", response_model=SampleAccepted)
-@fast_path(_well_formed_push)
 async def create_sample(node: NodePath, body: NodeSampleCreate, request: Request, _: NodeWriter) -> Response:
     """Push one collection cycle of a node's GPUs; stored within SAMPLE_FLUSH_SECONDS (see mfumon.api.services.samples).
 
     Runs on the event loop: it touches only memory, so it needs no thread. The token is checked first (a
     dependency), then the body, then what needs this server's clock and state. Well-formed pushes, nearly all of
-    them, take :func:`_well_formed_push` instead, to the same end.
+    them, are answered by :func:`well_formed_push` before they get here, to the same end.
     """
     return await _accept(request.app.state.ctx, node, body, request)
 

@@ -7,12 +7,15 @@ import asyncio
 import os
 import shutil
 import subprocess
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from mfumon.api.metrics.self_metrics import SelfMetrics
 from mfumon.api.metrics.store import MetricsRenderer, shard_of
+from mfumon.api.state.aggregate import summarize
+from mfumon.api.state.store import Snapshot
 from tests.utils.factories import metric_samples, metric_value, node_sample, node_view, report, scrape
 from tests.utils.waiting import eventually
 
@@ -90,6 +93,83 @@ def test_a_node_changed_again_before_its_turn_is_rendered_once() -> None:
     asyncio.run(run())
     assert renderer.renders["node"] == 2  # the early node, then n1 once for its three pushes
     assert b"} 103\n" in renderer._nodes["n1"].chunk["mfumon_gpu_power_watts"]  # from the newest view
+
+
+def test_a_node_is_rendered_at_most_once_ahead_of_each_scrape(client: TestClient) -> None:
+    """Issue 33 #2: a node that pushes k times between two scrapes is rendered once ahead of the scrape (its first
+    change) and once more by the scrape (its newest), not k times; with no scrape in between, never again."""
+    renderer = client.app.state.ctx.renderer  # type: ignore[attr-defined]
+    for node in ("n1", "n2"):
+        client.post(f"/v1/nodes/{node}/samples", json=node_sample(8, power_watts=100.0))
+    scrape(client)
+    before = renderer.renders["node"]
+    for watts in (101.0, 102.0, 103.0, 104.0, 105.0):
+        assert client.post("/v1/nodes/n1/samples", json=node_sample(8, power_watts=watts)).status_code == 200
+        assert eventually(lambda: renderer.waiting() == 0)  # the renderer saw every push
+    assert renderer.renders["node"] == before + 1  # the first push since the scrape, rendered ahead of the next one
+    assert renderer.pending() == 1  # the newest, left to the scrape
+    text = scrape(client)
+    assert renderer.renders["node"] == before + 2  # the scrape rendered n1's newest view, once; n2 only joined
+    assert metric_value(text, "mfumon_gpu_power_watts", node="n1", gpu="0") == 105.0  # what it serves is current
+    assert metric_value(text, "mfumon_metrics_renders_total", kind="node") == before + 2
+    assert metric_value(text, "mfumon_metrics_renders_pending") == 0
+    client.post("/v1/nodes/n1/samples", json=node_sample(8, power_watts=106.0))
+    assert eventually(lambda: renderer.waiting() == 0)
+    assert renderer.renders["node"] == before + 3  # rendered by the scrape: the next change is rendered ahead again
+
+
+def test_a_shard_scrape_renders_only_its_own_nodes(client: TestClient) -> None:
+    renderer = client.app.state.ctx.renderer  # type: ignore[attr-defined]
+    names = [f"node-{n}" for n in range(8)]
+    for name in names:
+        client.post(f"/v1/nodes/{name}/samples", json=node_sample(4, power_watts=100.0))
+    scrape(client)
+    for watts in (101.0, 102.0):  # the second push of each is left to the next scrape
+        for name in names:
+            client.post(f"/v1/nodes/{name}/samples", json=node_sample(4, power_watts=watts))
+        assert eventually(lambda: renderer.waiting() == 0)
+    before = renderer.renders["node"]
+    mine = [name for name in names if shard_of(name, 2) == 1]
+    text = client.get("/metrics", params={"shard": 1, "shards": 2}).text
+    assert renderer.renders["node"] == before + len(mine)
+    served = {dict(labels)["node"] for name, labels in metric_samples(text) if name == "mfumon_gpu_power_watts"}
+    assert served == set(mine)
+    assert all(metric_value(text, "mfumon_gpu_power_watts", node=name, gpu="0") == 102.0 for name in mine)
+
+
+def test_a_node_is_rendered_once_per_scrape_interval_after_its_last_push_before_the_scrape() -> None:
+    """Issue 33 #2: scraped every 30 s and pushed every 10 s, a node is rendered ahead once per scrape interval
+    (after its last push before the scrape), not three times, and the scrape only joins it."""
+    clock = [1000.0]
+    renderer = MetricsRenderer(SelfMetrics(), refresh_stats=lambda: (0.0, 0), clock=lambda: clock[0])
+    views: dict[str, Any] = {}
+
+    def scrape_now() -> None:
+        snapshot = Snapshot(now=clock[0], nodes=tuple(views.values()), jobs=(), baselines={})
+        renderer.render(snapshot, summarize(snapshot))
+
+    async def run() -> None:
+        task = asyncio.create_task(renderer.keep_rendering(views.get))
+        watts = 100.0
+        for second in range(0, 181, 10):  # a push every 10 s, a scrape every 30 s (at 5, 35, 65, ...)
+            clock[0] = 1000.0 + second
+            watts += 1
+            views["n1"] = node_view(node_sample(8, power_watts=watts), "n1")
+            renderer.node_changed("n1")
+            assert await _rendered(renderer)
+            if second % 30 == 20:  # the push before each scrape
+                clock[0] += 5
+                before = renderer.renders["node"]
+                scrape_now()
+                if second > 50:  # once two scrapes gave the interval, the push before the scrape is the one rendered
+                    assert renderer.renders["node"] == before, f"the scrape at {clock[0]} rendered n1 itself"
+                assert b"} %d\n" % int(watts) in renderer._nodes["n1"].chunk["mfumon_gpu_power_watts"]
+        task.cancel()
+
+    asyncio.run(run())
+    # 19 pushes, 6 scrapes: before the scrape interval is known (two scrapes), the first push after a scrape and the
+    # scrape itself (2 + 2); then one render per interval, after the push at 80, 110, 140 and 170 s (4).
+    assert renderer.renders["node"] == 8
 
 
 async def _rendered(renderer: MetricsRenderer) -> bool:

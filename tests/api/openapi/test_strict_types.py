@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from starlette.types import Message
 
 from mfumon.api.routes._one_pass import _OnePassRequest
-from mfumon.api.routes.nodes import _well_formed_push
+from mfumon.api.routes.nodes import well_formed_push
 from mfumon.api.schemas.nodes import NodeSampleCreate
 from tests.utils.factories import gpu, ib_port, node_sample, report, scrape
 
@@ -166,7 +166,7 @@ FAST = {"content-type": "application/json", "authorization": "Bearer exporter-se
 
 
 def _offer_fast_path(client: TestClient, body: bytes) -> object:
-    """What the node push's fast path (``_well_formed_push``) does with a body: its answer, or None."""
+    """What the node push's fast path (``well_formed_push``) does with a body: its answer, or None."""
     sent = [{"type": "http.request", "body": body, "more_body": False}]
 
     async def receive() -> Message:
@@ -182,7 +182,7 @@ def _offer_fast_path(client: TestClient, body: bytes) -> object:
         "app": client.app,
         "state": {},
     }
-    return client.portal.call(_well_formed_push, _OnePassRequest(scope, receive, NodeSampleCreate))  # type: ignore[union-attr]
+    return client.portal.call(well_formed_push, _OnePassRequest(scope, receive, NodeSampleCreate))  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(
