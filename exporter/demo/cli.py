@@ -41,7 +41,7 @@ from mfumon.exporter.auth import read_token
 from mfumon.exporter.cliopts import add_token_file_option
 from mfumon.exporter.demo.prometheus import DemoPrometheus, PrometheusUnavailable, start_prometheus
 from mfumon.exporter.demo.simcluster import ClusterSpec, SimJob, SimNode, default_cluster
-from mfumon.exporter.demo.simprofile import PROFILED_JOB, DemoProfiler
+from mfumon.exporter.demo.simprofile import PROFILED_JOBS, DemoProfiler
 from mfumon.exporter.demo.simremediate import dry_run_remediator
 from mfumon.exporter.demo.simserving import SimulatedEngine
 from mfumon.exporter.node.inference.collector import InferenceCollector
@@ -257,7 +257,7 @@ def run_simulation(
     last = started = time.time() - interval_seconds
     lives = {job.job_id: _Life(job, started) for job in cluster.jobs if job.reports and job.lifecycle}
     synced = 0.0
-    profiler = DemoProfiler(ranks=next((j.num_gpus for j in cluster.jobs if j.job_id == PROFILED_JOB), 1))
+    profiler = DemoProfiler({j.job_id: j.num_gpus for j in cluster.jobs if j.job_id in PROFILED_JOBS and j.reports})
     try:
         while True:
             now = time.time()

@@ -478,7 +478,7 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
             kind="training",
             profile="training",
             gpu_model=MI300X,
-            target_mfu=0.30,
+            target_mfu=0.38,  # above the 30 % alert bar with room for the simulated jitter
             model=ModelShape("llama3-8b", 8.03e9, layers=32, heads=32, head_dim=128, seq_len=8192),
             placement=_on("gpu-mi300x-01", range(8)),
             step_seconds=2.5,

@@ -99,7 +99,7 @@ def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -
     # The AMD node: its job's MFU against the MI300X's own dense peak, and no hardware estimate to check it with.
     amd = jobs["pretrain-llama3-8b-mi300x"]
     assert (amd["latest"]["device"], amd["gpus_allocated"]) == ("mi300x", 8)
-    assert amd["latest"]["mfu"] == pytest.approx(0.30, rel=0.1)
+    assert amd["latest"]["mfu"] == pytest.approx(0.38, rel=0.1)  # its simulated target, above the alert bar
     assert amd["hardware_mfu"] is None and amd["accounting"]["message"].startswith("no hardware counter")
     assert all("tensor_active" not in g["counters"] for g in nodes["gpu-mi300x-01"]["gpus"])
     shared = nodes["gpu-a100-02"]["gpus"][7]
