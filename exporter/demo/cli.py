@@ -22,7 +22,6 @@ import argparse
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -31,7 +30,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import httpx
@@ -51,6 +49,7 @@ from mfumon.exporter.node.push import RetryPolicy, Sender
 from mfumon.exporter.node.sources.sim import SimIbPorts, SimPort, SimSource, SimWorkload
 from mfumon.exporter.node.spool import MemorySpool
 from mfumon.exporter.samples import JobShare
+from mfumon.exporter.signals import stop_on_signals
 from mfumon.exporter.transport import FreshConnectionRetry
 
 __all__ = ["SimulationResult", "main", "run_simulation"]
@@ -397,57 +396,56 @@ def main(argv: Sequence[str] | None = None) -> int:
     data_dir.mkdir(parents=True, exist_ok=True)
     proc = _start_server(args.host, args.port, data_dir, token)
     prometheus: DemoPrometheus | None = None
-    stop = threading.Event()
-
-    def _on_signal(_signum: int, _frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        log_path = data_dir / "serve.log"
-        url = _wait_listening(log_path, proc)
-        if url is None or not _wait_healthy(url, proc):
-            reason = _startup_error(log_path)
-            print(f"mfumon demo: the aggregator could not start on {args.host}:{args.port}: {reason}", file=sys.stderr)
-            if "in use" in reason:
-                print("mfumon demo: is another mfumon running there? Pick a free port with --port.", file=sys.stderr)
-            return 1
-        if args.prometheus:
-            try:
-                prometheus = start_prometheus(
-                    url, data_dir, binary=args.prometheus_binary, rules_dir=args.prometheus_rules
+    with stop_on_signals() as stop:
+        try:
+            log_path = data_dir / "serve.log"
+            url = _wait_listening(log_path, proc)
+            if url is None or not _wait_healthy(url, proc):
+                reason = _startup_error(log_path)
+                print(
+                    f"mfumon demo: the aggregator could not start on {args.host}:{args.port}: {reason}", file=sys.stderr
                 )
-            except PrometheusUnavailable as exc:
-                print(f"mfumon demo: {exc}", file=sys.stderr)
+                if "in use" in reason:
+                    print(
+                        "mfumon demo: is another mfumon running there? Pick a free port with --port.", file=sys.stderr
+                    )
                 return 1
-        _print_banner(url, data_dir, prometheus)
-        print(
-            "Simulating 11 nodes x 8 GPUs (H100, A100, MI300X) in 5 pools: 8 reporting jobs (one over-claims, one "
-            "checkpoints, fails once and restarts, one waits on its data, one has a straggler GPU, one on AMD), a GPU "
-            "two jobs share, 3 serving jobs "
-            "behind simulated vLLM/TGI endpoints, an unwrapped job, 2 unreported sweeps, a GPU busy with no job id and "
-            "a scheduler queue (a long wait, a fragmented pool). Ctrl-C stops.",
-            flush=True,
-        )
-        cluster = default_cluster(checkpoints=not args.no_checkpoints)
-        result = run_simulation(url, args.duration, args.interval, stop, token=token, seed=args.seed, cluster=cluster)
-        print(
-            f"mfumon demo: stopped after {result.cycles} cycles, {result.reports_posted} job reports and "
-            f"{result.batches_delivered} node batches delivered",
-            flush=True,
-        )
-        return 0
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        if prometheus is not None:
-            prometheus.stop()
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if temporary:
-            shutil.rmtree(data_dir, ignore_errors=True)
+            if args.prometheus:
+                try:
+                    prometheus = start_prometheus(
+                        url, data_dir, binary=args.prometheus_binary, rules_dir=args.prometheus_rules
+                    )
+                except PrometheusUnavailable as exc:
+                    print(f"mfumon demo: {exc}", file=sys.stderr)
+                    return 1
+            _print_banner(url, data_dir, prometheus)
+            print(
+                "Simulating 11 nodes x 8 GPUs (H100, A100, MI300X) in 5 pools: 8 reporting jobs (one over-claims,"
+                " one checkpoints, fails once and restarts, one waits on its data, one has a straggler GPU, one "
+                "on AMD), a GPU two jobs share, 3 serving jobs behind simulated vLLM/TGI endpoints, an unwrapped "
+                "job, 2 unreported sweeps, a GPU busy with no job id and a scheduler queue (a long wait, a "
+                "fragmented pool). Ctrl-C stops.",
+                flush=True,
+            )
+            cluster = default_cluster(checkpoints=not args.no_checkpoints)
+            result = run_simulation(
+                url, args.duration, args.interval, stop, token=token, seed=args.seed, cluster=cluster
+            )
+            print(
+                f"mfumon demo: stopped after {result.cycles} cycles, {result.reports_posted} job reports and "
+                f"{result.batches_delivered} node batches delivered",
+                flush=True,
+            )
+            return 0
+        finally:
+            if prometheus is not None:
+                prometheus.stop()
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            if temporary:
+                shutil.rmtree(data_dir, ignore_errors=True)

@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
 import sys
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import FrameType
 
 from mfumon.exporter.errors import ConfigError, ExporterError, SourceUnavailable
 from mfumon.exporter.node.attribution import DeviceOwners, JobResolver
@@ -32,6 +29,7 @@ from mfumon.exporter.node.sources.infiniband import InfinibandReader
 from mfumon.exporter.node.sources.sim import SimIbPorts, SimPort, SimSource
 from mfumon.exporter.node.spool import DiskSpool, MemorySpool, Spool
 from mfumon.exporter.samples import NodeBatch
+from mfumon.exporter.signals import stop_on_signals
 
 __all__ = ["build_agent", "build_inference_collector", "main", "open_configured_source", "open_port_reader"]
 
@@ -219,34 +217,26 @@ def _serve(settings: Settings, source: Source) -> int:
         except (OSError, ValueError) as exc:
             raise ConfigError(f"cannot listen on {settings.LISTEN_ADDRESS!r}: {exc}") from exc
         server.start()
-    stop = threading.Event()
-
-    def _on_signal(signum: int, _frame: FrameType | None) -> None:
-        logger.info("received signal %d, stopping", signum)
-        stop.set()
-
-    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    agent.start()
-    inference = build_inference_collector(settings, agent.metrics, lambda: agent.gpu_model)
-    if inference is not None:
-        inference.start()
-    # The bound port, not the configured one: ":0" asks the kernel for a free port and this line says which.
-    host = settings.LISTEN_ADDRESS.rpartition(":")[0]
-    where = f", self-metrics on http://{host}:{server.port}/metrics" if server else ""
-    print(
-        f"mfumon exporter: node {settings.NODE}, source {source.name}, pushing to {settings.URL} "
-        f"every {settings.INTERVAL:g}s{where}",
-        flush=True,
-    )
-    try:
-        while not stop.wait(1.0):
-            pass
-    finally:
+    with stop_on_signals() as stop:
+        agent.start()
+        inference = build_inference_collector(settings, agent.metrics, lambda: agent.gpu_model)
         if inference is not None:
-            inference.stop()
-        agent.stop()
-        if server is not None:
-            server.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            inference.start()
+        # The bound port, not the configured one: ":0" asks the kernel for a free port and this line says which.
+        host = settings.LISTEN_ADDRESS.rpartition(":")[0]
+        where = f", self-metrics on http://{host}:{server.port}/metrics" if server else ""
+        print(
+            f"mfumon exporter: node {settings.NODE}, source {source.name}, pushing to {settings.URL} "
+            f"every {settings.INTERVAL:g}s{where}",
+            flush=True,
+        )
+        try:
+            while not stop.wait(1.0):
+                pass
+        finally:
+            if inference is not None:
+                inference.stop()
+            agent.stop()
+            if server is not None:
+                server.stop()
     return 0
