@@ -254,7 +254,8 @@ class MetricsRenderer:
             parts.append(render_cluster(summary).encode())
             parts.append(self._render_self().encode())
             parts.append(render_health_summary(snapshot).encode())
-            parts.append(render_durable(snapshot.counters).encode())
+            visible = [node.name for node in snapshot.nodes]
+            parts.append(render_durable(snapshot.counters, jobs=summary.jobs, nodes=visible).encode())
             parts.append(render_remediation(snapshot.counters).encode())
             parts.append(render_capacity(snapshot, summary).encode())
         body = b"".join(parts)

@@ -16,10 +16,16 @@ from mfumon.api.crud.counters import HOUR, Increments, add_to_counters, compact_
 from mfumon.api.crud.marks import claim_interval
 from mfumon.api.db.tables import JobRow
 from mfumon.api.metrics._text import labels_text
-from mfumon.api.state.aggregate import idle_and_unreported
+from mfumon.api.state.aggregate import BusyUnreported, busy_unreported, idle_and_unreported
 from mfumon.api.state.outcome import ReportOutcome
 
 SCOPES: tuple[str, ...] = ("cluster", "pool", "team")
+#: Seconds a job (or node) had GPUs busy without reports, and those seconds x its GPUs: the day-long
+#: ``...:sum1d`` rules read them with increase() (deploy/prometheus/rules/mfumon-cluster-truth.yml).
+JOB_UNREPORTED_SECONDS = "mfumon_job_unreported_seconds_total"
+JOB_UNREPORTED_GPU_SECONDS = "mfumon_job_unreported_gpu_seconds_total"
+NODE_UNATTRIBUTED_SECONDS = "mfumon_node_unattributed_busy_seconds_total"
+NODE_UNATTRIBUTED_GPU_SECONDS = "mfumon_node_unattributed_busy_gpu_seconds_total"
 
 
 def gpu_seconds_family(scope: str) -> str:
@@ -84,8 +90,22 @@ def gpu_state_increments(increments: Increments, states: dict[str | None, tuple[
                 )
 
 
+def busy_unreported_increments(increments: Increments, busy: BusyUnreported, seconds: float) -> None:
+    """Each job's and node's busy-without-reports seconds and GPU-seconds: its GPUs now x ``seconds``
+    (``busy``: :func:`~mfumon.api.state.aggregate.busy_unreported`)."""
+    for (job_id, kind), gpus in busy.jobs.items():
+        labels = labels_text([("job_id", job_id), ("kind", kind)])
+        increments[(JOB_UNREPORTED_SECONDS, labels)] += seconds
+        increments[(JOB_UNREPORTED_GPU_SECONDS, labels)] += gpus * seconds
+    for node, gpus in busy.nodes.items():
+        labels = labels_text([("node", node)])
+        increments[(NODE_UNATTRIBUTED_SECONDS, labels)] += seconds
+        increments[(NODE_UNATTRIBUTED_GPU_SECONDS, labels)] += gpus * seconds
+
+
 def bill_gpu_states(ctx: AppContext) -> float:
-    """Bill the idle and unreported GPUs since the last billing (any replica's), as this replica sees them now.
+    """Bill the idle and unreported GPUs since the last billing (any replica's), as this replica sees them now,
+    and each job's and node's GPUs busy without reports.
 
     Runs every ``ACCOUNTING_INTERVAL_SECONDS`` on every replica; the billing mark makes each interval billed once.
     The states are sampled: a GPU that went idle between two billings is billed in its new state for the whole
@@ -95,7 +115,9 @@ def bill_gpu_states(ctx: AppContext) -> float:
     now = ctx.clock()
     # Counted before the transaction, which would otherwise hold the database's write lock (SQLite's, for the
     # whole file) meanwhile.
-    states = idle_and_unreported(ctx.state.snapshot(now))
+    snapshot = ctx.state.snapshot(now)
+    states = idle_and_unreported(snapshot)
+    busy = busy_unreported(snapshot)
     with ctx.sessions.begin() as session:
         interval = claim_interval(session, name="gpu_states", now=now, max_seconds=ctx.settings.NODE_TTL_SECONDS)
         if interval is None:
@@ -103,6 +125,7 @@ def bill_gpu_states(ctx: AppContext) -> float:
         seconds = interval[1] - interval[0]
         increments = Increments()
         gpu_state_increments(increments, states, seconds)
+        busy_unreported_increments(increments, busy, seconds)
         rows = add_to_counters(session, increments, shard=0, now=now)
     ctx.state.counters.apply(rows)
     return seconds

@@ -248,6 +248,32 @@ def idle_and_unreported(snapshot: Snapshot) -> dict[str | None, tuple[int, int]]
     return {key: (idle, unreported) for key, (idle, unreported) in totals.items()}
 
 
+@dataclass(frozen=True, slots=True)
+class BusyUnreported:
+    """GPUs busy while nobody reports their throughput, now: per job (``(job_id, kind)``, the GPUs exporters
+    attribute to a job that does not report, as ``mfumon_job_gpus_unreported``) and per node (its busy GPUs with
+    no job id). What the periodic billing turns into the unreported seconds counters."""
+
+    jobs: dict[tuple[str, str], int]
+    nodes: dict[str, int]
+
+
+def busy_unreported(snapshot: Snapshot) -> BusyUnreported:
+    """The jobs and nodes with GPUs busy without reports in ``snapshot`` (only those holding some)."""
+    reporting = reporting_jobs(snapshot)
+    kinds = {job.job_id: job.kind for job in snapshot.jobs}
+    jobs: dict[tuple[str, str], int] = {}
+    nodes: dict[str, int] = {}
+    for node in snapshot.nodes:
+        if node.unattributed is not None and node.unattributed.count:
+            nodes[node.name] = nodes.get(node.name, 0) + node.unattributed.count
+        for job_id, share in node.shares.items():
+            if job_id not in reporting and share.gpus:
+                key = (job_id, kinds.get(job_id, ""))
+                jobs[key] = jobs.get(key, 0) + share.gpus
+    return BusyUnreported(jobs=jobs, nodes=nodes)
+
+
 def gpu_state(gpu: GpuView, reporting: Container[str]) -> str:
     """One GPU's state, the definition that :func:`node_gpu_states` and :func:`summarize` sum per node."""
     if not gpu.up:

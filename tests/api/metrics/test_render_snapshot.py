@@ -377,6 +377,13 @@ def _counters() -> DurableCounters:
         ("mfumon_pool_gpu_seconds_total", '{pool="train",category="compute"}', 0, 50_000.0),
         ("mfumon_pool_gpu_seconds_total", '{pool="infer",category="unreported"}', 0, 900.0),
         ("mfumon_team_gpu_seconds_total", '{team="ml",category="init"}', 0, 480.0),
+        # Busy without reports: ghost-7 (exporters only) and node gpu-a1 are visible; old-9 and node z9 are gone.
+        ("mfumon_job_unreported_seconds_total", '{job_id="ghost-7",kind=""}', 0, 1_800.0),
+        ("mfumon_job_unreported_gpu_seconds_total", '{job_id="ghost-7",kind=""}', 0, 675.0),
+        ("mfumon_job_unreported_seconds_total", '{job_id="old-9",kind="training"}', 0, 60.0),
+        ("mfumon_node_unattributed_busy_seconds_total", '{node="gpu-a1"}', 0, 45.0),
+        ("mfumon_node_unattributed_busy_gpu_seconds_total", '{node="gpu-a1"}', 0, 90.0),
+        ("mfumon_node_unattributed_busy_gpu_seconds_total", '{node="z9"}', 0, 30.0),
         ("mfumon_remediation_actions_total", '{action="drain",reason="xid",outcome="done"}', 3, 2.0),
         ("mfumon_remediation_actions_total", '{action="drain",reason="budget_pool",outcome="withheld"}', 5, 40.0),
         ("mfumon_remediation_gpu_seconds_total", '{category="drained"}', 3, 57_600.0),
