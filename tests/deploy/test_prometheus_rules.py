@@ -61,7 +61,9 @@ def test_promtool_unit_tests_pass(promtool: str) -> None:
         ("mfumon-cluster-truth.yml", "ratio:avg10m > 1.2)", "ratio:avg10m > 2.0)"),  # a 1.6x over-claim passes
         ("mfumon-cluster-truth.yml", "ratio:avg10m < 0.5)", "ratio:avg10m < 0.3)"),  # a 0.4x under-count passes
         ("mfumon-cluster-truth.yml", "expr: vector(1800)", "expr: vector(60)"),  # busy GPUs flagged after a minute
-        ("mfumon-cluster-truth.yml", "60 * count_over_time", "count_over_time"),  # held time in samples, not seconds
+        # Replicas' counters added up: held time doubled.
+        ("mfumon-cluster-truth.yml", "max by (cluster, job_id, kind) (incr", "sum by (cluster, job_id, kind) (incr"),
+        ("mfumon-cluster-truth.yml", "max by (cluster, node) (increase(", "sum by (cluster, node) (increase("),
         ("mfumon-goodput.yml", "for: 15m", "for: 5m"),  # a straggler for 10 minutes would page
         ("mfumon-goodput.yml", "max by (cluster, job_id, category)", "sum by (cluster, job_id, category)"),  # replicas
         ("mfumon-recording.yml", 'category!~"idle|unreported"', 'category!="idle"'),  # unreported GPUs as waste
