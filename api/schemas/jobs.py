@@ -22,6 +22,7 @@ from mfumon.api.schemas._common import (
     Step,
     StorageDtype,
     TokensPerSecond,
+    Whole,
     ZeroOr,
     given,
     null,
@@ -178,7 +179,7 @@ class JobReportCreate(JobFields):
     comm_source: Literal["hooks", "framework_timers"] | None = Field(
         default=None, description="what measured comm_seconds: autograd hooks (DDP/FSDP) or the framework's timers"
     )
-    profiled_steps: Count | None = Field(
+    profiled_steps: Annotated[int, Whole(0, 10_000_000)] | None = Field(
         default=None, description="steps of the interval run under the profiler: kept out of baselines"
     )
     # --- inference: the interval split by phase, and what MBU needs (see api/mfu/_serving.py) ---

@@ -96,7 +96,11 @@ class GpuSample(BaseModel):
             Field(
                 min_length=2,
                 max_length=64,
-                description="jobs sharing this GPU and each one's share (they add up to 1); `job_id` is one of them",
+                description=(
+                    "jobs sharing this GPU and each one's share: each job once, the shares adding up to 1 "
+                    f"(within {SHARE_TOLERANCE:g}); `job_id`, when given, is one of them; never on a MIG instance "
+                    "(`mig_profile`)"
+                ),
             ),
         ]
         | None

@@ -200,6 +200,23 @@ def _profile_summary(body: dict[str, Any]) -> None:
         body["groups"] = groups
 
 
+def _shares(gpu: dict[str, Any]) -> None:
+    """GpuSample.shares' description: each job once, adding up to 1, `job_id` among them, never on a MIG instance."""
+    shares = gpu.get("shares")
+    if not isinstance(shares, list):
+        return
+    shares = _unique([s for s in shares if isinstance(s, dict)], lambda s: s.get("job_id"))
+    if gpu.get("mig_profile") is not None or len(shares) < 2:
+        gpu["shares"] = None
+        return
+    total = sum(s.get("share", 0.0) for s in shares)
+    for s in shares:
+        s["share"] = s.get("share", 0.0) / total if total > 0 else 1.0 / len(shares)
+    gpu["shares"] = shares
+    if gpu.get("job_id") is not None and gpu["job_id"] not in {s.get("job_id") for s in shares}:
+        gpu["job_id"] = shares[0].get("job_id")
+
+
 @schemathesis.hook
 def map_case(context: HookContext, case: Case) -> Case:
     if not _positive(case):
@@ -211,6 +228,9 @@ def map_case(context: HookContext, case: Case) -> Case:
         _not_ahead(body, "timestamp")
         if "gpus" in body:
             body["gpus"] = _unique(body["gpus"], lambda gpu: gpu.get("uuid"))
+            for gpu in body["gpus"] if isinstance(body["gpus"], list) else ():
+                if isinstance(gpu, dict):
+                    _shares(gpu)
         if "ib_ports" in body:
             body["ib_ports"] = _unique(body["ib_ports"], lambda port: (port.get("device"), port.get("port")))
     elif operation == "POST /v1/jobs/{job_id}/reports" and body is not None:

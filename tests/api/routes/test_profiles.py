@@ -99,6 +99,17 @@ def test_bad_requests_change_nothing(client: TestClient, body: dict[str, Any]) -
     assert client.get("/v1/jobs/p3/profiles").json()["count"] == 0
 
 
+@pytest.mark.parametrize("steps", [-1, 10_000_001, 999_999_999_999_999_999])
+def test_a_report_with_impossible_profiled_steps_changes_nothing(client: TestClient, steps: int) -> None:
+    """Found by schemathesis on PostgreSQL: a count past a 32-bit column is a 422, not the database's error."""
+    client.post("/v1/jobs/p5/reports", json=report())
+    before = client.get("/v1/jobs/p5").json()["reports_received"]
+    response = client.post("/v1/jobs/p5/reports", json=report(profiled_steps=steps))
+    assert response.status_code == 422, response.text
+    assert "profiled_steps" in str(response.json()["detail"])
+    assert client.get("/v1/jobs/p5").json()["reports_received"] == before
+
+
 def test_bad_summaries_change_nothing(client: TestClient) -> None:
     client.post("/v1/jobs/p4/reports", json=report())
     good = _summary("hta_trace_filter_sampled_rank0.json.gz", 0)
