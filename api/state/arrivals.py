@@ -97,25 +97,19 @@ def digest(name: str, arrival: Arrival, held: NodeView | None, resolver: DeviceR
     sample = arrival.sample
     if sample is None:  # nothing newer: the view held, seen again
         assert held is not None, "an arrival without a sample follows a view"
-        return build_node_view(
-            name=name,
-            pool=held.pool,
-            last_seen_at=seen,
-            last_sample_timestamp=held.last_sample_timestamp,
-            samples_received=received,
-            updated_at=arrival.received_at,
-            gpus=held.gpus,
-            ib_ports=held.ib_ports,
-            steady=held.steady,
-        )
+        pool, stamp, gpus, ports, steady = held.pool, held.last_sample_timestamp, held.gpus, held.ib_ports, held.steady
+    else:
+        pool, stamp = sample.pool, arrival.stamp
+        gpus, ports = gpu_views(name, stamp, sample.gpus, resolver), port_views(sample.ib_ports)
+        steady = arrival.steady if arrival.steady is not None else steady_key(sample)
     return build_node_view(
         name=name,
-        pool=sample.pool,
+        pool=pool,
         last_seen_at=seen,
-        last_sample_timestamp=arrival.stamp,
+        last_sample_timestamp=stamp,
         samples_received=received,
         updated_at=arrival.received_at,
-        gpus=gpu_views(name, arrival.stamp, sample.gpus, resolver),
-        ib_ports=port_views(sample.ib_ports),
-        steady=arrival.steady if arrival.steady is not None else steady_key(sample),
+        gpus=gpus,
+        ib_ports=ports,
+        steady=steady,
     )
