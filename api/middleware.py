@@ -74,14 +74,20 @@ class WriteAudit:
         try:
             await self.app(scope, receive, recording_send)
         finally:
-            principal = (scope.get("state") or {}).get("principal")
-            ctx = getattr(scope["app"].state, "ctx", None) if "app" in scope else None
-            if principal is not None and ctx is not None:
-                outcome = "accepted" if status < 400 else "rejected" if status < 500 else "failed"
-                ctx.self_metrics.count_token_write(principal.name, endpoint_label(scope), outcome)
-                if ctx.settings.AUDIT_LOG:
-                    path = scope["path"] if scope["path"].isprintable() else ascii(scope["path"])  # one line each
-                    audit_logger.info("%s %s by token %s: %d", scope["method"], path, principal.name, status)
+            audit_write(scope, status)
+
+
+def audit_write(scope: Scope, status: int) -> None:
+    """:class:`WriteAudit`'s effect, once a write a token passed is answered ``status`` (500 if it never was):
+    the count per token name, endpoint and outcome, and the log line. Also called by the fast door."""
+    principal = (scope.get("state") or {}).get("principal")
+    ctx = getattr(scope["app"].state, "ctx", None) if "app" in scope else None
+    if principal is not None and ctx is not None:
+        outcome = "accepted" if status < 400 else "rejected" if status < 500 else "failed"
+        ctx.self_metrics.count_token_write(principal.name, endpoint_label(scope), outcome)
+        if ctx.settings.AUDIT_LOG:
+            path = scope["path"] if scope["path"].isprintable() else ascii(scope["path"])  # one line each
+            audit_logger.info("%s %s by token %s: %d", scope["method"], path, principal.name, status)
 
 
 class ReadLimit:
@@ -158,6 +164,9 @@ else:  # pragma: no cover - Python 3.10
     _within = asyncio.wait_for
 
 
+BODY_DEADLINE = "mfumon.body_deadline"  # scope key: time.monotonic() by which the body must have come
+
+
 class BodyTimeout:
     """408 (and the connection closed) when a request body does not arrive within ``timeout_s`` of its head.
 
@@ -174,7 +183,6 @@ class BodyTimeout:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        deadline = time.monotonic() + self.timeout_seconds
         responded = timed_out = body_done = False
 
         async def timed_receive() -> Message:
@@ -184,7 +192,7 @@ class BodyTimeout:
             if body_done:  # only waiting for a disconnect now: no deadline
                 return await receive()
             try:
-                message = await _within(receive(), max(0.0, deadline - time.monotonic()))
+                message = await self.receive_in_time(scope, receive)
                 body_done = message["type"] != "http.request" or not message.get("more_body", False)
                 return message
             except asyncio.TimeoutError:
@@ -203,6 +211,16 @@ class BodyTimeout:
             await send(message)
 
         await self.app(scope, timed_receive, guarded_send)
+
+    def deadline(self, scope: Scope) -> float:
+        """When the body must have come: ``timeout_seconds`` after whoever first waited for it (this middleware or
+        the fast door ahead of it, which then leaves the request here) began to."""
+        deadline: float = scope.setdefault(BODY_DEADLINE, time.monotonic() + self.timeout_seconds)
+        return deadline
+
+    async def receive_in_time(self, scope: Scope, receive: Receive) -> Message:
+        """The next message, or ``asyncio.TimeoutError`` past the deadline."""
+        return await _within(receive(), max(0.0, self.deadline(scope) - time.monotonic()))
 
 
 async def _send_json(
@@ -230,7 +248,7 @@ class BodySizeLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        max_bytes = self.limit_of(scope.get("path", ""))
+        max_bytes = self.limit(scope)
         received = 0
 
         async def counting_receive() -> Message:
@@ -246,6 +264,10 @@ class BodySizeLimit:
             await self.app(scope, counting_receive, send)
         except BodyTooLarge:
             await _send_json(send, 413, {"detail": f"request body exceeds {max_bytes} bytes"}, close=True)
+
+    def limit(self, scope: Scope) -> int:
+        """The most bytes the request's body may have."""
+        return self.limit_of(scope.get("path", ""))
 
 
 #: media types that are JSON; curl ``-d`` sends ``application/x-www-form-urlencoded`` unless told otherwise
