@@ -74,17 +74,18 @@ Handlers = Mapping[Any, Callable[[Request, Exception], Any]]
 
 
 class FastDoor:
-    """Answers a well-formed node push in place of ``app``, the app's outermost middleware; everything else goes on
-    to ``app`` as received. ``handlers``: the app's exception handlers, for an error raised once a push is taken."""
+    """Answers a well-formed node push in place of ``app``, the outermost of the app's ``layers`` middleware;
+    everything else goes on to ``app`` as received. ``handlers``: the app's exception handlers, for an error raised
+    once a push is taken."""
 
-    def __init__(self, app: ASGIApp, *, handlers: Handlers) -> None:
+    def __init__(self, app: ASGIApp, *, layers: int, handlers: Handlers) -> None:
         self.app = app
         self.handlers = handlers
-        layers = _layers(app)
-        self.admit: Admit = layers[Admit]
-        self.gate = layers[IngestLimit].gate
-        self.body_timeout: BodyTimeout = layers[BodyTimeout]
-        self.body_size: BodySizeLimit = layers[BodySizeLimit]
+        found = _layers(app, layers)
+        self.admit: Admit = found[Admit]
+        self.gate = found[IngestLimit].gate
+        self.body_timeout: BodyTimeout = found[BodyTimeout]
+        self.body_size: BodySizeLimit = found[BodySizeLimit]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         head = self._push_head(scope)
@@ -170,12 +171,11 @@ class FastDoor:
         return response.status_code
 
 
-def _layers(app: ASGIApp) -> dict[type, Any]:
-    """The app's middleware from ``app`` inwards, by class: each of :data:`STANDS_IN_FOR` once, nothing else before
-    the first that is not the app's (FastAPI's exception middleware)."""
+def _layers(app: ASGIApp, count: int) -> dict[type, Any]:
+    """The ``count`` middleware from ``app`` inwards (the app's own), by class: each one of :data:`STANDS_IN_FOR`."""
     found: dict[type, Any] = {}
     layer: Any = app
-    while type(layer).__module__.startswith("mfumon."):
+    for _ in range(count):
         if type(layer) not in STANDS_IN_FOR or type(layer) in found:
             raise TypeError(f"the fast door does not stand in for {type(layer).__name__}: add it to STANDS_IN_FOR")
         found[type(layer)] = layer
@@ -209,9 +209,10 @@ def _replaying(first: Message, receive: Receive) -> Receive:
 def install(app: FastAPI, stack: ASGIApp) -> ASGIApp:
     """Put a :class:`FastDoor` in ``stack`` (what ``app.build_middleware_stack`` returned) just outside the app's own
     middleware: inside FastAPI's error and telemetry middleware, which then see the door's errors as the route's."""
+    outermost: Any = app.user_middleware[0].cls
     outer: Any = stack
-    while not isinstance(outer.app, Admit):
+    while not isinstance(outer.app, outermost):
         outer = outer.app
     handlers = {key: handler for key, handler in app.exception_handlers.items() if key not in (500, Exception)}
-    outer.app = FastDoor(outer.app, handlers=handlers)
+    outer.app = FastDoor(outer.app, layers=len(app.user_middleware), handlers=handlers)
     return stack
