@@ -313,6 +313,7 @@ def test_the_door_stands_in_for_every_middleware_of_the_app(make_client) -> None
 
     for position in (0, len(app.user_middleware)):
         extended = create_app(Settings(DATABASE_URL="sqlite://"))
-        extended.user_middleware.insert(position, type(extended.user_middleware[0])(Extra))
+        middleware: Any = type(extended.user_middleware[0])  # starlette's Middleware, typed for a factory
+        extended.user_middleware.insert(position, middleware(Extra))
         with pytest.raises(TypeError, match="STANDS_IN_FOR"):
             extended.build_middleware_stack()
