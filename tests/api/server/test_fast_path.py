@@ -317,3 +317,12 @@ def test_the_door_stands_in_for_every_middleware_of_the_app(make_client) -> None
         extended.user_middleware.insert(position, middleware(Extra))
         with pytest.raises(TypeError, match="STANDS_IN_FOR"):
             extended.build_middleware_stack()
+
+
+def test_before_the_app_started_a_push_is_refused_as_by_admission() -> None:
+    """Before startup there is no context to take a push into: the door leaves it to admission's 503."""
+    answers = []
+    for app in (create_app(Settings(DATABASE_URL="sqlite://")), _without_door(create_app(Settings()))):
+        response = TestClient(app).post("/v1/nodes/n1/samples", content=_body(), headers=GOOD)  # no lifespan
+        answers.append((response.status_code, response.content, response.headers.items()))
+    assert answers[0] == answers[1] and answers[0][0] == 503
