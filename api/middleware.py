@@ -16,14 +16,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mfumon.api.errors import BodyTooLarge
 
-_ENDPOINTS = (
+_ENDPOINTS = (  # disjoint; the node push, nearly every request, first
+    ("POST", re.compile(r"^/v1/nodes/[^/]+/samples$"), "node_samples"),
     ("POST", re.compile(r"^/v1/jobs/[^/]+/reports$"), "job_reports"),
     ("POST", re.compile(r"^/v1/jobs/[^/]+/end$"), "job_end"),
     ("POST", re.compile(r"^/v1/jobs/[^/]+/events$"), "job_events"),
     ("POST", re.compile(r"^/v1/jobs/[^/]+/profile$"), "job_profile_request"),
     ("POST", re.compile(r"^/v1/jobs/[^/]+/profiles$"), "job_profiles"),
     ("PUT", re.compile(r"^/v1/jobs/[^/]+$"), "job_update"),
-    ("POST", re.compile(r"^/v1/nodes/[^/]+/samples$"), "node_samples"),
     ("PUT", re.compile(r"^/v1/scheduler/[^/]+$"), "scheduler_sync"),
     ("POST", re.compile(r"^/v1/remediations$"), "remediations"),
 )
