@@ -9,8 +9,9 @@ import logging
 import re
 import sys
 import time
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+import types
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any, TypeVar
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -164,6 +165,38 @@ else:  # pragma: no cover - Python 3.10
     _within = asyncio.wait_for
 
 
+async def _in_time(receive: Receive, seconds: float) -> Message:
+    """``receive()`` within ``seconds``. A message already there (a body that came with its head: nearly every
+    push) is taken at once, with no timer armed and cancelled (about a tenth of a push's CPU outside the app);
+    otherwise the wait it began goes on under the deadline."""
+    waiting = receive().__await__()
+    try:
+        signal = waiting.send(None)
+    except StopIteration as done:
+        message: Message = done.value
+        return message
+    return await _within(_resumed(waiting, signal), seconds)
+
+
+@types.coroutine
+def _resumed(waiting: Generator[Any, None, Message], signal: Any) -> Generator[Any, Any, Message]:
+    """The rest of ``waiting``, an await suspended on ``signal`` (what it gave the event loop to wait for), as if
+    it had never been interrupted: a cancellation (the deadline) is thrown in where it waits."""
+    while True:
+        try:
+            yield signal
+        except BaseException as exc:
+            try:
+                signal = waiting.throw(exc)
+            except StopIteration as done:
+                return done.value
+            continue
+        try:
+            signal = waiting.send(None)
+        except StopIteration as done:
+            return done.value
+
+
 BODY_DEADLINE = "mfumon.body_deadline"  # scope key: time.monotonic() by which the body must have come
 
 
@@ -220,7 +253,7 @@ class BodyTimeout:
 
     async def receive_in_time(self, scope: Scope, receive: Receive) -> Message:
         """The next message, or ``asyncio.TimeoutError`` past the deadline."""
-        return await _within(receive(), max(0.0, self.deadline(scope) - time.monotonic()))
+        return await _in_time(receive, max(0.0, self.deadline(scope) - time.monotonic()))
 
 
 async def _send_json(

@@ -9,6 +9,7 @@ the nodes held.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import shutil
@@ -37,13 +38,21 @@ exporter-secret  name=exporters scopes=nodes
 jobs-secret      name=jobs      scopes=jobs
 """
 GOOD = {"content-type": "application/json", "authorization": "Bearer exporter-secret"}
-LIMITS = {"MAX_GPUS_PER_NODE": 2, "MAX_BODY_BYTES": 4096, "MAX_NODES": 3, "AUDIT_LOG": True}
+BODY_TIMEOUT_S = 0.3
+LIMITS = {
+    "MAX_GPUS_PER_NODE": 2,
+    "MAX_BODY_BYTES": 4096,
+    "MAX_NODES": 3,
+    "AUDIT_LOG": True,
+    "BODY_TIMEOUT_SECONDS": BODY_TIMEOUT_S,
+}
 SELF_SERIES = (
     "mfumon_ingest_requests_total",
     "mfumon_token_writes_total",
     "mfumon_ingest_refused_total",
     "mfumon_ingest_gpu_samples_total",
     "mfumon_read_requests_rejected_total",
+    "mfumon_http_connections_closed_total",
 )
 
 
@@ -69,6 +78,7 @@ class Case:
     chunks: int = 1  # http.request messages the body comes in
     queued_s: float | None = None  # how long ago the server read its bytes (ARRIVED)
     backlogged: bool = False  # the sample writer is past the durability bound
+    silent: bool = False  # the body never comes
     taken: bool = False  # the door answers it (an error it raised through the app's handler)
 
 
@@ -103,6 +113,7 @@ _CASES = [
     Case("a body in two messages", chunks=2),
     Case("a Content-Length longer than the body", length=10_000),
     Case("a Content-Length shorter than the body", length=10),
+    Case("a body that never comes", silent=True),
     Case("queued past the bound", queued_s=3600.0),
     Case("queued within the bound", queued_s=0.0, taken=True),
     Case("the writer backlogged", backlogged=True, taken=True),
@@ -143,6 +154,8 @@ def _asgi(client: TestClient, case: Case, body: bytes) -> tuple[int, list[tuple[
     answer: dict[str, Any] = {"body": b""}
 
     async def receive() -> Message:
+        if case.silent:
+            await asyncio.sleep(3600)
         return messages.pop(0) if messages else {"type": "http.disconnect"}
 
     async def send(message: Message) -> None:
@@ -230,7 +243,9 @@ def test_the_door_answers_and_does_as_the_whole_stack(
         for client in (door, declared):
             _backlogged(client, case.backlogged)
             caplog.clear()
+            started = time.monotonic()
             answer = _asgi(client, case, body)
+            assert time.monotonic() - started < 1.5 * BODY_TIMEOUT_S or not case.silent  # one deadline, not two
             audit.append([r.getMessage() for r in caplog.records if r.name == "api.audit"])
             _backlogged(client, False)
             if client is door:
@@ -245,7 +260,7 @@ def test_the_door_answers_and_does_as_the_whole_stack(
     assert taken == [c.node for c in expected], statuses
     assert statuses["well-formed"] == statuses["a stale push"] == 200
     assert statuses["a node past MAX_NODES"] == 429 and statuses["the writer backlogged"] == 503
-    assert statuses["queued past the bound"] == 503
+    assert statuses["queued past the bound"] == 503 and statuses["a body that never comes"] == 408
     if tokens:
         assert statuses["no token"] == 401 and statuses["a token without the nodes scope"] == 403
     audited = door.get("/metrics").text
