@@ -15,7 +15,8 @@ alone decides, from the method, the path, ``Authorization`` and ``Content-Length
 ``mfumon serve`` applies it at the door (:class:`mfumon.api.connections.GuardedH11Protocol`), in the callback that
 parsed the head: a refused request costs no task, no in-flight slot and no body, and its connection is closed. Under
 another server (or the test client) :class:`Admit`, the outermost middleware, applies the same rule before anything
-else.
+else. The node push's fast door (:mod:`mfumon.api.fast_door`), just outside it, asks :meth:`Admit.verdict` first and
+leaves every refusal to :class:`Admit`.
 """
 
 from __future__ import annotations

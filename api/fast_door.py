@@ -55,6 +55,7 @@ from mfumon.api.middleware import (
 )
 from mfumon.api.overload import IngestLimit
 from mfumon.api.routes.nodes import JSON, PUSH_PATH, accept_push, parse_push
+from mfumon.api.schemas.nodes import NodeSampleCreate
 
 STANDS_IN_FOR: tuple[type, ...] = (
     Admit,
@@ -140,7 +141,9 @@ class FastDoor:
         state = scope.setdefault("state", {})
         return granted(state, authorization, scope["app"].state.ctx.verifier, "nodes") is not None
 
-    async def _take(self, scope: Scope, receive: Receive, send: Send, node: str, sample: Any, body: bytes) -> None:
+    async def _take(
+        self, scope: Scope, receive: Receive, send: Send, node: str, sample: NodeSampleCreate, body: bytes
+    ) -> None:
         """Answer a push that passed every check, with each middleware's effect; an error through its handler."""
         gate, status = self.gate, 500
         gate.enter()
@@ -151,15 +154,17 @@ class FastDoor:
                 status = await self._handle(scope, receive, send, exc)
                 return
             headers = [(b"content-length", str(len(answer)).encode()), (b"content-type", _JSON)]
+            status = 200  # as WriteAudit records it: once the answer is begun
             await send({"type": "http.response.start", "status": 200, "headers": headers})
-            status = 200
             await send({"type": "http.response.body", "body": answer})
         finally:
             audit_write(scope, status)
             gate.done()
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send, exc: Exception) -> int:
-        """Answer ``exc`` with the app's handler for it (as its exception middleware would); its status."""
+        """Answer ``exc`` with the app's handler for it (as its exception middleware would; every one of the app's
+        is a coroutine, which Starlette also awaits on the event loop); its status. Re-raised when none handles it,
+        for FastAPI's error middleware to log and answer 500, as from the route."""
         handler = _handler_for(self.handlers, exc)
         if handler is None:
             raise exc

@@ -19,7 +19,9 @@ and some windows at 80% of capacity at 100,000 GPUs refused 1-3% of pushes with 
 door and the queue bound are the whole rule.
 
 Only ingest (``PUT``/``POST`` under ``/v1/``) counts and is refused; reads, ``/metrics`` and health checks always
-pass. The count needs no lock: the door and this middleware both run on the event loop.
+pass. The node push's fast door (:mod:`mfumon.api.fast_door`) takes and ends its pushes through the same gate
+(:meth:`IngestGate.refuses`, :meth:`IngestGate.enter`, :meth:`IngestGate.done`), leaving a refusal to this
+middleware. The count needs no lock: the door and this middleware both run on the event loop.
 """
 
 from __future__ import annotations
