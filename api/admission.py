@@ -15,7 +15,8 @@ alone decides, from the method, the path, ``Authorization`` and ``Content-Length
 ``mfumon serve`` applies it at the door (:class:`mfumon.api.connections.GuardedH11Protocol`), in the callback that
 parsed the head: a refused request costs no task, no in-flight slot and no body, and its connection is closed. Under
 another server (or the test client) :class:`Admit`, the outermost middleware, applies the same rule before anything
-else.
+else. The node push's fast door (:mod:`mfumon.api.fast_door`), just outside it, asks :meth:`Admit.verdict` first and
+leaves every refusal to :class:`Admit`.
 """
 
 from __future__ import annotations
@@ -162,10 +163,20 @@ class Admit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        verdict = self.verdict(scope)
+        if isinstance(verdict, Refusal):
+            if self.on_refused is not None and verdict is not _NOT_STARTED:
+                self.on_refused(scope["method"], scope["path"], verdict.reason)
+            await self._send(send, verdict)
+            return
+        await self.app(scope, receive, send)
+
+    def verdict(self, scope: Scope) -> Principal | Refusal | None:
+        """:meth:`Admission.check` on a request's head; an admitted principal is kept in ``scope["state"]``.
+        Counts nothing: :class:`mfumon.api.fast_door.FastDoor` asks too, and leaves a refusal to this middleware."""
         admission = self.admission()
         if admission is None:  # the app has not started (its tokens are read at startup): admit nothing
-            await self._send(send, _NOT_STARTED)
-            return
+            return _NOT_STARTED
         authorization = content_length = None
         for name, value in scope["headers"]:
             if name == b"authorization":
@@ -173,14 +184,9 @@ class Admit:
             elif name == b"content-length":
                 content_length = value.decode("latin-1")
         verdict = admission.check(scope["method"], scope["path"], authorization, content_length)
-        if isinstance(verdict, Refusal):
-            if self.on_refused is not None:
-                self.on_refused(scope["method"], scope["path"], verdict.reason)
-            await self._send(send, verdict)
-            return
-        if verdict is not None:
+        if verdict is not None and not isinstance(verdict, Refusal):
             scope.setdefault("state", {})["principal"] = verdict
-        await self.app(scope, receive, send)
+        return verdict
 
     @staticmethod
     async def _send(send: Send, refusal: Refusal) -> None:

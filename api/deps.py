@@ -15,7 +15,7 @@ from fastapi import Depends, HTTPException, Path, Query, Request, status
 from fastapi.exceptions import RequestValidationError
 
 from mfumon.api.context import AppContext
-from mfumon.api.core.security import Principal
+from mfumon.api.core.security import Principal, TokenVerifier
 from mfumon.api.middleware import endpoint_of
 from mfumon.api.schemas._common import ID_PATTERN
 from mfumon.api.schemas.baselines import SIGNATURE_KEY_PATTERN
@@ -34,13 +34,21 @@ NODE_NAME = re.compile(ID_PATTERN)
 
 def authorized(request: Request, ctx: AppContext, scope: str) -> Principal | None:
     """The request's principal if its token has ``scope`` (kept for the write audit), else None, with nothing
-    counted or raised: for a fast path that leaves every other request to :func:`authenticate`."""
-    principal = request.scope.get("state", {}).get("principal")  # admitted on its head (mfumon.api.admission)
+    counted or raised."""
+    state = request.scope.setdefault("state", {})
+    return granted(state, request.headers.get("authorization"), ctx.verifier, scope)
+
+
+def granted(state: dict[str, Any], authorization: str | None, verifier: TokenVerifier, scope: str) -> Principal | None:
+    """:func:`authorized` on an ASGI scope's ``state`` and its ``Authorization`` value: the principal admission
+    kept there (:mod:`mfumon.api.admission`), else the token's (anonymous while tokens are off), if it has
+    ``scope``; kept in ``state`` for the write audit. Also called by :mod:`mfumon.api.fast_door`."""
+    principal = state.get("principal")
     if principal is None:
-        principal = ctx.verifier.principal(request.headers.get("authorization"))
+        principal = verifier.principal(authorization)
     if principal is None or not principal.allows(scope):
         return None
-    request.state.principal = principal
+    state["principal"] = principal
     return principal
 
 

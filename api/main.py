@@ -9,8 +9,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.types import ASGIApp
 
-from mfumon.api import handlers, openapi
+from mfumon.api import fast_door, handlers, openapi
 from mfumon.api.admission import SCHEDULER_SYNC_PATH, Admission, Admit
 from mfumon.api.context import AppContext
 from mfumon.api.core.config import Settings
@@ -31,7 +32,6 @@ from mfumon.api.middleware import (
     endpoint_of,
 )
 from mfumon.api.overload import IngestGate, IngestLimit
-from mfumon.api.routes import _one_pass as one_pass
 from mfumon.api.routes import (
     baselines,
     cluster,
@@ -49,7 +49,6 @@ from mfumon.api.routes import (
     ui,
     usage,
 )
-from mfumon.api.schemas.nodes import NodeSampleCreate
 from mfumon.api.services.accounting import bill_gpu_states, maintain_hours
 from mfumon.api.services.expiry import expire_silent_jobs
 from mfumon.api.services.samples import SampleWriter
@@ -163,6 +162,14 @@ def _describe(tokens: list[Token]) -> str:
     return f"{len(tokens)} token(s): " + ", ".join(parts)
 
 
+class Aggregator(FastAPI):
+    """FastAPI with the node push's fast door (:mod:`mfumon.api.fast_door`) in its middleware stack, which Starlette
+    builds on the first request, once every middleware and exception handler is known."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return fast_door.install(self, super().build_middleware_stack())
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The aggregator app; the context (database, state) is built when the app starts."""
     settings = settings or Settings()
@@ -213,7 +220,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 ctx.listener.stop()
             ctx.engine.dispose()
 
-    app = FastAPI(
+    app = Aggregator(
         title="mfu-monitor aggregator",
         summary="Cluster-wide MFU: job throughput and GPU counters in, MFU and Prometheus metrics out.",
         version="0.1.0",
@@ -269,9 +276,4 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     ):  # node pushes matched first
         app.include_router(module.router)
     openapi.install(app)
-    # Well-formed node pushes are answered before the router matches them against every route and FastAPI's
-    # request handling; everything else (errors included) still goes that way. Inside every middleware above.
-    one_pass.install(
-        app, method="POST", path=nodes.PUSH_PATH, param="node", model=NodeSampleCreate, answer=nodes.well_formed_push
-    )
     return app

@@ -19,7 +19,9 @@ and some windows at 80% of capacity at 100,000 GPUs refused 1-3% of pushes with 
 door and the queue bound are the whole rule.
 
 Only ingest (``PUT``/``POST`` under ``/v1/``) counts and is refused; reads, ``/metrics`` and health checks always
-pass. The count needs no lock: the door and this middleware both run on the event loop.
+pass. The node push's fast door (:mod:`mfumon.api.fast_door`) takes and ends its pushes through the same gate
+(:meth:`IngestGate.refuses`, :meth:`IngestGate.enter`, :meth:`IngestGate.done`), leaving a refusal to this
+middleware. The count needs no lock: the door and this middleware both run on the event loop.
 """
 
 from __future__ import annotations
@@ -75,8 +77,27 @@ class IngestGate:
         self.pending += 1
         return True
 
+    def refuses(self, scope: Scope) -> bool:
+        """Whether an ingest request must be refused: past the limit (unless the door counted it already) or
+        queued past ``max_queue_seconds``. Changes nothing, so a caller may ask and then leave it to another."""
+        if not self.door and self.pending >= self.limit:
+            return True
+        arrived = scope.get(ARRIVED)
+        return arrived is not None and time.monotonic() - arrived > self.max_queue_seconds
+
+    def enter(self) -> None:
+        """Count an ingest request taken (the door counted it already); :meth:`done` once it is answered."""
+        if not self.door:
+            self.pending += 1
+
     def done(self) -> None:
         self.pending = max(0, self.pending - 1)
+
+    async def refuse(self, send: Send, endpoint: str) -> None:
+        """Answer 503 + ``Retry-After`` and count the refusal."""
+        self.refused(endpoint)
+        await send({"type": "http.response.start", "status": 503, "headers": self.headers})
+        await send({"type": "http.response.body", "body": self.body})
 
     def refused(self, endpoint: str) -> None:
         if self.on_refused is not None:
@@ -85,7 +106,8 @@ class IngestGate:
 
 class IngestLimit:
     """503 + ``Retry-After`` for ingest beyond ``MAX_INGEST_IN_FLIGHT`` (unless the door already counted it) or
-    queued longer than ``MAX_INGEST_QUEUE_SECONDS``."""
+    queued longer than ``MAX_INGEST_QUEUE_SECONDS``. The decision and its effects are the gate's, which
+    :class:`mfumon.api.fast_door.FastDoor` calls too."""
 
     def __init__(self, app: ASGIApp, *, gate: IngestGate) -> None:
         self.app = app
@@ -97,19 +119,13 @@ class IngestLimit:
             await self.app(scope, receive, send)
             return
         gate = self.gate
-        if not gate.door and not gate.admit():
-            await self._refuse(send, endpoint)
+        if gate.refuses(scope):
+            if gate.door:
+                gate.done()  # the door counted it: its refusal ends it
+            await gate.refuse(send, endpoint)
             return
+        gate.enter()
         try:
-            arrived = scope.get(ARRIVED)
-            if arrived is not None and time.monotonic() - arrived > gate.max_queue_seconds:
-                await self._refuse(send, endpoint)
-                return
             await self.app(scope, receive, send)
         finally:
             gate.done()
-
-    async def _refuse(self, send: Send, endpoint: str) -> None:
-        self.gate.refused(endpoint)
-        await send({"type": "http.response.start", "status": 503, "headers": self.gate.headers})
-        await send({"type": "http.response.body", "body": self.gate.body})

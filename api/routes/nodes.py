@@ -7,15 +7,14 @@ from collections.abc import Container
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
+from pydantic import ValidationError
 
 from mfumon.api.context import AppContext
 from mfumon.api.deps import (
-    NODE_NAME,
     ContextDep,
     NodePath,
     NodeWriter,
     PageDep,
-    authorized,
     check_node_capacity,
     reject_future_timestamp,
 )
@@ -35,7 +34,8 @@ from mfumon.api.state.views import NodeView
 
 JSON = "application/json"
 PUSH_PATH = re.compile(r"/v1/nodes/([^/]+)/samples")
-"""The node push's path, its group the node (as the route's ``{node}`` matches it): for the fast path."""
+"""The node push's path, its group the node (as the route's ``{node}`` matches it): for the fast door
+(:mod:`mfumon.api.fast_door`)."""
 
 router = APIRouter(prefix="/v1/nodes", tags=["nodes"], route_class=OnePassJSONRoute)
 
@@ -82,24 +82,12 @@ def _public(node: NodeView, reporting: Container[str]) -> NodePublic:
     )
 
 
-async def well_formed_push(request: Request) -> Response | None:
-    """:func:`create_sample` for a push that needs no error: a JSON body with a Content-Length that validates, a
-    valid node name, a token with the ``nodes`` scope. Anything else is None, for FastAPI's handler and its errors.
-    Offered every push ahead of the app's inner middleware and routing (``mfumon.api.routes._one_pass.FastPath``,
-    installed by ``mfumon.api.main``): about a fifth of a push's CPU otherwise (``bench/ingest_inprocess.py``).
-    """
-    headers = request.headers
-    node = request.path_params.get("node")
-    if headers.get("content-type") != JSON or "content-length" not in headers or not isinstance(node, str):
-        return None
-    ctx: AppContext = request.app.state.ctx
-    if NODE_NAME.fullmatch(node) is None or authorized(request, ctx, "nodes") is None:
-        return None
+def parse_push(body: bytes) -> NodeSampleCreate | None:
+    """A push body validated in one pass (pydantic's JSON parser), or None for FastAPI's handler and its errors."""
     try:
-        body = await request.json()
-    except Exception:  # invalid JSON, a body that timed out: FastAPI's handler reads it again and answers
+        return NodeSampleCreate.model_validate_json(body)
+    except ValidationError:
         return None
-    return await _accept(ctx, node, body, request) if isinstance(body, NodeSampleCreate) else None
 
 
 @router.post("/{node}/samples", response_model=SampleAccepted)
@@ -108,18 +96,21 @@ async def create_sample(node: NodePath, body: NodeSampleCreate, request: Request
 
     Runs on the event loop: it touches only memory, so it needs no thread. The token is checked first (a
     dependency), then the body, then what needs this server's clock and state. Well-formed pushes, nearly all of
-    them, are answered by :func:`well_formed_push` before they get here, to the same end.
+    them, are answered by :class:`mfumon.api.fast_door.FastDoor` ahead of the middleware, through
+    :func:`accept_push` as here.
     """
-    return await _accept(request.app.state.ctx, node, body, request)
+    return Response(accept_push(request.app.state.ctx, node, body, await request.body()), media_type=JSON)
 
 
-async def _accept(ctx: AppContext, node: str, body: NodeSampleCreate, request: Request) -> Response:
-    reject_future_timestamp(ctx, body.timestamp)
-    check_node_capacity(ctx, node, len(body.gpus))
-    applied = record_sample(ctx, node, body, await request.body())  # the body read and validated before
+def accept_push(ctx: AppContext, node: str, sample: NodeSampleCreate, body: bytes) -> bytes:
+    """Take a validated push (``body``: the bytes it was validated from) and count it; its answer's body. Raises
+    what the app's exception handlers answer: a timestamp from the future, a capacity limit, a backlog."""
+    reject_future_timestamp(ctx, sample.timestamp)
+    check_node_capacity(ctx, node, len(sample.gpus))
+    applied = record_sample(ctx, node, sample, body)
     ctx.self_metrics.count_ingest("node_samples", "accepted")
     # Written here rather than validated against the response model (which still documents it): two fields.
-    return Response(f'{{"accepted":{len(body.gpus)},"applied":{"true" if applied else "false"}}}', media_type=JSON)
+    return f'{{"accepted":{len(sample.gpus)},"applied":{"true" if applied else "false"}}}'.encode()
 
 
 @router.get("", response_model=NodesPublic)

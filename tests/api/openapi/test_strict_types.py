@@ -15,11 +15,8 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from starlette.types import Message
 
-from mfumon.api.routes._one_pass import _OnePassRequest
-from mfumon.api.routes.nodes import well_formed_push
-from mfumon.api.schemas.nodes import NodeSampleCreate
+from mfumon.api.routes.nodes import parse_push
 from tests.utils.factories import gpu, ib_port, node_sample, report, scrape
 
 SIGNATURE = "training|llama-8b|h100-sxm|8|bf16"
@@ -165,26 +162,6 @@ TOKENS = "exporter-secret  name=exporters scopes=nodes\n"
 FAST = {"content-type": "application/json", "authorization": "Bearer exporter-secret"}
 
 
-def _offer_fast_path(client: TestClient, body: bytes) -> object:
-    """What the node push's fast path (``well_formed_push``) does with a body: its answer, or None."""
-    sent = [{"type": "http.request", "body": body, "more_body": False}]
-
-    async def receive() -> Message:
-        return sent.pop(0) if sent else {"type": "http.disconnect"}
-
-    headers = [(k.encode(), v.encode()) for k, v in FAST.items()] + [(b"content-length", str(len(body)).encode())]
-    scope: dict[str, Any] = {
-        "type": "http",
-        "method": "POST",
-        "path": "/v1/nodes/n1/samples",
-        "headers": headers,
-        "path_params": {"node": "n1"},
-        "app": client.app,
-        "state": {},
-    }
-    return client.portal.call(well_formed_push, _OnePassRequest(scope, receive, NodeSampleCreate))  # type: ignore[union-attr]
-
-
 @pytest.mark.parametrize(
     ("field", "value"),
     [("gpus.0.up", 1), ("gpus.0.utilization", True), ("gpus.0.power_watts", "300"), ("gpus.0.index", "0")],
@@ -192,7 +169,7 @@ def _offer_fast_path(client: TestClient, body: bytes) -> object:
 def test_the_push_fast_path_is_as_strict(make_client, tmp_path: Path, field: str, value: Any) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "tokens").write_text(TOKENS)
     client: TestClient = make_client(INGEST_TOKENS_FILE=tmp_path / "tokens")
-    assert _offer_fast_path(client, json.dumps(_with(node_sample(1), field, value)).encode()) is None
+    assert parse_push(json.dumps(_with(node_sample(1), field, value)).encode()) is None  # the fast door declines it
     response = client.post("/v1/nodes/n1/samples", json=_with(node_sample(1), field, value), headers=FAST)
     assert response.status_code == 422 and field.rsplit(".", 1)[-1] in response.text
     assert client.get("/v1/nodes").json()["count"] == 0

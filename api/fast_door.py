@@ -1,0 +1,223 @@
+"""The node push's fast door: a well-formed push answered on the raw ASGI scope, ahead of the app's middleware.
+
+A node push is nearly all of the aggregator's requests. Through the whole stack it pays for seven middleware,
+FastAPI's exception middleware, the router's matching of every route, dependency solving and Starlette's
+``Request``/``Headers``/``Response`` objects: about a third of its CPU (``bench/ingest_inprocess.py``). The door
+answers a push that needs no error itself, with the scope's header pairs and a pre-built answer, and hands anything
+else on to the stack untouched (its first body message replayed as received), so every refusal and error still
+comes from the one place it always came from.
+
+**Where it sits.** Just outside the app's own middleware (:class:`mfumon.api.admission.Admit`, the outermost),
+inside FastAPI's ``ServerErrorMiddleware`` and telemetry: an error nobody handles (a bug in ``record_sample``) is
+still logged and answered 500, and observed, as from the route. Those cost about 2 µs a push; the door saves the
+rest.
+
+**One feature, one place.** Each middleware's effect on a taken push comes from the same function the middleware
+calls (:data:`STANDS_IN_FOR` lists them; building the door fails when the app has a middleware it does not know):
+
+- :class:`~mfumon.api.admission.Admit`: :meth:`~mfumon.api.admission.Admit.verdict` (the token with the ``nodes``
+  scope, the declared size; the principal kept in the scope's state); a refusal is declined, for Admit to answer
+  and count;
+- :class:`~mfumon.api.overload.IngestLimit`: the gate's ``refuses`` (declined), ``enter`` and ``done``; under
+  ``mfumon serve`` the door in :mod:`mfumon.api.connections` counted the request already and ``enter`` knows it;
+- :class:`~mfumon.api.middleware.BodyTimeout`: the first message is awaited within its deadline, which the
+  middleware then keeps should the door decline; :class:`~mfumon.api.middleware.BodySizeLimit`: its ``limit``;
+- :class:`~mfumon.api.middleware.WriteAudit`: :func:`~mfumon.api.middleware.audit_write` once answered;
+- :class:`~mfumon.api.middleware.JsonContentType` changes nothing for ``application/json``, the only type taken,
+  and :class:`~mfumon.api.middleware.ReadLimit` holds only reads.
+
+What the route does is :func:`mfumon.api.routes.nodes.accept_push`, as the declared route calls it; an error it
+raises once the push was taken is answered by the app's own exception handler (:mod:`mfumon.api.handlers`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from mfumon.api.admission import Admit, Refusal
+from mfumon.api.deps import NODE_NAME, granted
+from mfumon.api.middleware import (
+    BodySizeLimit,
+    BodyTimeout,
+    JsonContentType,
+    ReadLimit,
+    WriteAudit,
+    audit_write,
+)
+from mfumon.api.overload import IngestLimit
+from mfumon.api.routes.nodes import JSON, PUSH_PATH, accept_push, parse_push
+from mfumon.api.schemas.nodes import NodeSampleCreate
+
+STANDS_IN_FOR: tuple[type, ...] = (
+    Admit,
+    IngestLimit,
+    ReadLimit,
+    BodyTimeout,
+    BodySizeLimit,
+    WriteAudit,
+    JsonContentType,
+)
+"""The app's middleware whose effects the door reproduces for a push it takes (``tests/api/server/test_fast_path.py``
+compares it with the app's): a middleware added to the app must be added here, with its effect, or the door cannot
+be built."""
+
+_JSON = JSON.encode()
+Handlers = Mapping[Any, Callable[[Request, Exception], Any]]
+
+
+class FastDoor:
+    """Answers a well-formed node push in place of ``app``, the outermost of the app's ``layers`` middleware;
+    everything else goes on to ``app`` as received. ``handlers``: the app's exception handlers, for an error raised
+    once a push is taken."""
+
+    def __init__(self, app: ASGIApp, *, layers: int, handlers: Handlers) -> None:
+        self.app = app
+        self.handlers = handlers
+        found = _layers(app, layers)
+        self.admit: Admit = found[Admit]
+        self.gate = found[IngestLimit].gate
+        self.body_timeout: BodyTimeout = found[BodyTimeout]
+        self.body_size: BodySizeLimit = found[BodySizeLimit]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        head = self._push_head(scope)
+        if head is None:
+            await self.app(scope, receive, send)
+            return
+        node, length, authorization = head
+        try:
+            message = await self.body_timeout.receive_in_time(scope, receive)
+        except asyncio.TimeoutError:  # BodyTimeout answers it, by the same deadline
+            await self.app(scope, receive, send)
+            return
+        body = self._whole_body(scope, message, length)
+        sample = parse_push(body) if body is not None else None
+        if body is None or sample is None or self.gate.refuses(scope) or not self._granted(scope, authorization):
+            await self.app(scope, _replaying(message, receive), send)
+            return
+        await self._take(scope, receive, send, node, sample, body)
+
+    def _push_head(self, scope: Scope) -> tuple[str, int, str | None] | None:
+        """Node, declared length and ``Authorization`` of a push whose head needs no error: the route, a valid
+        node name, ``application/json`` exactly, a ``Content-Length``, and admitted."""
+        if scope["type"] != "http" or scope["method"] != "POST" or scope.get("root_path"):
+            return None
+        match = PUSH_PATH.fullmatch(scope["path"])
+        if match is None or NODE_NAME.fullmatch(node := match.group(1)) is None:
+            return None
+        content_type = length = authorization = None
+        for name, value in scope["headers"]:
+            if name == b"content-type":
+                content_type = value if content_type is None else b""
+            elif name == b"content-length":
+                length = value if length is None else b""
+            elif name == b"authorization":
+                authorization = value.decode("latin-1")
+        if content_type != _JSON or length is None or not length.isdigit():
+            return None
+        if isinstance(self.admit.verdict(scope), Refusal):
+            return None
+        return node, int(length), authorization
+
+    def _whole_body(self, scope: Scope, message: Message, length: int) -> bytes | None:
+        """The body, if it came whole in ``message``, as long as declared and within the route's limit."""
+        if message["type"] != "http.request" or message.get("more_body", False):
+            return None
+        body: bytes = message.get("body", b"")
+        return body if len(body) == length and length <= self.body_size.limit(scope) else None
+
+    @staticmethod
+    def _granted(scope: Scope, authorization: str | None) -> bool:
+        """Whether the token has the ``nodes`` scope, as the route's dependency decides (and keeps for the audit)."""
+        state = scope.setdefault("state", {})
+        return granted(state, authorization, scope["app"].state.ctx.verifier, "nodes") is not None
+
+    async def _take(
+        self, scope: Scope, receive: Receive, send: Send, node: str, sample: NodeSampleCreate, body: bytes
+    ) -> None:
+        """Answer a push that passed every check, with each middleware's effect; an error through its handler."""
+        gate, status = self.gate, 500
+        gate.enter()
+        try:
+            try:
+                answer = accept_push(scope["app"].state.ctx, node, sample, body)
+            except Exception as exc:
+                status = await self._handle(scope, receive, send, exc)
+                return
+            headers = [(b"content-length", str(len(answer)).encode()), (b"content-type", _JSON)]
+            status = 200  # as WriteAudit records it: once the answer is begun
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": answer})
+        finally:
+            audit_write(scope, status)
+            gate.done()
+
+    async def _handle(self, scope: Scope, receive: Receive, send: Send, exc: Exception) -> int:
+        """Answer ``exc`` with the app's handler for it (as its exception middleware would; every one of the app's
+        is a coroutine, which Starlette also awaits on the event loop); its status. Re-raised when none handles it,
+        for FastAPI's error middleware to log and answer 500, as from the route."""
+        handler = _handler_for(self.handlers, exc)
+        if handler is None:
+            raise exc
+        response = handler(Request(scope, receive), exc)
+        if inspect.isawaitable(response):
+            response = await response
+        assert isinstance(response, Response)
+        await response(scope, receive, send)
+        return response.status_code
+
+
+def _layers(app: ASGIApp, count: int) -> dict[type, Any]:
+    """The ``count`` middleware from ``app`` inwards (the app's own), by class: each one of :data:`STANDS_IN_FOR`."""
+    found: dict[type, Any] = {}
+    layer: Any = app
+    for _ in range(count):
+        if type(layer) not in STANDS_IN_FOR or type(layer) in found:
+            raise TypeError(f"the fast door does not stand in for {type(layer).__name__}: add it to STANDS_IN_FOR")
+        found[type(layer)] = layer
+        layer = layer.app
+    missing = [cls.__name__ for cls in STANDS_IN_FOR if cls not in found]
+    if missing:
+        raise TypeError(f"the app lacks middleware the fast door stands in for: {', '.join(missing)}")
+    return found
+
+
+def _handler_for(handlers: Handlers, exc: Exception) -> Callable[[Request, Exception], Any] | None:
+    """The handler Starlette's exception middleware would pick: by status for an HTTP error, else by class."""
+    if isinstance(exc, HTTPException) and exc.status_code in handlers:
+        return handlers[exc.status_code]
+    for cls in type(exc).__mro__:
+        if cls in handlers and cls is not Exception:
+            return handlers[cls]
+    return None
+
+
+def _replaying(first: Message, receive: Receive) -> Receive:
+    """``receive`` with ``first``, already received, handed out again first."""
+    pending = [first]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay
+
+
+def install(app: FastAPI, stack: ASGIApp) -> ASGIApp:
+    """Put a :class:`FastDoor` in ``stack`` (what ``app.build_middleware_stack`` returned) just outside the app's own
+    middleware: inside FastAPI's error and telemetry middleware, which then see the door's errors as the route's."""
+    outermost: Any = app.user_middleware[0].cls
+    outer: Any = stack
+    while not isinstance(outer.app, outermost):
+        outer = outer.app
+    handlers = {key: handler for key, handler in app.exception_handlers.items() if key not in (500, Exception)}
+    outer.app = FastDoor(outer.app, layers=len(app.user_middleware), handlers=handlers)
+    return stack
