@@ -26,7 +26,8 @@ connections, pre-encoded node pushes of 8 GPUs whose timestamp changes on every 
 - **overload**: 2x that capacity: how many pushes are refused (503/429 + Retry-After), how fast, and the p99 of
   the accepted ones; and the bare app offered that same rate, for the latency this machine and the load
   generator's 1,024 connections give any server there.
-- **scrape**: ``/metrics`` warm (nothing changed) and right after every node pushed, and the size.
+- **scrape**: ``/metrics`` warm (nothing changed, each scrape past the 1 s cache so it renders) and right after every
+  node pushed, and the size.
 - **replicas** (PostgreSQL): the ingest rate of 1, 2 and 4 ``mfumon serve`` processes on one database.
 - **memory**: RSS of one aggregator holding 100,000 GPUs and 10,000 jobs, and after those jobs end.
 - **pushgateway**: the Prometheus Pushgateway (Debian ``prometheus-pushgateway``) fed the same GPUs as text, the
@@ -364,6 +365,16 @@ def scrape_median(url: str, repeats: int, encoding: str = "identity", query: str
     return statistics.median(r[0] for r in runs), runs[-1][1]
 
 
+def scrape_rendered(url: str, repeats: int) -> float:
+    """Median of scrapes spaced past ``MFUMON_METRICS_MAX_AGE_SECONDS`` (default 1 s), so each one renders: a warm
+    scrape, not a cached body."""
+    runs = []
+    for _ in range(repeats):
+        time.sleep(1.2)
+        runs.append(scrape_once(url)[0])
+    return statistics.median(runs)
+
+
 @dataclass
 class Series:
     values: list[float] = field(default_factory=list)
@@ -483,7 +494,7 @@ def measure_size(
             # Warm: nothing changed. Then every node pushes once, spread at a quarter of the sustained rate (a
             # cluster pushing on its interval), and the scrape comes right after the last push. Then the worst
             # case: every node pushes as fast as the server takes them, and the scrape comes right after.
-            result.scrape_warm.add(scrape_median(server.url, 5)[0])
+            result.scrape_warm.add(scrape_rendered(server.url, 3))
             paced = 0.25 * sustained
             load(server.url, once, seconds=max(2.0, nodes / paced), connections=8, rate=paced)
             changed, result.scrape_bytes = scrape_once(server.url)
