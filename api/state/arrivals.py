@@ -14,15 +14,15 @@ drain-check inputs). Then the later push alone leaves the history as both in tur
 GPU started failing a drain check, and idle time and energy telescope (the idle seconds between the held sample and
 the newest are the sum of those between each pair). The other checks (throttling, port states) read only the newest
 push, as a scrape would. A push that says anything else is digested at once, with the one it follows. So is a push
-more than ``MAX_IDLE_GAP_S`` after the digested sample (idle time is not counted across a longer silence), and a
-node's first.
+more than ``MAX_IDLE_GAP_S`` after the digested sample (idle time is not counted across a longer silence), one whose
+energy counter went back (a reset: the idle energy across it is not counted either), and a node's first.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from operator import attrgetter, itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from mfumon.api.state.health import GPU_HISTORY_FIELDS, MAX_IDLE_GAP_S, PORT_HISTORY_FIELDS
 from mfumon.api.state.views import NodeView, build_node_view, gpu_busy, gpu_views, port_views
@@ -31,13 +31,19 @@ if TYPE_CHECKING:
     from mfumon.api.schemas.nodes import GpuSample, NodeSampleCreate
     from mfumon.api.state.devices import DeviceResolver
 
-SteadyKey = tuple[Any, ...]
-"""What a push says that a node's history reads (:func:`steady_key`); compared for equality only."""
+
+class Steady(NamedTuple):
+    """What a push says that a node's history reads (:func:`steady_key`)."""
+
+    key: tuple[Any, ...]  # compared for equality only
+    energy: tuple[float | None, ...]  # each GPU's energy counter, in the push's order: a reset must not be skipped
+
 
 # Read from the models' field dicts, in C: a key costs about 2 us a push of 8 GPUs.
 _FIELDS = attrgetter("__dict__")
 _GPU_READ = itemgetter("job_id", *GPU_HISTORY_FIELDS)
 _PORT_READ = itemgetter(*PORT_HISTORY_FIELDS)
+_ENERGY = itemgetter("energy_joules_total")
 
 
 @dataclass(slots=True)
@@ -53,7 +59,7 @@ class Arrival:
     received_at: float  # when the newest push arrived: the view's ``updated_at``
     last_seen_at: float
     pushes: int = 1
-    steady: SteadyKey | None = None
+    steady: Steady | None = None
 
     def absorb(self, earlier: Arrival) -> None:
         """Stand for ``earlier`` too: its pushes count as received."""
@@ -61,14 +67,14 @@ class Arrival:
         self.last_seen_at = max(self.last_seen_at, earlier.last_seen_at)
 
 
-def steady_key(sample: NodeSampleCreate) -> SteadyKey:
+def steady_key(sample: NodeSampleCreate) -> Steady:
     """What ``sample`` says that the node's history reads: per GPU its job (or the jobs sharing it), whether it is
-    idle and its history fields; per port its history fields; and the pool."""
+    idle, its history fields and its energy counter; per port its history fields; and the pool."""
     gpus = sample.gpus
-    fields = tuple(map(_GPU_READ, map(_FIELDS, gpus)))
+    dicts = tuple(map(_FIELDS, gpus))
     placed = tuple(_jobs_or_idle(gpu) for gpu in gpus if gpu.job_id is None or gpu.shares is not None)
     ports = None if sample.ib_ports is None else tuple(map(_PORT_READ, map(_FIELDS, sample.ib_ports)))
-    return (sample.pool, fields, placed, ports)
+    return Steady((sample.pool, tuple(map(_GPU_READ, dicts)), placed, ports), tuple(map(_ENERGY, dicts)))
 
 
 def _jobs_or_idle(gpu: GpuSample) -> tuple[str, ...] | bool:
@@ -79,14 +85,17 @@ def _jobs_or_idle(gpu: GpuSample) -> tuple[str, ...] | bool:
     return bool(gpu.up) and gpu_busy(gpu.counters())
 
 
-def waits(arrival: Arrival, held: NodeView | None) -> bool:
+def waits(arrival: Arrival, held: NodeView | None, pending: Arrival | None) -> bool:
     """Whether ``arrival`` may wait, undigested, for the node's next read: it says the same as the view held about
-    everything the node's history reads, within ``MAX_IDLE_GAP_S`` of it."""
-    return (
-        held is not None
-        and held.steady is not None
-        and arrival.steady == held.steady
-        and arrival.stamp - held.last_sample_timestamp <= MAX_IDLE_GAP_S
+    everything the node's history reads, within ``MAX_IDLE_GAP_S`` of it, and no GPU's energy counter went back
+    (a reset: the idle energy across it is not counted) since the push before (``pending``, else the view's)."""
+    if held is None or held.steady is None or arrival.steady is None or arrival.steady.key != held.steady.key:
+        return False
+    before = pending.steady if pending is not None and pending.steady is not None else held.steady
+    return arrival.stamp - held.last_sample_timestamp <= MAX_IDLE_GAP_S and not any(
+        now < then
+        for now, then in zip(arrival.steady.energy, before.energy, strict=True)  # the same GPUs: the keys agree
+        if now is not None and then is not None
     )
 
 

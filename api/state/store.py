@@ -108,7 +108,7 @@ class ClusterState:
                     seen = Arrival(pending.sample, newest, seen.received_at, seen.last_seen_at, 1, pending.steady)
                     seen.absorb(pending)
                 self._arrivals[name] = seen
-            elif waits(arrival, held):
+            elif waits(arrival, held, pending):
                 if pending is not None:
                     arrival.absorb(pending)
                 self._arrivals[name] = arrival

@@ -229,6 +229,16 @@ def test_idle_time_across_pushes_further_apart_than_the_idle_gap_counts_as_diges
         assert lazy["pools"]["p0 seconds"] == (1600.0 if every == 400.0 else 0.0)
 
 
+def test_an_energy_counter_reset_between_reads_counts_as_digesting_every_push_counts() -> None:
+    # The idle GPU's counter goes back to 0 (a driver reload), then grows again by itself push by push.
+    changes = [("gpu", 1, "utilization", 0.0), ("gpu", 1, "energy_joules_total", 0.0)] + [
+        ("gpu", 1, "utilization", 0.0)
+    ] * 3
+    lazy, eager = _run(changes, read_every=False), _run(changes, read_every=True)
+    assert lazy == eager
+    assert lazy["pools"]["p0 energy"] == 1000.0 + 3 * 1000.0  # 100 W for 10 s, before the reset and after it
+
+
 def test_pushes_and_reads_from_two_threads_lose_no_push() -> None:
     state = _state()
     gpus, port = _initial()
