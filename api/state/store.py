@@ -62,6 +62,7 @@ class ClusterState:
         resolver: DeviceResolver | None = None,
     ) -> None:
         self._lock = threading.Lock()
+        self._digesting = threading.Lock()  # held by the one thread digesting every held push (_digest_all)
         self._nodes: dict[str, NodeView] = {}
         self._arrivals: dict[str, Arrival] = {}  # node -> its newest push not yet digested into its view
         self._resolver = resolver if resolver is not None else DeviceResolver(PeakTable())
@@ -169,10 +170,13 @@ class ClusterState:
             self._digest_locked(name)
 
     def _digest_all(self) -> None:
-        with self._lock:
-            names = list(self._arrivals)
-        for name in names:
-            self._digest(name)
+        # One thread at a time: concurrent scrapes (shards) would otherwise race through the same nodes, building
+        # views only one of them keeps; the others wait, then find little left.
+        with self._digesting:
+            with self._lock:
+                names = list(self._arrivals)
+            for name in names:
+                self._digest(name)
 
     def _count_pool_health(self, view: NodeView) -> None:
         # By the exporter's --pool, as mfumon_node_info{pool} that the fault-rate rules divide by: one pool per node,
