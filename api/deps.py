@@ -118,11 +118,11 @@ def check_node_capacity(ctx: AppContext, node: str, gpus: int) -> None:
         ctx.self_metrics.count_refused("gpus_per_node")
         message = f"at most {settings.MAX_GPUS_PER_NODE} GPUs per node (MFUMON_MAX_GPUS_PER_NODE), got {gpus}"
         raise RequestValidationError([{"type": "too_long", "loc": ("body", "gpus"), "msg": message, "input": gpus}])
-    held = ctx.state.node_gpus(node)
+    held = ctx.state.node(node)
     nodes, gpus_held, _ = ctx.state.sizes()
     if held is None and nodes >= settings.MAX_NODES:
         raise _limited(ctx, "node_samples", "nodes", f"the aggregator holds {nodes} nodes (MFUMON_MAX_NODES)")
-    if gpus_held - (held or 0) + gpus > settings.MAX_GPUS:
+    if gpus_held - (len(held.gpus) if held is not None else 0) + gpus > settings.MAX_GPUS:
         raise _limited(ctx, "node_samples", "gpus", f"the aggregator holds {gpus_held} GPUs (MFUMON_MAX_GPUS)")
 
 

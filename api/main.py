@@ -79,7 +79,6 @@ def build_context(settings: Settings, verifier: TokenVerifier | None = None) -> 
         pending_job_ttl_seconds=settings.PENDING_JOB_TTL_SECONDS,
         health_window_seconds=settings.HEALTH_WINDOW_SECONDS,
         scheduler_ttl_seconds=settings.SCHEDULER_TTL_SECONDS,
-        resolver=resolver,
     )
     refresher = Refresher(state, sessions, resolver, overlap_seconds=settings.REFRESH_OVERLAP_SECONDS)
     sample_writer = SampleWriter(sessions, interval_seconds=settings.SAMPLE_FLUSH_SECONDS)
@@ -97,7 +96,7 @@ def build_context(settings: Settings, verifier: TokenVerifier | None = None) -> 
         ),
         baseline_of=lambda signature: held.mfu if (held := state.baseline(signature)) else None,
     )
-    state.on_node, state.on_job = renderer.node_changed, renderer.prepare_job
+    state.on_node, state.on_job = (lambda view: renderer.node_changed(view.name)), renderer.prepare_job
     verifier = verifier or TokenVerifier(settings.ingest_tokens())
     return AppContext(
         settings=settings,

@@ -6,9 +6,9 @@ interval. So a push is answered as soon as this process's state holds it, and on
 sample of every node that pushed since its last round, all in one transaction (group commit)::
 
     POST /v1/nodes/{node}/samples                     (event loop: no database on the request path)
-      record_sample()  refuse if the writer is too far behind; hold the push in the state as validated (its
-                       views, health and /metrics lines are built when the node is next read: before the next
-                       scrape, see mfumon.api.state.arrivals); queue the push's body, as received, for the writer
+      record_sample()  refuse if the writer is too far behind; build the node's view from the push; swap it
+                       into the state (again if another thread got in between), which renders its /metrics
+                       lines; queue the push's body, as received, for the writer
     SampleWriter thread, every SAMPLE_FLUSH_SECONDS
       flush()          one conditional upsert of every queued node (mfumon.api.crud.nodes), one commit; on
                        PostgreSQL a trigger tells the other replicas which nodes changed (mfumon.api.state.notify)
@@ -19,8 +19,8 @@ until its exporter pushes again (a few seconds later). If the database is slow o
 oldest queued push is older than ``SAMPLE_MAX_UNFLUSHED_SECONDS``, pushes are refused (503 + Retry-After, the
 exporter spools them) rather than acknowledged without a bound. A graceful stop flushes the queue.
 
-**Order.** An older push never overwrites a newer one, whoever gets there first: the state keeps the newer
-sample, and the database's upsert keeps the newer row, across threads and replicas.
+**Order.** An older push never overwrites a newer one, whoever gets there first: the state keeps the view with
+the newer sample, and the database's upsert keeps the newer row, across threads and replicas.
 
 Job reports do not take this path: they are stored before they are answered (:mod:`mfumon.api.services.reports`).
 """
@@ -39,7 +39,7 @@ from mfumon.api.context import AppContext
 from mfumon.api.crud.nodes import NodeWrite, upsert_nodes
 from mfumon.api.errors import SamplesBacklogged
 from mfumon.api.schemas.nodes import NodeSampleCreate
-from mfumon.api.state.arrivals import Arrival
+from mfumon.api.state.views import build_node_view, gpu_views, port_views
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +59,35 @@ def record_sample(ctx: AppContext, node: str, sample: NodeSampleCreate, body: by
     # A sample dated ahead of its arrival (a fast clock, within the skew the schema allows) counts as arrived
     # now, so it never outranks the real samples taken after it.
     stamp = min(sample.timestamp, now)
-    applied = ctx.state.take_push(node, Arrival(sample, stamp, now, now))
+    gpus = None
+    while True:
+        held = ctx.state.node(node)
+        applied = held is None or stamp >= held.last_sample_timestamp
+        if held is None or applied:
+            gpus = gpus or gpu_views(node, stamp, sample.gpus, ctx.resolver)
+            view = build_node_view(
+                name=node,
+                pool=sample.pool,
+                last_seen_at=max(now, held.last_seen_at) if held else now,
+                last_sample_timestamp=stamp,
+                samples_received=(held.samples_received if held else 0) + 1,
+                updated_at=now,
+                gpus=gpus,
+                ib_ports=port_views(sample.ib_ports),
+            )
+        else:
+            view = build_node_view(
+                name=node,
+                pool=held.pool,
+                last_seen_at=max(now, held.last_seen_at),
+                last_sample_timestamp=held.last_sample_timestamp,
+                samples_received=held.samples_received + 1,
+                updated_at=now,
+                gpus=held.gpus,
+                ib_ports=held.ib_ports,
+            )
+        if ctx.state.apply_node(view, replaces=held):
+            break
     try:
         stored = body.decode()
     except UnicodeDecodeError:  # JSON in UTF-16 or UTF-32: rare enough to pay for a serialisation

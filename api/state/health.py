@@ -23,8 +23,6 @@ if TYPE_CHECKING:
 __all__ = [
     "CHECKS",
     "DRAIN_CHECKS",
-    "GPU_HISTORY_FIELDS",
-    "PORT_HISTORY_FIELDS",
     "RESET_XIDS",
     "Check",
     "NodeHealth",
@@ -98,26 +96,6 @@ _GPU_COUNTER_CHECKS = (  # a check on error counters, and the counters any growt
     ("pcie_replays", _PCIE),
 )
 _PORT_TRACKED = (*_IB_DOWNED, *_IB_ERRORS)
-#: The fields of a pushed GPU and port whose every value counts, not only the newest: the error counters (when one
-#: grew starts a check's window) and the inputs of the drain checks (a GPU that starts failing one is a fault,
-#: ``mfumon_pool_gpu_faults_total``), with the identities. Two pushes that agree on these, and on which jobs run where
-#: and which GPUs are idle, leave the node's history where it was: the later one can stand for both
-#: (:mod:`mfumon.api.state.arrivals`). A check whose every value counts must name its fields here;
-#: ``tests/api/state/test_arrivals.py`` finds one that does not.
-GPU_HISTORY_FIELDS: tuple[str, ...] = (
-    "uuid",
-    "up",
-    "ecc_uncorrected_total",
-    "row_remap_failure",
-    "row_remap_pending",
-    "last_xid",
-    *_REMAP_UNCORRECTABLE,
-    *_ECC_DEFERRED,
-    *_NVLINK_RECOVERY,
-    *_NVLINK_ERRORS,
-    *_PCIE,
-)
-PORT_HISTORY_FIELDS: tuple[str, ...] = ("device", "port", *_PORT_TRACKED)
 _GPU_TRACKED_SET = frozenset(_GPU_TRACKED)
 _THERMAL = frozenset({"sw_thermal", "hw_thermal"})
 _SLOWDOWN = frozenset({"hw_slowdown", "hw_power_brake"})

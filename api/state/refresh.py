@@ -22,7 +22,6 @@ from mfumon.api.crud.events import prune_events
 from mfumon.api.crud.jobs import prune_history
 from mfumon.api.crud.nodes import decode_sample, read_nodes
 from mfumon.api.db.tables import BaselineRow, JobRow, NodeRow, QueueWaitHistogramRow, SchedulerSourceRow
-from mfumon.api.state.arrivals import steady_key
 from mfumon.api.state.devices import DeviceResolver
 from mfumon.api.state.outcome import ReportOutcome
 from mfumon.api.state.profiles import ProfileFigures
@@ -62,7 +61,6 @@ def node_view(row: NodeRow, resolver: DeviceResolver) -> NodeView:
         updated_at=row.updated_at,
         gpus=gpu_views(row.name, row.last_sample_timestamp, sample.gpus, resolver),
         ib_ports=port_views(sample.ib_ports),
-        steady=steady_key(sample),
     )
 
 

@@ -2,8 +2,6 @@
 
 Writes made by this process are applied here right after they commit; writes made by other replicas arrive
 through :mod:`mfumon.api.state.refresh`. Readers take a consistent snapshot under the lock and work outside it.
-A node push is held as it came (:mod:`mfumon.api.state.arrivals`) and digested into the node's view by the first
-read that could see it: every read here digests first, so no reader ever sees a node behind its pushes.
 """
 
 from __future__ import annotations
@@ -13,15 +11,12 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from mfumon.api.state.arrivals import Arrival, digest, steady_key, waits
 from mfumon.api.state.counters import DurableCounters
-from mfumon.api.state.devices import DeviceResolver
 from mfumon.api.state.health import advance
 from mfumon.api.state.pools import PoolMap, PoolsKey, pool_map, pools_key
 from mfumon.api.state.views import BaselineView, HistogramView, JobShare, JobView, NodeView, SourceView
-from mfumon.mfu import PeakTable
 
-_DIGEST_TRIES = 3  # a reader builds a view outside the lock this often before it builds one holding the lock
+_NEWER = object()  # apply_node's default: take the view if it is newer than the one held
 
 
 @dataclass(slots=True)
@@ -59,13 +54,9 @@ class ClusterState:
         pending_job_ttl_seconds: float,
         health_window_seconds: float = 900.0,
         scheduler_ttl_seconds: float = 300.0,
-        resolver: DeviceResolver | None = None,
     ) -> None:
         self._lock = threading.Lock()
-        self._digesting = threading.Lock()  # held by the one thread digesting every held push (_digest_all)
         self._nodes: dict[str, NodeView] = {}
-        self._arrivals: dict[str, Arrival] = {}  # node -> its newest push not yet digested into its view
-        self._resolver = resolver if resolver is not None else DeviceResolver(PeakTable())
         self._jobs: dict[str, JobView] = {}
         self._baselines: dict[str, BaselineView] = {}
         self._baseline_versions: dict[str, int] = {}  # signature -> version last applied (resets included)
@@ -85,98 +76,34 @@ class ClusterState:
         self._pool_health: dict[str, PoolHealthTotals] = {}
         self.counters = DurableCounters()
         self.forgotten = 0  # nodes and jobs pruned so far (see mfumon.api.core.memory.Trimmer)
-        # Called (outside the lock) with the name of every node pushed or changed by another replica: the renderer
-        # decides when to render it (mfumon.api.metrics.store.MetricsRenderer.node_changed).
-        self.on_node: Callable[[str], None] | None = None
+        # Called (outside the lock) with every view taken: the renderer renders it now, not at the next scrape.
+        self.on_node: Callable[[NodeView], None] | None = None
         self.on_job: Callable[[JobView], None] | None = None
 
     # --- updates -------------------------------------------------------------------------------------------
-    def take_push(self, name: str, arrival: Arrival) -> bool:
-        """Hold a node's push; False when its sample is older than the node's newest (then it only counts as
-        received and keeps the node alive). O(1) unless the push changes what the node's history reads
-        (:mod:`mfumon.api.state.arrivals`): then it is digested now, after the push it follows."""
-        if arrival.sample is not None and arrival.steady is None:
-            arrival.steady = steady_key(arrival.sample)  # outside the lock
-        with self._lock:
-            held = self._nodes.get(name)
-            pending = self._arrivals.get(name)
-            newest = pending.stamp if pending is not None else held.last_sample_timestamp if held else None
-            applied = newest is None or arrival.stamp >= newest
-            if not applied:  # stored arrivals are never changed in place: a reader may be digesting one
-                assert newest is not None
-                seen = Arrival(None, newest, arrival.received_at, arrival.last_seen_at)
-                if pending is not None:  # the pending push, seen once more
-                    seen = Arrival(pending.sample, newest, seen.received_at, seen.last_seen_at, 1, pending.steady)
-                    seen.absorb(pending)
-                self._arrivals[name] = seen
-            elif waits(arrival, held, pending):
-                if pending is not None:
-                    arrival.absorb(pending)
-                self._arrivals[name] = arrival
-            else:
-                if pending is not None and pending.sample is None:
-                    arrival.absorb(self._arrivals.pop(name))
-                elif pending is not None:
-                    self._digest_locked(name)
-                self._hold(self._nodes.get(name), digest(name, arrival, self._nodes.get(name), self._resolver))
-        if self.on_node is not None:
-            self.on_node(name)
-        return applied
+    def apply_node(self, view: NodeView, *, replaces: NodeView | object | None = _NEWER) -> bool:
+        """Hold ``view`` for its node; True when it was taken.
 
-    def apply_node(self, view: NodeView) -> bool:
-        """Hold ``view`` (another replica's, read from the database) if it is newer (``revision``) than the node's
-        own, so a replica that reads a row late never steps back; True when it was taken."""
-        self._digest(view.name)
+        By default a view is taken when it is newer (``revision``) than the one held, so a replica that reads a
+        row late never steps back. With ``replaces`` it is taken only if the view held is still that one: a push
+        builds its view from what it saw and builds again if another thread got in between (compare and swap).
+        """
         with self._lock:
             held = self._nodes.get(view.name)
-            if held is not None and view.revision <= held.revision:
+            if replaces is _NEWER:
+                if held is not None and view.revision <= held.revision:
+                    return False
+            elif held is not replaces:
                 return False
-            self._hold(held, view)
+            view = advance(held, view, self.health_window_seconds)  # health needs the view it replaces
+            self._count_pool_health(view)
+            self._index_jobs(held, remove=True)
+            self._gpu_count += len(view.gpus) - (len(held.gpus) if held is not None else 0)
+            self._nodes[view.name] = view
+            self._index_jobs(view, remove=False)
         if self.on_node is not None:
-            self.on_node(view.name)
+            self.on_node(view)
         return True
-
-    def _hold(self, held: NodeView | None, view: NodeView) -> None:
-        """Make ``view`` the node's, with its health advanced from ``held`` (under the lock)."""
-        view = advance(held, view, self.health_window_seconds)  # health needs the view it replaces
-        self._count_pool_health(view)
-        self._index_jobs(held, remove=True)
-        self._gpu_count += len(view.gpus) - (len(held.gpus) if held is not None else 0)
-        self._nodes[view.name] = view
-        self._index_jobs(view, remove=False)
-
-    def _digest_locked(self, name: str) -> None:
-        arrival = self._arrivals.pop(name, None)
-        if arrival is not None:
-            held = self._nodes.get(name)
-            self._hold(held, digest(name, arrival, held, self._resolver))
-
-    def _digest(self, name: str) -> None:
-        """Digest the node's held push, if any: the view is built outside the lock (pushes go on meanwhile) and
-        taken if nothing changed in between; a node that keeps pushing faster than that is digested under it."""
-        for _ in range(_DIGEST_TRIES):
-            with self._lock:
-                arrival = self._arrivals.get(name)
-                if arrival is None:
-                    return
-                held = self._nodes.get(name)
-            view = digest(name, arrival, held, self._resolver)
-            with self._lock:
-                if self._arrivals.get(name) is arrival and self._nodes.get(name) is held:
-                    del self._arrivals[name]
-                    self._hold(held, view)
-                    return
-        with self._lock:
-            self._digest_locked(name)
-
-    def _digest_all(self) -> None:
-        # One thread at a time: concurrent scrapes (shards) would otherwise race through the same nodes, building
-        # views only one of them keeps; the others wait, then find little left.
-        with self._digesting:
-            with self._lock:
-                names = list(self._arrivals)
-            for name in names:
-                self._digest(name)
 
     def _count_pool_health(self, view: NodeView) -> None:
         # By the exporter's --pool, as mfumon_node_info{pool} that the fault-rate rules divide by: one pool per node,
@@ -247,10 +174,6 @@ class ClusterState:
         """Forget what can no longer become visible, so memory tracks the live cluster, not its history."""
         with self._lock:
             for name in [n for n, v in self._nodes.items() if not self._node_visible(v, now)]:
-                arrival = self._arrivals.get(name)
-                if arrival is not None and now - arrival.last_seen_at <= self.node_ttl_seconds:
-                    continue  # pushed since its view was built: seen
-                self._arrivals.pop(name, None)
                 gone = self._nodes.pop(name)
                 self._gpu_count -= len(gone.gpus)
                 self._index_jobs(gone, remove=True)
@@ -280,7 +203,6 @@ class ClusterState:
         return False
 
     def snapshot(self, now: float) -> Snapshot:
-        self._digest_all()
         with self._lock:
             nodes = tuple(v for v in self._nodes.values() if self._node_visible(v, now))
             jobs = tuple(v for v in self._jobs.values() if self._job_visible(v, now))
@@ -341,16 +263,8 @@ class ClusterState:
             return len(self._nodes), self._gpu_count, self._open_jobs
 
     def node(self, name: str) -> NodeView | None:
-        self._digest(name)
         with self._lock:
             return self._nodes.get(name)
-
-    def node_gpus(self, name: str) -> int | None:
-        """GPUs of the node's view (its pushes held meanwhile have the same ones), None for a node not held; reads
-        nothing else, so it digests nothing: for the capacity check of every push."""
-        with self._lock:
-            held = self._nodes.get(name)
-        return None if held is None else len(held.gpus)
 
     def baseline(self, signature: str) -> BaselineView | None:
         """The signature's baseline; None when it has none (never captured, or reset)."""
@@ -359,11 +273,6 @@ class ClusterState:
 
     def job_shares(self, job_id: str, now: float) -> list[tuple[NodeView, JobShare]]:
         """The GPUs exporters attribute to ``job_id``, per visible node; O(nodes of the job), not O(cluster)."""
-        with self._lock:  # a held push says the same jobs as its node's view: the index is current
-            names = sorted(self._job_nodes.get(job_id, ()))
-        for name in names:
-            self._digest(name)
         with self._lock:
-            nodes = [self._nodes[name] for name in names if name in self._nodes]
-        mine = [node for node in nodes if job_id in node.shares]
-        return [(node, node.shares[job_id]) for node in mine if self._node_visible(node, now)]
+            nodes = [self._nodes[name] for name in sorted(self._job_nodes.get(job_id, ()))]
+        return [(node, node.shares[job_id]) for node in nodes if self._node_visible(node, now)]

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from mfumon.api.schemas.nodes import GpuSample, IbPortSample
-    from mfumon.api.state.arrivals import Steady
     from mfumon.api.state.devices import DeviceResolver
     from mfumon.api.state.health import NodeHealth
 
@@ -119,9 +118,6 @@ class NodeView:
     gpus_unknown_model: int = 0
     ib_ports: tuple[PortView, ...] | None = None  # InfiniBand/RoCE ports, as the exporter sent them
     health: NodeHealth | None = None  # set by mfumon.api.state.health.advance when the state applies the view
-    # What the push it was built from says that the node's history reads (mfumon.api.state.arrivals.Steady): a
-    # later push that says the same may wait, undigested, for the node's next read. None: never wait.
-    steady: Steady | None = None
 
     @property
     def revision(self) -> tuple[float, float]:
@@ -233,7 +229,6 @@ def build_node_view(
     updated_at: float,
     gpus: tuple[GpuView, ...],
     ib_ports: tuple[PortView, ...] | None = None,
-    steady: Steady | None = None,
 ) -> NodeView:
     """Build a node view: each GPU goes to its job's share, the unattributed busy share, idle or down; a GPU that
     several jobs share goes to each of them by its share, and its state is counted once (``shared``)."""
@@ -292,7 +287,6 @@ def build_node_view(
         gpus_down=down,
         gpus_unknown_model=unknown,
         ib_ports=ib_ports,
-        steady=steady,
     )
 
 
