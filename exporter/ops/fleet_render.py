@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from html import escape
 
 from mfumon.exporter.ops.fleet import FleetReport
-from mfumon.exporter.ops.html import _CSS
-from mfumon.exporter.ops.html import _table as _html_table
-from mfumon.exporter.ops.markdown import _table as _md_table
+from mfumon.exporter.ops.html import CSS
+from mfumon.exporter.ops.html import table as html_table
 from mfumon.exporter.ops.markdown import render_markdown
+from mfumon.exporter.ops.markdown import table as md_table
 from mfumon.exporter.ops.report import Group
 from mfumon.exporter.ops.text import BLANK, hours, money, name, pct, when
 
@@ -79,12 +79,12 @@ def render_fleet_markdown(fleet: FleetReport) -> str:
     if fleet.unanswered:
         out.append("")
     header, rows = _summary_rows(fleet)
-    out += ["## Clusters and fleet", "", *_md_table(header, _bold_last(rows, "**", "**"), "lrrrlr"), ""]
+    out += ["## Clusters and fleet", "", *md_table(header, _bold_last(rows, "**", "**"), "lrrrlr"), ""]
     header, rows = _waste_rows(fleet)
-    out += ["## GPU-hours by cause", "", *_md_table(header, _bold_last(rows, "**", "**"), "l" + "r" * len(header)), ""]
+    out += ["## GPU-hours by cause", "", *md_table(header, _bold_last(rows, "**", "**"), "l" + "r" * len(header)), ""]
     header, rows = _waster_rows(fleet)
     out += ["## Top wasters across the fleet", ""]
-    out += [*_md_table(header, rows, "llllrrrrr"), ""] if rows else ["No job wasted GPU-hours.", ""]
+    out += [*md_table(header, rows, "llllrrrrr"), ""] if rows else ["No job wasted GPU-hours.", ""]
     for cluster, report in fleet.clusters:
         body = render_markdown(report).splitlines()
         out += [f"## Cluster {cluster}", ""]
@@ -99,7 +99,7 @@ def render_fleet_html(fleet: FleetReport) -> str:
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>",
+        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
         f'<p class="muted">{escape(_answered_line(fleet))}</p>',
     ]
@@ -113,10 +113,10 @@ def render_fleet_html(fleet: FleetReport) -> str:
         ("GPU-hours by cause", _waste_rows(fleet), "-" + "n" * 20),
     ):
         cells = [[escape(c) for c in r] for r in rows]
-        out += [f"<h2>{heading}</h2>", _html_table(header, _bold_last(cells, "<b>", "</b>"), numeric)]
+        out += [f"<h2>{heading}</h2>", html_table(header, _bold_last(cells, "<b>", "</b>"), numeric)]
     header, rows = _waster_rows(fleet)
     out.append("<h2>Top wasters across the fleet</h2>")
     cells = [[escape(c) for c in r] for r in rows]
-    out.append(_html_table(header, cells, "----nnnnn") if rows else "<p>No job wasted GPU-hours.</p>")
+    out.append(html_table(header, cells, "----nnnnn") if rows else "<p>No job wasted GPU-hours.</p>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"

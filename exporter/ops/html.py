@@ -11,7 +11,7 @@ from mfumon.exporter.ops.report import COMPUTE, Group, JobLine, Report
 from mfumon.exporter.ops.svg import stacked_bars
 from mfumon.exporter.ops.text import BLANK, hours, money, name, pct, wasters_title, when
 
-_CSS = """
+CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:#1d2327;margin:2em auto;max-width:980px}
 h1{font-size:22px}h2{font-size:18px;margin-top:1.8em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:.6em 0}td,th{padding:3px 9px;border-bottom:1px solid #eee;text-align:left}
@@ -22,7 +22,7 @@ svg .legend,svg .value{fill:#444}code{font-size:13px}.muted{color:#666}
 """
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: str = "") -> str:
+def table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: str = "") -> str:
     """Cells are already escaped; ``numeric`` marks right-aligned columns with ``n``."""
 
     def cls(i: int) -> str:
@@ -46,14 +46,14 @@ def _groups(report: Report, groups: Sequence[Group], kind: str) -> str:
         + ([money(g.cost, report.currency)] if cost else [])
         for g in groups
     ]
-    table = _table([kind, "GPU-hours", "MFU", "goodput", "biggest waste"] + (["cost"] if cost else []), rows, "-nnn-n")
+    grid = table([kind, "GPU-hours", "MFU", "goodput", "biggest waste"] + (["cost"] if cost else []), rows, "-nnn-n")
     chart = stacked_bars(
         f"chart-{kind}s",
         f"Where each {kind}'s GPU-hours went (share of its GPU-hours)",
         [(name(g.name), g.waterfall) for g in groups],
         normalize=True,
     )
-    return table + chart
+    return grid + chart
 
 
 def _job(j: JobLine) -> str:
@@ -76,7 +76,7 @@ def render_html(report: Report) -> str:
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>",
+        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
         f'<p class="muted">Aggregator {escape(report.url)}, generated {when(report.generated_at)}; '
         f"{report.jobs_in_window} jobs ran in the window.</p>",
@@ -89,7 +89,7 @@ def render_html(report: Report) -> str:
         stacked_bars(
             "chart-cluster", "Cluster waterfall (GPU-hours)", [("cluster", c.waterfall)], normalize=False, unit=" h"
         ),
-        _table(
+        table(
             ["category", "GPU-hours", "share"],
             [[escape(cat), hours(h), pct(h / c.gpu_hours if c.gpu_hours else None)] for cat, h in c.waterfall],
             "-nn",
@@ -117,7 +117,7 @@ def render_html(report: Report) -> str:
             for j in report.top_wasters
         ]
         header = ["job", "team", "pool", "GPU-hours", "wasted", "biggest waste", "goodput", "MFU"]
-        out.append(_table(header + (["cost of waste"] if cost else []), rows, "---nn-nnn"))
+        out.append(table(header + (["cost of waste"] if cost else []), rows, "---nn-nnn"))
         out.append(
             stacked_bars(
                 "chart-wasters",
@@ -135,7 +135,7 @@ def render_html(report: Report) -> str:
             [_job(j), escape(name(j.team, "")), pct(j.mfu), pct(j.baseline_mfu), pct(j.vs_baseline), escape(j.status)]
             for j in report.below_baseline
         ]
-        out.append(_table(["job", "team", "MFU", "baseline", "of baseline", "status"], rows, "--nnn-"))
+        out.append(table(["job", "team", "MFU", "baseline", "of baseline", "status"], rows, "--nnn-"))
     else:
         out.append("<p>None.</p>")
     ends = "; ".join(
@@ -157,7 +157,7 @@ def render_html(report: Report) -> str:
             for j in report.failed_jobs
         ]
         out.append(
-            _table(["job", "team", "failures", "restarts", "outcome", "exit code", "lost GPU-hours"], rows, "--nn-nn")
+            table(["job", "team", "failures", "restarts", "outcome", "exit code", "lost GPU-hours"], rows, "--nn-nn")
         )
     if report.remediation is not None:
         out += _remediation(report.remediation)
@@ -170,8 +170,8 @@ def _remediation(section: Remediation) -> list[str]:
     if section.empty:
         return out
     rows = [[escape(a), escape(o), str(n)] for a, o, n in section.actions]
-    out.append(_table(["action", "outcome", "decisions"], rows, "--n"))
+    out.append(table(["action", "outcome", "decisions"], rows, "--n"))
     if section.withheld:
         rows = [[escape(rail), str(n), str(rounds)] for rail, n, rounds in section.withheld]
-        out += ["<p>Withheld by a safety rail:</p>", _table(["rail", "decisions", "rounds"], rows, "-nn")]
+        out += ["<p>Withheld by a safety rail:</p>", table(["rail", "decisions", "rounds"], rows, "-nn")]
     return out

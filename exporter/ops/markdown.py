@@ -9,7 +9,7 @@ from mfumon.exporter.ops.report import COMPUTE, Group, JobLine, Report
 from mfumon.exporter.ops.text import BLANK, hours, money, name, pct, wasters_title, when
 
 
-def _table(header: Sequence[str], rows: Iterable[Sequence[str]], align: str = "") -> list[str]:
+def table(header: Sequence[str], rows: Iterable[Sequence[str]], align: str = "") -> list[str]:
     """A pipe table; ``align`` gives each column's alignment (``l``/``r``), left by default."""
     marks = ["---:" if align[i : i + 1] == "r" else "---" for i in range(len(header))]
     out = ["| " + " | ".join(header) + " |", "| " + " | ".join(marks) + " |"]
@@ -31,14 +31,14 @@ def _groups(report: Report, groups: Sequence[Group], title: str) -> list[str]:
         + ([money(g.cost, report.currency)] if cost else [])
         for g in groups
     ]
-    return [*_table(header, rows, "lrrrl" + "r"), ""]
+    return [*table(header, rows, "lrrrl" + "r"), ""]
 
 
 def _waterfalls(groups: Sequence[Group], first: str) -> list[str]:
     """Each group's waterfall as shares of its GPU-hours, one column per category."""
     categories = list(dict.fromkeys(c for g in groups for c, _ in g.waterfall))
     rows = [[name(g.name, "cluster"), *(pct(g.share(c)) for c in categories)] for g in groups]
-    return [*_table([first, *categories], rows, "l" + "r" * len(categories)), ""]
+    return [*table([first, *categories], rows, "l" + "r" * len(categories)), ""]
 
 
 def _jobs(report: Report, jobs: Sequence[JobLine]) -> list[str]:
@@ -59,7 +59,7 @@ def _jobs(report: Report, jobs: Sequence[JobLine]) -> list[str]:
         + ([money(j.wasted_cost, report.currency)] if cost else [])
         for j in jobs
     ]
-    return _table(header, rows, "lllrrlrrr")
+    return table(header, rows, "lllrrlrrr")
 
 
 def render_markdown(report: Report) -> str:
@@ -82,7 +82,7 @@ def render_markdown(report: Report) -> str:
             out.append(f"- No price for {', '.join(report.unpriced)}: their costs are left out ({BLANK}).")
     out += ["", "### Where the GPU-hours went", ""]
     share = [(cat, h) for cat, h in c.waterfall]
-    out += _table(
+    out += table(
         ["category", "GPU-hours", "share"],
         [[cat, hours(h), pct(h / c.gpu_hours if c.gpu_hours else None)] for cat, h in share],
         "lrr",
@@ -101,7 +101,7 @@ def render_markdown(report: Report) -> str:
             [f"`{j.job_id}`", name(j.team, ""), pct(j.mfu), pct(j.baseline_mfu), pct(j.vs_baseline), j.status]
             for j in report.below_baseline
         ]
-        out += _table(["job", "team", "MFU", "baseline", "of baseline", "status"], rows, "llrrrl")
+        out += table(["job", "team", "MFU", "baseline", "of baseline", "status"], rows, "llrrrl")
     else:
         out.append("None.")
     out += ["", "## Failures", "", f"Jobs ended in failure: **{report.failures}** ({_ends(report)})."]
@@ -119,7 +119,7 @@ def render_markdown(report: Report) -> str:
             ]
             for j in report.failed_jobs
         ]
-        out += _table(["job", "team", "failures", "restarts", "outcome", "exit code", "lost"], rows, "llrrlrr")
+        out += table(["job", "team", "failures", "restarts", "outcome", "exit code", "lost"], rows, "llrrlrr")
     if report.remediation is not None:
         out += ["", *_remediation(report.remediation)]
     return "\n".join(out) + "\n"
@@ -129,10 +129,10 @@ def _remediation(section: Remediation) -> list[str]:
     out = ["## Remediation", "", summary_line(section)]
     if section.empty:
         return out
-    out += ["", *_table(["action", "outcome", "decisions"], [[a, o, str(n)] for a, o, n in section.actions], "llr")]
+    out += ["", *table(["action", "outcome", "decisions"], [[a, o, str(n)] for a, o, n in section.actions], "llr")]
     if section.withheld:
         rows = [[rail, str(n), str(rounds)] for rail, n, rounds in section.withheld]
-        out += ["", "Withheld by a safety rail:", "", *_table(["rail", "decisions", "rounds"], rows, "lrr")]
+        out += ["", "Withheld by a safety rail:", "", *table(["rail", "decisions", "rounds"], rows, "lrr")]
     return out
 
 
