@@ -328,13 +328,15 @@ def storm(connections: int, rounds: int, hold_seconds: float) -> None:
             stop_process(server.process)
 
 
-def _scrape_loop(port: int, stop: Any, counts: Any, query: str = "") -> None:
-    """Scrape ``/metrics`` (gzipped, as Prometheus asks) back to back on one kept-alive connection, reading each
-    answer whole without decoding it, so the scraper itself costs little CPU beside the server it measures."""
+def _scrape_loop(port: int, stop: Any, counts: Any, query: str = "", every: float = 0.0) -> None:
+    """Scrape ``/metrics`` (gzipped, as Prometheus asks) back to back on one kept-alive connection (or one scrape
+    starting ``every`` seconds), reading each answer whole without decoding it, so the scraper itself costs little
+    CPU beside the server it measures."""
     request = f"GET /metrics{query} HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\n\r\n".encode()
     with socket.create_connection(("127.0.0.1", port), timeout=120) as sock:
         buffer = b""
         while not stop.is_set():
+            started = time.monotonic()
             sock.sendall(request)
             while b"\r\n\r\n" not in buffer:
                 buffer += sock.recv(1 << 20)
@@ -347,13 +349,23 @@ def _scrape_loop(port: int, stop: Any, counts: Any, query: str = "") -> None:
             buffer = buffer[length:]
             with counts.get_lock():
                 counts.value += 1
+            stop.wait(max(0.0, every - (time.monotonic() - started)))
 
 
-def scrapes(seconds: float, rate: float, nodes: int, shards: list[int], rounds: int) -> None:
-    """Pushes undisturbed, then beside 8 back-to-back scrapers (of the whole exposition, or with ``shards`` N > 1,
-    scraper i of shard i mod N), alternating ``rounds`` times; p99 of pushes taken, scraped over undisturbed, and
-    of refusals (Retry-After), which must be fast, never seconds of waiting (issue 33 #3)."""
-    for max_age in ("1", "0"):
+def scrapes(
+    seconds: float,
+    rate: float,
+    nodes: int,
+    shards: list[int],
+    rounds: int,
+    scrapers: int,
+    max_ages: list[str],
+    every: float = 0.0,
+) -> None:
+    """Pushes undisturbed, then beside ``scrapers`` back-to-back scrapers (of the whole exposition, or with
+    ``shards`` N > 1, scraper i of shard i mod N), alternating ``rounds`` times; p99 of pushes taken, scraped over
+    undisturbed, and of refusals (Retry-After), which must be fast, never seconds of waiting (issue 33 #3)."""
+    for max_age in max_ages:
         with tempfile.TemporaryDirectory() as tmp:
             server = _start(Path(tmp), METRICS_MAX_AGE_SECONDS=max_age, MAX_INGEST_QUEUE_SECONDS=0.05)
             try:
@@ -365,22 +377,23 @@ def scrapes(seconds: float, rate: float, nodes: int, shards: list[int], rounds: 
                         alone = run_load(server.url, targets, seconds=seconds, rate=rate, connections=8)
                         ctx = multiprocessing.get_context("fork")
                         stop, counts = ctx.Event(), ctx.Value("i", 0)
-                        queries = [f"?shard={i % count}&shards={count}" if count > 1 else "" for i in range(8)]
-                        scrapers = [
-                            ctx.Process(target=_scrape_loop, args=(server.port, stop, counts, q)) for q in queries
+                        queries = [f"?shard={i % count}&shards={count}" if count > 1 else "" for i in range(scrapers)]
+                        loops = [
+                            ctx.Process(target=_scrape_loop, args=(server.port, stop, counts, q, every))
+                            for q in queries
                         ]
-                        for p in scrapers:
+                        for p in loops:
                             p.start()
                         time.sleep(1.0)
                         scraped = run_load(server.url, targets, seconds=seconds, rate=rate, connections=8)
                         stop.set()
-                        for p in scrapers:
+                        for p in loops:
                             p.join()
                         what = "whole /metrics" if count == 1 else f"{count} shards"
                         ratio = scraped.percentile(0.99) / max(1e-9, alone.percentile(0.99))
                         refusals = f"{scraped.percentile(0.99, refused=True):.1f} ms" if scraped.refused else "-"
                         print(_line("  no scrapes", alone))
-                        print(_line(f"  8 scrapers, {what} ({counts.value})", scraped))
+                        print(_line(f"  {scrapers} scrapers, {what} ({counts.value})", scraped))
                         print(f"  p99 scraped / undisturbed {ratio:.2f}; p99 of refusals {refusals}", flush=True)
             finally:
                 stop_process(server.process)
@@ -413,6 +426,9 @@ def main() -> None:
     p.add_argument("--nodes", type=int, default=1250)
     p.add_argument("--shards", type=int, nargs="+", default=[1, 4], help="1: the whole exposition")
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--scrapers", type=int, default=8)
+    p.add_argument("--max-ages", nargs="+", default=["1", "0"], help="MFUMON_METRICS_MAX_AGE_SECONDS values")
+    p.add_argument("--every", type=float, default=0.0, help="from a scrape's start to the next (0: back to back)")
     args = parser.parse_args()
     if args.what == "slow":
         slow(args.clients, args.header_timeout)
@@ -425,7 +441,7 @@ def main() -> None:
     elif args.what == "storm":
         storm(args.connections, args.rounds, args.hold)
     else:
-        scrapes(args.seconds, args.rate, args.nodes, args.shards, args.rounds)
+        scrapes(args.seconds, args.rate, args.nodes, args.shards, args.rounds, args.scrapers, args.max_ages, args.every)
 
 
 if __name__ == "__main__":

@@ -27,19 +27,30 @@ class ScrapeCache:
         self._clock = clock
         self._render_lock = threading.Lock()  # one render at a time: the GIL is shared with the event loop
         self._bodies: OrderedDict[Hashable, tuple[float, bytes]] = OrderedDict()
+        self._count_lock = threading.Lock()  # held for a count: the event loop takes it too (held)
         self.rendered = 0
         self.reused = 0
+
+    def held(self, key: Hashable) -> bytes | None:
+        """The body held for ``key`` if rendered within ``max_age_s`` (counted as reused), else None; never waits
+        for a render, so the event loop can ask without a worker thread."""
+        held = self._bodies.get(key)  # one dict read: atomic beside a render storing another body
+        if held is None or self._clock() - held[0] > self.max_age_seconds:
+            return None
+        with self._count_lock:
+            self.reused += 1
+        return held[1]
 
     def body(self, key: Hashable, render: Callable[[], bytes]) -> bytes:
         """The body for ``key``: the one held if rendered within ``max_age_s``, else ``render()``'s."""
         with self._render_lock:
-            held = self._bodies.get(key)
-            if held is not None and self._clock() - held[0] <= self.max_age_seconds:
-                self.reused += 1
-                return held[1]
+            body = self.held(key)  # rendered by the scrape this one waited for
+            if body is not None:
+                return body
             started = self._clock()  # the body shows the state as of now, however long it takes to render
             body = render()
-            self.rendered += 1
+            with self._count_lock:
+                self.rendered += 1
             if self.max_age_seconds > 0:
                 self._bodies[key] = (started, body)
                 self._bodies.move_to_end(key)

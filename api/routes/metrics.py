@@ -6,6 +6,7 @@ import gzip
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
 
 from mfumon.api.deps import ContextDep, invalid_query
 from mfumon.api.metrics._text import CONTENT_TYPE
@@ -27,7 +28,7 @@ _SHARDS_RULE = "give both `shard` and `shards`, or neither, with `shard` < `shar
     response_class=Response,
     responses=invalid_when("only one of `shard` and `shards` is given, or `shard` is not below `shards`."),
 )
-def read_metrics(
+async def read_metrics(
     request: Request,
     ctx: ContextDep,
     shard: Annotated[
@@ -57,8 +58,13 @@ def read_metrics(
         body = ctx.renderer.render(snapshot, summarize(snapshot), split)
         return gzip.compress(body, compresslevel=_GZIP_LEVEL, mtime=0) if gzipped else body
 
-    body = ctx.scrapes.body(
-        (split, gzipped), render
-    )  # back-to-back scrapes share a render (mfumon.api.metrics.scrapes)
+    # Back-to-back scrapes share a render (mfumon.api.metrics.scrapes), answered here without a worker thread. A
+    # render first renders the nodes stale since their last render on the loop, taking turns with requests, then
+    # sums, joins and compresses on a worker thread.
+    key = (split, gzipped)
+    body = ctx.scrapes.held(key)
+    if body is None:
+        await ctx.renderer.catch_up(ctx.state.node, split)
+        body = await run_in_threadpool(ctx.scrapes.body, key, render)
     headers = {"Content-Encoding": "gzip"} if gzipped else None
     return Response(content=body, media_type=CONTENT_TYPE, headers=headers)
