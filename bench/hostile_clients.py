@@ -361,6 +361,8 @@ def scrapes(
     scrapers: int,
     max_ages: list[str],
     every: float = 0.0,
+    connections: int = 8,
+    settle: float = 0.0,
 ) -> None:
     """Pushes undisturbed, then beside ``scrapers`` back-to-back scrapers (of the whole exposition, or with
     ``shards`` N > 1, scraper i of shard i mod N), alternating ``rounds`` times; p99 of pushes taken, scraped over
@@ -370,11 +372,12 @@ def scrapes(
             server = _start(Path(tmp), METRICS_MAX_AGE_SECONDS=max_age, MAX_INGEST_QUEUE_SECONDS=0.05)
             try:
                 targets = _push_targets(nodes, 8)
-                run_load(server.url, targets, seconds=max(5.0, nodes / rate), rate=rate, connections=8)  # fill
+                run_load(server.url, targets, seconds=max(5.0, nodes / rate), rate=rate, connections=connections)
+                time.sleep(settle)  # the fill's renders, flushes and collections done before the first window
                 print(f"{nodes * 8} GPUs, pushes at {rate:g}/s, MFUMON_METRICS_MAX_AGE_SECONDS={max_age}", flush=True)
                 for count in shards:
                     for _ in range(rounds):
-                        alone = run_load(server.url, targets, seconds=seconds, rate=rate, connections=8)
+                        alone = run_load(server.url, targets, seconds=seconds, rate=rate, connections=connections)
                         ctx = multiprocessing.get_context("fork")
                         stop, counts = ctx.Event(), ctx.Value("i", 0)
                         queries = [f"?shard={i % count}&shards={count}" if count > 1 else "" for i in range(scrapers)]
@@ -385,10 +388,11 @@ def scrapes(
                         for p in loops:
                             p.start()
                         time.sleep(1.0)
-                        scraped = run_load(server.url, targets, seconds=seconds, rate=rate, connections=8)
+                        scraped = run_load(server.url, targets, seconds=seconds, rate=rate, connections=connections)
                         stop.set()
                         for p in loops:
                             p.join()
+                        time.sleep(settle)  # a scrape still rendering is done before the next window
                         what = "whole /metrics" if count == 1 else f"{count} shards"
                         ratio = scraped.percentile(0.99) / max(1e-9, alone.percentile(0.99))
                         refusals = f"{scraped.percentile(0.99, refused=True):.1f} ms" if scraped.refused else "-"
@@ -428,6 +432,8 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--scrapers", type=int, default=8)
     p.add_argument("--max-ages", nargs="+", default=["1", "0"], help="MFUMON_METRICS_MAX_AGE_SECONDS values")
+    p.add_argument("--connections", type=int, default=8, help="the pushes' keep-alive connections")
+    p.add_argument("--settle", type=float, default=0.0, help="seconds idle between the fill and the first window")
     p.add_argument("--every", type=float, default=0.0, help="from a scrape's start to the next (0: back to back)")
     args = parser.parse_args()
     if args.what == "slow":
@@ -441,7 +447,18 @@ def main() -> None:
     elif args.what == "storm":
         storm(args.connections, args.rounds, args.hold)
     else:
-        scrapes(args.seconds, args.rate, args.nodes, args.shards, args.rounds, args.scrapers, args.max_ages, args.every)
+        scrapes(
+            args.seconds,
+            args.rate,
+            args.nodes,
+            args.shards,
+            args.rounds,
+            args.scrapers,
+            args.max_ages,
+            args.every,
+            args.connections,
+            args.settle,
+        )
 
 
 if __name__ == "__main__":
