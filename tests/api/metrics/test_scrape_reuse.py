@@ -4,12 +4,16 @@ running and delayed pushes by seconds; now renders are serialised and a body you
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import threading
 import time
 from collections.abc import Callable
 
+import pytest
 from fastapi.testclient import TestClient
 
+from mfumon.api.metrics import scrapes
 from mfumon.api.metrics.scrapes import MAX_BODIES, ScrapeCache
 from tests.utils.factories import metric_value, node_sample
 
@@ -86,3 +90,49 @@ def test_the_api_answers_a_scrape_with_the_body_just_rendered(make_client: Calla
     assert 'node="n2"' in sharded  # another key renders afresh
     assert metric_value(sharded, "mfumon_metrics_scrapes_total", outcome="reused") == 1
     assert metric_value(sharded, "mfumon_metrics_scrapes_total", outcome="rendered") == 1  # counted before this one
+
+
+def test_bodies_held_are_sent_one_at_a_time_and_spaced_to_a_tenth_of_the_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 33 #3: scrapers asking back to back take turns, and sending them bodies held takes at most a tenth of
+    the time (HELD_ANSWERS_SHARE): a turn that took t keeps the next one from starting for 9t. A scrape that comes
+    later than that (Prometheus, once per interval) does not wait."""
+    assert scrapes.HELD_ANSWERS_SHARE == 0.1
+    clock = _Clock()
+    waits: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(seconds: float) -> None:
+        waits.append(round(seconds, 9))
+        clock.now += seconds
+        await real_sleep(0)
+
+    monkeypatch.setattr(scrapes.time, "perf_counter", clock)
+    monkeypatch.setattr(scrapes.asyncio, "sleep", sleep)
+    pacer = scrapes.AnswerPacer()
+    inside: list[int] = []
+    overlaps = 0
+    turns: list[tuple[float, float]] = []
+
+    async def answer(n: int) -> None:
+        nonlocal overlaps
+        async with pacer.turn():
+            overlaps += len(inside)
+            inside.append(n)
+            started = clock.now
+            clock.now += 0.002  # sending the body
+            await real_sleep(0)  # others get the loop meanwhile (the transport draining)
+            inside.remove(n)
+            turns.append((started, clock.now))
+
+    async def run() -> None:
+        await asyncio.gather(*(answer(n) for n in range(8)))
+        clock.now += 1.0  # a scrape a second later: no turn before it
+        await answer(8)
+
+    asyncio.run(run())
+    assert overlaps == 0
+    assert waits == [0.018] * 7  # each of the 7 after the first waited 9x the 2 ms turn before it; the last, none
+    gaps = [later[0] - earlier[1] for earlier, later in itertools.pairwise(turns)]
+    assert gaps[:7] == pytest.approx([0.018] * 7) and gaps[7] == pytest.approx(1.0)
