@@ -12,27 +12,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.aggregator_scale import node_sample
+from bench.render_node import best_us
 from mfumon.api.metrics.node import render_node
 from mfumon.api.schemas.nodes import GpuSample, NodeSampleCreate
 from mfumon.api.state.devices import DeviceResolver
-from mfumon.api.state.views import build_node_view, gpu_views
+from mfumon.api.state.views import NodeView, build_node_view, gpu_views
 from mfumon.mfu._mfu import default_peak_table
-
-
-def best_us(work: Callable[[], object], count: int, repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        work()
-        best = min(best, time.perf_counter() - started)
-    return best / count * 1e6
 
 
 def shared(body: dict[str, object]) -> dict[str, object]:
@@ -50,21 +40,9 @@ def measure(bodies: list[bytes], repeats: int) -> dict[str, float]:
     resolver = DeviceResolver(default_peak_table())
     n = len(bodies)
     samples = [NodeSampleCreate.model_validate_json(b) for b in bodies]
-    views = [
-        build_node_view(
-            name=f"n{i}",
-            pool=s.pool,
-            last_seen_at=s.timestamp,
-            last_sample_timestamp=s.timestamp,
-            samples_received=1,
-            updated_at=s.timestamp,
-            gpus=gpu_views(f"n{i}", s.timestamp, s.gpus, resolver),
-        )
-        for i, s in enumerate(samples)
-    ]
 
-    def build() -> None:
-        for i, s in enumerate(samples):
+    def build() -> list[NodeView]:
+        return [
             build_node_view(
                 name=f"n{i}",
                 pool=s.pool,
@@ -74,7 +52,10 @@ def measure(bodies: list[bytes], repeats: int) -> dict[str, float]:
                 updated_at=s.timestamp,
                 gpus=gpu_views(f"n{i}", s.timestamp, s.gpus, resolver),
             )
+            for i, s in enumerate(samples)
+        ]
 
+    views = build()
     return {
         "validate_us": round(best_us(lambda: [NodeSampleCreate.model_validate_json(b) for b in bodies], n, repeats), 2),
         "views_us": round(best_us(build, n, repeats), 2),

@@ -394,6 +394,12 @@ class JobReporter:
         """The aggregator's answer to the last report delivered (``mfu``, ``flops_per_token``, ...)."""
         return None if self._delivery is None else self._delivery.last_response
 
+    @property
+    def profiler(self) -> ProfileAgent | None:
+        """This rank's profile agent, or None (``profile=False``, or no http(s) URL): shows whether and as which
+        rank this process takes part in profiles, a rank that does not report included."""
+        return self._profiler
+
     def stats(self) -> DeliveryStats:
         """Requests sent, pending, dropped (queue full) and rejected (4xx) so far."""
         if self._delivery is None:

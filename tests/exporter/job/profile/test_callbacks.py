@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from types import SimpleNamespace
 
 import pytest
 
-from mfumon.exporter.job.profile import ProfileRequest
+from mfumon.exporter.job.profile import ProfileAgent, ProfileRequest
 
 
 def _hf_step(callback: object, rank: int) -> None:
@@ -16,7 +17,16 @@ def _hf_step(callback: object, rank: int) -> None:
     callback.on_step_end(args, state, None)  # type: ignore[attr-defined]
 
 
-def test_hugging_face_callback_profiles_other_ranks() -> None:
+@pytest.fixture
+def job_store() -> Iterator[None]:
+    """A one-process gloo group: its store carries a request from rank 0's agent to the other ranks' agents."""
+    dist = pytest.importorskip("torch.distributed")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def test_hugging_face_callback_profiles_other_ranks(job_store: None) -> None:
     pytest.importorskip("transformers")
     from mfumon.exporter.job.integrations.hf import MfumonTrainerCallback
 
@@ -24,9 +34,11 @@ def test_hugging_face_callback_profiles_other_ranks() -> None:
     _hf_step(callback, rank=2)
     reporter = callback.reporter
     assert reporter is not None and not reporter.active and reporter.rank == 2
-    agent = reporter._profiler
+    agent = reporter.profiler
     assert agent is not None and (agent.rank, agent.world_size) == (2, 4)
-    agent._accept(ProfileRequest(id=1, steps=1, ranks=(2,)))  # as if read from the process-group store
+    zero = ProfileAgent(job_id="hf-peer", rank=0, world_size=4, send=lambda body: None)
+    zero.offer(ProfileRequest(id=1, steps=1, ranks=(2,)))  # rank 0 passes it on through the process-group store
+    agent.poll()
     assert agent.busy
     _hf_step(callback, rank=2)  # the step that starts the profiler
     reporter.close()
@@ -41,6 +53,6 @@ def test_lightning_callback_profiles_other_ranks() -> None:
     callback.on_train_batch_start(trainer, None, None, 0)
     callback.on_train_batch_end(trainer, None, None, None, 0)
     reporter = callback.reporter
-    assert reporter is not None and not reporter.active and reporter._profiler is not None
-    assert reporter._profiler.rank == 3
+    assert reporter is not None and not reporter.active and reporter.profiler is not None
+    assert reporter.profiler.rank == 3
     reporter.close()
