@@ -20,6 +20,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -59,14 +60,15 @@ def views(
     out = []
     for n in range(nodes):
         body = node_sample(n, 1e9 + 10 * variant, variant)
+        gpus = cast("list[dict[str, Any]]", body["gpus"])
         if every_counter:
-            for i, gpu in enumerate(body["gpus"]):  # type: ignore[attr-defined]
+            for i, gpu in enumerate(gpus):
                 traffic = 1e11 + 1e9 * variant + i
                 gpu.update(ALL_COUNTERS, nvlink_tx_bytes_per_second=traffic, nvlink_rx_bytes_per_second=traffic / 2)
                 gpu.update(pcie_tx_bytes_per_second=traffic / 10, pcie_rx_bytes_per_second=traffic / 20)
                 gpu.update(energy_joules_total=1.2e9 + 5000 * variant + i)
         if change_all:  # the values the bench's push keeps from one push to the next, changed too
-            for i, gpu in enumerate(body["gpus"]):  # type: ignore[attr-defined]
+            for i, gpu in enumerate(gpus):
                 gpu.update(memory_total_bytes=8e10 + variant, max_sm_clock_hz=2e9 + variant, xid_errors_total=variant)
                 gpu.update(compute_processes=1 + variant % 2, sm_clock_hz=1.5e9 + variant + i)
         sample = NodeSampleCreate.model_validate_json(json.dumps(body))
