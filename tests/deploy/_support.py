@@ -1,4 +1,5 @@
-"""What the deployment tests share: repository paths, the rule files, dashboard queries, and PromQL name parsing."""
+"""What the deployment tests share: repository paths, the rule files, dashboard queries, PromQL name parsing, a copy
+of deploy/prometheus with one rule broken, and for the live tests a simulated cluster and a real Prometheus."""
 
 from __future__ import annotations
 
@@ -6,15 +7,23 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterator, Mapping
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import httpx
 import pytest
 import yaml
 
 from mfumon.api.metrics import families
+from mfumon.exporter.demo.cli import run_simulation
+from mfumon.exporter.demo.simcluster import ClusterSpec
+from tests.conftest import stop_process, wait_for_listening
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -53,6 +62,12 @@ _LABEL_LIST = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s
 _NUMBER = re.compile(r"(?<![\w:])\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _IDENTIFIER = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
 _LABEL_VALUES = re.compile(r"^label_values\(\s*(?:([A-Za-z_:][A-Za-z0-9_:]*)\s*(\{[^}]*\})?\s*,)?\s*(\w+)\s*\)$")
+
+WAIT_S = 90.0
+# Prometheus logs the address it bound, so "127.0.0.1:0" needs no port picked in advance.
+_PROMETHEUS_LISTENING = re.compile(r'msg="Listening on"[^\n]*? address=(127\.0\.0\.1:\d+)')
+
+T = TypeVar("T")
 
 
 def require_tool(name: str) -> str:
@@ -152,6 +167,17 @@ def iter_queries(dashboard: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
             yield panel["title"], target["expr"]
 
 
+def dashboard_queries(values: Mapping[str, str]) -> list[tuple[str, str, str]]:
+    """(dashboard file, panel title, query) of every panel query of every dashboard, its variables filled from
+    `values`; on the inference dashboard `job` is `.*` (every serving job of the demo)."""
+    per_dashboard = {"mfumon-inference.json": {**values, "job": ".*"}}
+    return [
+        (name, title, fill_variables(expr, per_dashboard.get(name, values)))
+        for name, dashboard in load_dashboards().items()
+        for title, expr in iter_queries(dashboard)
+    ]
+
+
 def variables(dashboard: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return {v["name"]: v for v in dashboard["templating"]["list"]}
 
@@ -175,3 +201,97 @@ def fill_variables(expr: str, values: Mapping[str, str], rate_interval: str = "1
     if "$" in expr:
         raise ValueError(f"unfilled variable in {expr!r}")
     return expr
+
+
+def prometheus_copy(tmp_path: Path) -> Path:
+    """A copy of deploy/prometheus (config, rules, unit tests) under `tmp_path`, free to change."""
+    copy = tmp_path / "prometheus"
+    shutil.copytree(PROMETHEUS_DIR, copy)
+    return copy
+
+
+def prometheus_copy_with_broken_rule(tmp_path: Path, rules_file: str, old: str, new: str, count: int = -1) -> Path:
+    """:func:`prometheus_copy` with `old` (which must be in `rules_file`) replaced by `new`, `count` times (-1: all),
+    as a careless edit of the rule would."""
+    copy = prometheus_copy(tmp_path)
+    path = copy / "rules" / rules_file
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, count))
+    return copy
+
+
+def wait_for(what: str, check: Callable[[], T | None], timeout_seconds: float = WAIT_S) -> T:
+    """Poll `check` until it returns something truthy; fail after `timeout_s`."""
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_seconds:.0f}s waiting for {what}")
+        time.sleep(0.5)
+
+
+def wait_until_none_left(what: str, remaining: Callable[[], list[Any]], timeout_seconds: float = WAIT_S) -> None:
+    """Poll `remaining` until it returns an empty list; fail with what is left after `timeout_s`."""
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        left = remaining()
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"after {timeout_seconds:.0f}s, {what}: {left}")
+        time.sleep(0.5)
+
+
+@contextmanager
+def simulating(aggregator_url: str, cluster: ClusterSpec) -> Iterator[None]:
+    """`cluster`, simulated as `mfumon demo` does, pushing to the aggregator at `aggregator_url` once a second (for
+    300 s at most); stopped, and waited for up to 20 s, on leaving."""
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=run_simulation,
+        args=(aggregator_url,),
+        kwargs={"duration_seconds": 300.0, "interval_seconds": 1.0, "stop_event": stop, "cluster": cluster},
+        daemon=True,
+    )
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=20.0)
+
+
+@contextmanager
+def start_prometheus(work: Path, config: dict[str, Any], *extra_args: str) -> Iterator[str]:
+    """Run a real `prometheus` with `config` (written to work/prometheus.yml, so relative rule_files resolve in `work`)
+    and its data and log in `work`; yield its URL once /-/ready answers, and stop it on leaving."""
+    path = work / "prometheus.yml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    log_path = work / "prometheus.log"
+    cmd = [
+        require_tool("prometheus"),
+        f"--config.file={path}",
+        f"--storage.tsdb.path={work / 'data'}",
+        "--web.listen-address=127.0.0.1:0",  # the kernel picks the port; the log says which
+        "--storage.tsdb.retention.time=1h",
+        *extra_args,
+    ]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=work)
+    try:
+        url = "http://" + wait_for_listening(proc, log_path, _PROMETHEUS_LISTENING).group(1)
+
+        def _ready() -> bool:
+            assert proc.poll() is None, f"prometheus exited:\n{log_path.read_text(errors='replace')[-3000:]}"
+            try:
+                return httpx.get(f"{url}/-/ready", timeout=1.0).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_for("prometheus to be ready", _ready, timeout_seconds=30.0)
+        yield url
+    finally:
+        stop_process(proc)

@@ -10,73 +10,42 @@ every recording rule yields one series per cluster, and the MFU alert fires once
 
 from __future__ import annotations
 
-import subprocess
-import threading
 from collections.abc import Iterator
 from contextlib import ExitStack
-from pathlib import Path
 from urllib.parse import urlparse
 
 import httpx
 import pytest
 import yaml
 
-from mfumon.exporter.demo.cli import run_simulation
-from tests.conftest import start_server, stop_process, wait_for_listening
+from tests.conftest import start_server
 from tests.deploy._support import (
     AGGREGATOR_JOB,
     PROMETHEUS_DIR,
-    fill_variables,
-    iter_queries,
+    dashboard_queries,
     load_dashboards,
     parse_label_values,
     recorded_names,
     require_tool,
+    simulating,
+    start_prometheus,
     variables,
+    wait_for,
+    wait_until_none_left,
 )
 from tests.deploy._two_clusters import is_fleet_constant
 from tests.deploy.test_prometheus_live import (
-    _PROMETHEUS_LISTENING,
     HEALTHY_JOB,
     LOW_MFU_JOB,
     _cluster,
     _firing,
     _query,
     _rewrite_rules,
-    _wait_for,
-    _wait_until_none_left,
 )
 
 pytestmark = pytest.mark.prometheus
 
 CLUSTERS = ("a", "b")
-
-
-def _start_prometheus(work: Path, config: dict, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
-    path = work / "prometheus.yml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    log_path = work / "prometheus.log"
-    cmd = [
-        require_tool("prometheus"),
-        f"--config.file={path}",
-        f"--storage.tsdb.path={work / 'data'}",
-        "--web.listen-address=127.0.0.1:0",
-        "--storage.tsdb.retention.time=1h",
-        *extra,
-    ]
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=work)
-    url = "http://" + wait_for_listening(proc, log_path, _PROMETHEUS_LISTENING).group(1)
-
-    def _ready() -> bool:
-        assert proc.poll() is None, f"prometheus exited:\n{log_path.read_text(errors='replace')[-3000:]}"
-        try:
-            return httpx.get(f"{url}/-/ready", timeout=1.0).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    _wait_for("prometheus to be ready", _ready, timeout_seconds=30.0)
-    return proc, url
 
 
 def _edge_config(cluster: str, aggregator_url: str, global_url: str) -> dict:
@@ -102,23 +71,12 @@ def global_view(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         work = tmp_path_factory.mktemp("global")
         _rewrite_rules(work / "rules")
         central = {"global": {"evaluation_interval": "1s"}, "rule_files": ["rules/*.yml"]}
-        proc, global_url = _start_prometheus(work, central, "--web.enable-remote-write-receiver")
-        stack.callback(stop_process, proc)
-        stop = threading.Event()
+        global_url = stack.enter_context(start_prometheus(work, central, "--web.enable-remote-write-receiver"))
         for cluster in CLUSTERS:
             server = stack.enter_context(start_server(tmp_path_factory.mktemp(f"aggregator-{cluster}")))
-            thread = threading.Thread(
-                target=run_simulation,
-                args=(server.url,),
-                kwargs={"duration_seconds": 300.0, "interval_seconds": 1.0, "stop_event": stop, "cluster": _cluster()},
-                daemon=True,
-            )
-            thread.start()
-            stack.callback(thread.join, 20.0)
+            stack.enter_context(simulating(server.url, _cluster()))
             edge_work = tmp_path_factory.mktemp(f"prometheus-{cluster}")
-            edge, _ = _start_prometheus(edge_work, _edge_config(cluster, server.url, global_url))
-            stack.callback(stop_process, edge)
-        stack.callback(stop.set)
+            stack.enter_context(start_prometheus(edge_work, _edge_config(cluster, server.url, global_url)))
         yield global_url
 
 
@@ -127,7 +85,7 @@ def test_both_clusters_arrive_apart(global_view: str) -> None:
         up = _query(global_view, f'up{{job="{AGGREGATOR_JOB}"}} == 1')
         return {s["metric"].get("cluster", "") for s in up} if len(up) == 2 else set()
 
-    assert _wait_for("both clusters' aggregators", both) == set(CLUSTERS)
+    assert wait_for("both clusters' aggregators", both) == set(CLUSTERS)
 
 
 def test_every_recording_rule_evaluates_per_cluster(global_view: str) -> None:
@@ -141,7 +99,7 @@ def test_every_recording_rule_evaluates_per_cluster(global_view: str) -> None:
                 out.append((name, sorted(seen)))
         return out
 
-    _wait_until_none_left("recording rules without one series per cluster", missing)
+    wait_until_none_left("recording rules without one series per cluster", missing)
     groups = httpx.get(f"{global_view}/api/v1/rules", timeout=10.0).json()["data"]["groups"]
     unhealthy = [(r["name"], r.get("lastError")) for g in groups for r in g["rules"] if r["health"] != "ok"]
     assert not unhealthy
@@ -156,13 +114,13 @@ def test_mfu_alert_fires_once_per_cluster(global_view: str) -> None:
         clusters = sorted(a["labels"].get("cluster", "") for a in firing)
         return clusters if clusters == sorted(CLUSTERS) else None
 
-    _wait_for("MfumonTrainingMFULow in each cluster", per_cluster)
+    wait_for("MfumonTrainingMFULow in each cluster", per_cluster)
     assert {a["labels"]["job_id"] for a in _firing(global_view, "MfumonTrainingMFULow")} == {LOW_MFU_JOB}
     assert not _firing(global_view, "MfumonAggregatorDown")
 
 
 def test_cluster_variable_lists_both_clusters(global_view: str) -> None:
-    _wait_for("both clusters", lambda: len(_query(global_view, f'up{{job="{AGGREGATOR_JOB}"}}')) == 2)
+    wait_for("both clusters", lambda: len(_query(global_view, f'up{{job="{AGGREGATOR_JOB}"}}')) == 2)
     for name, dashboard in load_dashboards().items():
         query = parse_label_values(variables(dashboard)["cluster"]["query"])
         params = {"match[]": f"{query.metric}{query.matchers}"}
@@ -172,18 +130,12 @@ def test_cluster_variable_lists_both_clusters(global_view: str) -> None:
 
 @pytest.mark.parametrize("cluster", [*CLUSTERS, ".*"], ids=["a", "b", "All"])
 def test_every_dashboard_query_returns_data_per_cluster_and_for_all(global_view: str, cluster: str) -> None:
-    values = {"cluster": cluster, "pool": ".*", "team": ".*", "node": ".*", "job": HEALTHY_JOB}
-    per_dashboard = {"mfumon-inference.json": {**values, "job": ".*"}}
-    queries = [
-        (name, title, fill_variables(expr, per_dashboard.get(name, values)))
-        for name, dashboard in load_dashboards().items()
-        for title, expr in iter_queries(dashboard)
-    ]
+    queries = dashboard_queries({"cluster": cluster, "pool": ".*", "team": ".*", "node": ".*", "job": HEALTHY_JOB})
 
     def without_data() -> list[tuple[str, str, str]]:
         return [q for q in queries if not _query(global_view, q[2])]
 
-    _wait_until_none_left(f"dashboard queries without data for cluster {cluster}", without_data)
+    wait_until_none_left(f"dashboard queries without data for cluster {cluster}", without_data)
     if cluster == ".*":  # All: the fleet panels draw one line per cluster
         (mfu,) = [q for _, title, q in queries if title == "MFU by cluster"]
         assert sorted(s["metric"]["cluster"] for s in _query(global_view, mfu)) == sorted(CLUSTERS)

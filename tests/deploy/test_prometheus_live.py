@@ -15,33 +15,33 @@ not-reporting grace to 2 s.
 from __future__ import annotations
 
 import dataclasses
-import re
-import subprocess
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urlparse
 
 import httpx
 import pytest
 import yaml
 
-from mfumon.exporter.demo.cli import run_simulation
 from mfumon.exporter.demo.simcluster import ClusterSpec, default_cluster
-from tests.conftest import LiveServer, start_server, stop_process, wait_for_listening
+from tests.conftest import LiveServer, start_server
 from tests.deploy._support import (
     AGGREGATOR_JOB,
     PROMETHEUS_DIR,
     RULES_DIR,
+    dashboard_queries,
     fill_variables,
-    iter_queries,
     load_dashboards,
     parse_label_values,
     recorded_names,
     require_tool,
+    simulating,
+    start_prometheus,
     variables,
+    wait_for,
+    wait_until_none_left,
 )
 
 pytestmark = pytest.mark.prometheus
@@ -61,11 +61,6 @@ STRAGGLER_JOB = "pretrain-13b-straggler"  # one GPU at 60% of its clock sets the
 SHORT_FOR = "2s"
 SHORTENED_SERIES = ("cluster:mfumon_job_warmup_seconds:default", "cluster:mfumon_unreported_grace_seconds:default")
 SHORT_WARMUP_S = 2
-WAIT_S = 90.0
-# Prometheus logs the address it bound, so "127.0.0.1:0" needs no port picked in advance.
-_PROMETHEUS_LISTENING = re.compile(r'msg="Listening on"[^\n]*? address=(127\.0\.0\.1:\d+)')
-
-T = TypeVar("T")
 
 
 def _cluster() -> ClusterSpec:
@@ -101,42 +96,17 @@ def _rewrite_rules(target_dir: Path) -> None:
     assert sorted(shortened) == sorted(SHORTENED_SERIES), "a shortened rule was renamed: update this test"
 
 
-def _write_config(work: Path, aggregator: LiveServer) -> Path:
-    """deploy/prometheus/prometheus.yml with the test's aggregator address and 1-second intervals."""
+def _config(work: Path, aggregator: LiveServer) -> dict[str, Any]:
+    """deploy/prometheus/prometheus.yml with the test's aggregator address and 1-second intervals; the shortened rules
+    written to work/rules, where the config's own rule_files glob finds them once the config is in `work`."""
     config = yaml.safe_load((PROMETHEUS_DIR / "prometheus.yml").read_text())
     config["global"].update(scrape_interval="1s", evaluation_interval="1s")
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
     aggregator_job = jobs[AGGREGATOR_JOB]
     aggregator_job.update(scrape_interval="1s", scrape_timeout="1s")
     aggregator_job["static_configs"] = [{"targets": [urlparse(aggregator.url).netloc]}]
-    _rewrite_rules(work / "rules")  # found through the config's own rule_files glob, relative to it
-    path = work / "prometheus.yml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return path
-
-
-def _wait_for(what: str, check: Callable[[], T | None], timeout_seconds: float = WAIT_S) -> T:
-    """Poll `check` until it returns something truthy; fail after `timeout_s`."""
-    deadline = time.monotonic() + timeout_seconds
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_seconds:.0f}s waiting for {what}")
-        time.sleep(0.5)
-
-
-def _wait_until_none_left(what: str, remaining: Callable[[], list[Any]], timeout_seconds: float = WAIT_S) -> None:
-    """Poll `remaining` until it returns an empty list; fail with what is left after `timeout_s`."""
-    deadline = time.monotonic() + timeout_seconds
-    while True:
-        left = remaining()
-        if not left:
-            return
-        if time.monotonic() > deadline:
-            pytest.fail(f"after {timeout_seconds:.0f}s, {what}: {left}")
-        time.sleep(0.5)
+    _rewrite_rules(work / "rules")
+    return config
 
 
 @pytest.fixture(scope="module")
@@ -148,48 +118,15 @@ def aggregator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]
 
 @pytest.fixture(scope="module")
 def simulation(aggregator: LiveServer) -> Iterator[None]:
-    stop = threading.Event()
-    thread = threading.Thread(
-        target=run_simulation,
-        args=(aggregator.url,),
-        kwargs={"duration_seconds": 300.0, "interval_seconds": 1.0, "stop_event": stop, "cluster": _cluster()},
-        daemon=True,
-    )
-    thread.start()
-    yield
-    stop.set()
-    thread.join(timeout=20.0)
+    with simulating(aggregator.url, _cluster()):
+        yield
 
 
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory: pytest.TempPathFactory, aggregator: LiveServer, simulation: None) -> Iterator[str]:
-    binary = require_tool("prometheus")
     work = tmp_path_factory.mktemp("prometheus")
-    config = _write_config(work, aggregator)
-    log_path = work / "prometheus.log"
-    cmd = [
-        binary,
-        f"--config.file={config}",
-        f"--storage.tsdb.path={work / 'data'}",
-        "--web.listen-address=127.0.0.1:0",  # the kernel picks the port; the log says which
-        "--storage.tsdb.retention.time=1h",
-    ]
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=work)
-    try:
-        url = "http://" + wait_for_listening(proc, log_path, _PROMETHEUS_LISTENING).group(1)
-
-        def _ready() -> bool:
-            assert proc.poll() is None, f"prometheus exited:\n{log_path.read_text(errors='replace')[-3000:]}"
-            try:
-                return httpx.get(f"{url}/-/ready", timeout=1.0).status_code == 200
-            except httpx.TransportError:
-                return False
-
-        _wait_for("prometheus to be ready", _ready, timeout_seconds=30.0)
+    with start_prometheus(work, _config(work, aggregator)) as url:
         yield url
-    finally:
-        stop_process(proc)
 
 
 def _query(prometheus: str, expr: str) -> list[dict[str, Any]]:
@@ -205,13 +142,13 @@ def _firing(prometheus: str, alertname: str) -> list[dict[str, Any]]:
 
 
 def test_prometheus_scrapes_the_aggregator(prometheus: str) -> None:
-    up = _wait_for("the aggregator to be scraped", lambda: _query(prometheus, f'up{{job="{AGGREGATOR_JOB}"}} == 1'))
+    up = wait_for("the aggregator to be scraped", lambda: _query(prometheus, f'up{{job="{AGGREGATOR_JOB}"}} == 1'))
     assert len(up) == 1
 
 
 def test_every_recording_rule_has_data(prometheus: str) -> None:
     names = sorted(recorded_names())
-    _wait_until_none_left(
+    wait_until_none_left(
         "recording rules without data", lambda: [name for name in names if not _query(prometheus, name)]
     )
     groups = httpx.get(f"{prometheus}/api/v1/rules", timeout=10.0).json()["data"]["groups"]
@@ -220,14 +157,14 @@ def test_every_recording_rule_has_data(prometheus: str) -> None:
 
 
 def test_mfu_alerts_fire_for_the_low_mfu_jobs_only(prometheus: str) -> None:
-    firing = _wait_for("MfumonTrainingMFULow to fire", lambda: _firing(prometheus, "MfumonTrainingMFULow"))
+    firing = wait_for("MfumonTrainingMFULow to fire", lambda: _firing(prometheus, "MfumonTrainingMFULow"))
     labels = {alert["labels"]["job_id"]: alert["labels"] for alert in firing}
     assert set(labels) == {LOW_MFU_JOB}
     assert labels[LOW_MFU_JOB]["team"] == "research"
     assert labels[LOW_MFU_JOB]["pool"] == "train-h100"
     assert labels[LOW_MFU_JOB]["severity"] == "warning"
     assert float(firing[0]["value"]) < 0.30
-    inference = _wait_for("MfumonInferenceMFULow to fire", lambda: _firing(prometheus, "MfumonInferenceMFULow"))
+    inference = wait_for("MfumonInferenceMFULow to fire", lambda: _firing(prometheus, "MfumonInferenceMFULow"))
     assert {alert["labels"]["job_id"] for alert in inference} == {INFERENCE_JOB}  # 7% MFU: under its own 10% bar
     assert not _firing(prometheus, "MfumonAggregatorDown")
     assert not _firing(prometheus, "MfumonExporterSilent")
@@ -240,7 +177,7 @@ def test_serving_alerts_judge_each_serving_job_by_its_own_number(prometheus: str
         "MfumonInferencePrefillMFULow": {"serve-rag-32b"},  # prompts at 15% MFU while prefilling (TGI busy time)
     }
     for alertname, jobs in expected.items():
-        firing = _wait_for(f"{alertname} to fire", lambda name=alertname: _firing(prometheus, name))  # type: ignore[misc]
+        firing = wait_for(f"{alertname} to fire", lambda name=alertname: _firing(prometheus, name))  # type: ignore[misc]
         assert {alert["labels"]["job_id"] for alert in firing} == jobs, alertname
     inference = {a["labels"]["job_id"] for a in _firing(prometheus, "MfumonInferenceMFULow")}
     assert not inference & set(SERVING_JOBS)  # MBU judges them, not MFU
@@ -249,7 +186,7 @@ def test_serving_alerts_judge_each_serving_job_by_its_own_number(prometheus: str
 
 
 def test_cross_check_fires_for_the_over_claiming_job_only(prometheus: str) -> None:
-    firing = _wait_for("MfumonMFUAccountingSuspect to fire", lambda: _firing(prometheus, "MfumonMFUAccountingSuspect"))
+    firing = wait_for("MfumonMFUAccountingSuspect to fire", lambda: _firing(prometheus, "MfumonMFUAccountingSuspect"))
     time.sleep(5)  # any other job would be firing by now too (same warm-up, same `for`)
     firing = _firing(prometheus, "MfumonMFUAccountingSuspect")
     assert {alert["labels"]["job_id"] for alert in firing} == {OVERCLAIM_JOB}
@@ -278,7 +215,7 @@ def test_busy_but_not_reporting_fires_for_the_unwrapped_job_and_the_stray_gpu(pr
         found = {a["labels"].get("job_id") or a["labels"].get("node") for a in firing}
         return firing if {UNWRAPPED_JOB, STRAY_NODE} <= found else None
 
-    firing = _wait_for("MfumonGPUsBusyNotReporting to fire for the unwrapped job and the stray GPU", both)
+    firing = wait_for("MfumonGPUsBusyNotReporting to fire for the unwrapped job and the stray GPU", both)
     time.sleep(5)  # the scheduler's sweeps started with the rest: they would be firing by now too
     firing = _firing(prometheus, "MfumonGPUsBusyNotReporting")
     by_what = {a["labels"].get("job_id") or a["labels"].get("node"): float(a["value"]) for a in firing}
@@ -302,7 +239,7 @@ def test_drain_alert_fires_for_the_flapping_link_and_the_pending_remap_only(prom
         firing = _firing(prometheus, "MfumonNodeDrain")
         return firing if {a["labels"]["node"] for a in firing} >= {FLAPPING_NODE, REMAP_NODE} else None
 
-    firing = _wait_for("MfumonNodeDrain to fire for both nodes", both)
+    firing = wait_for("MfumonNodeDrain to fire for both nodes", both)
     reasons = {(a["labels"]["node"], a["labels"]["reason"]) for a in firing}
     assert {a["labels"]["node"] for a in firing} == {FLAPPING_NODE, REMAP_NODE}
     assert (FLAPPING_NODE, "ib_link_flapping") in reasons and (REMAP_NODE, "row_remap_pending") in reasons
@@ -317,7 +254,7 @@ def test_goodput_alerts_fire_for_the_wasteful_jobs_only(prometheus: str) -> None
         "MfumonJobStraggler": {STRAGGLER_JOB},
     }
     for alertname, jobs in expected.items():
-        firing = _wait_for(f"{alertname} to fire", lambda name=alertname: _firing(prometheus, name))  # type: ignore[misc]
+        firing = wait_for(f"{alertname} to fire", lambda name=alertname: _firing(prometheus, name))  # type: ignore[misc]
         assert {alert["labels"]["job_id"] for alert in firing} == jobs, alertname
     (straggler,) = _firing(prometheus, "MfumonJobStraggler")
     assert (straggler["labels"]["team"], straggler["labels"]["pool"]) == ("foundation", "train-h100")
@@ -332,16 +269,16 @@ def test_goodput_alerts_fire_for_the_wasteful_jobs_only(prometheus: str) -> None
 
 def test_capacity_alerts_fire_for_the_simulated_scheduler(prometheus: str) -> None:
     """The demo's scheduler: a job queued for 5 h in train-h100, a 4-GPU job that fits nowhere in research-h100."""
-    waiting = _wait_for("MfumonQueueWaitLong to fire", lambda: _firing(prometheus, "MfumonQueueWaitLong"))
+    waiting = wait_for("MfumonQueueWaitLong to fire", lambda: _firing(prometheus, "MfumonQueueWaitLong"))
     assert {alert["labels"]["pool"] for alert in waiting} == {"train-h100"}
-    fragmented = _wait_for("MfumonPoolFragmented to fire", lambda: _firing(prometheus, "MfumonPoolFragmented"))
+    fragmented = wait_for("MfumonPoolFragmented to fire", lambda: _firing(prometheus, "MfumonPoolFragmented"))
     assert {alert["labels"]["pool"] for alert in fragmented} == {"research-h100"}
     assert float(fragmented[0]["value"]) == 4
     assert not _firing(prometheus, "MfumonSchedulerSyncStale")
 
 
 def test_dashboard_variables_resolve(prometheus: str) -> None:
-    _wait_for("job series", lambda: _query(prometheus, "job_id:mfumon_job_info:topk1"))
+    wait_for("job series", lambda: _query(prometheus, "job_id:mfumon_job_info:topk1"))
     for name, dashboard in load_dashboards().items():
         for var_name, var in variables(dashboard).items():
             if var["type"] != "query" or var_name == "cluster":  # one cluster's own Prometheus: no cluster label
@@ -353,14 +290,5 @@ def test_dashboard_variables_resolve(prometheus: str) -> None:
 
 
 def test_every_dashboard_query_returns_data(prometheus: str) -> None:
-    values = {"cluster": ".*", "pool": ".*", "team": ".*", "node": ".*", "job": HEALTHY_JOB}
-    per_dashboard = {"mfumon-inference.json": {**values, "job": ".*"}}  # every serving job of the demo
-    queries = [
-        (name, title, fill_variables(expr, per_dashboard.get(name, values)))
-        for name, dashboard in load_dashboards().items()
-        for title, expr in iter_queries(dashboard)
-    ]
-
-    _wait_until_none_left(
-        "dashboard queries without data", lambda: [q for q in queries if not _query(prometheus, q[2])]
-    )
+    queries = dashboard_queries({"cluster": ".*", "pool": ".*", "team": ".*", "node": ".*", "job": HEALTHY_JOB})
+    wait_until_none_left("dashboard queries without data", lambda: [q for q in queries if not _query(prometheus, q[2])])

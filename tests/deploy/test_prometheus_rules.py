@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from tests.deploy._support import (
     all_rules,
     exposed_metric_names,
     metric_names,
+    prometheus_copy_with_broken_rule,
     recorded_names,
 )
 
@@ -73,12 +73,7 @@ def test_promtool_unit_tests_catch_a_broken_rule(
     promtool: str, tmp_path: Path, rules_file: str, old: str, new: str
 ) -> None:
     """The unit tests are not vacuous: loosening a rule the way a careless edit would makes them fail."""
-    copy = tmp_path / "prometheus"
-    shutil.copytree(PROMETHEUS_DIR, copy)
-    path = copy / "rules" / rules_file
-    text = path.read_text()
-    assert old in text
-    path.write_text(text.replace(old, new))
+    copy = prometheus_copy_with_broken_rule(tmp_path, rules_file, old, new)
     tests = sorted(str(p.relative_to(copy)) for p in (copy / "tests").glob("*.yml"))
     result = _promtool(promtool, "test", "rules", *tests, cwd=copy)
     assert result.returncode != 0

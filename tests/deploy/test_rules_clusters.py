@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.deploy._support import PROMETHEUS_DIR, RULE_TESTS_DIR, all_rules, recorded_names
+from tests.deploy._support import (
+    RULE_TESTS_DIR,
+    all_rules,
+    prometheus_copy,
+    prometheus_copy_with_broken_rule,
+    recorded_names,
+)
 from tests.deploy._two_clusters import (
     clause_problems,
     expr_target,
@@ -87,8 +92,7 @@ def test_generated_suite_covers_every_recorded_series_and_alert() -> None:
 
 @pytest.mark.prometheus
 def test_rules_evaluate_per_cluster_on_two_clusters_series(promtool: str, tmp_path: Path) -> None:
-    copy = tmp_path / "prometheus"
-    shutil.copytree(PROMETHEUS_DIR, copy)
+    copy = prometheus_copy(tmp_path)
     suite = two_cluster_suite(copy / "tests", copy / "tests-two-clusters")
     assert sum(r.expectations for r in suite) >= 200
     result = _run_suite(promtool, copy)
@@ -116,12 +120,7 @@ def test_rules_evaluate_per_cluster_on_two_clusters_series(promtool: str, tmp_pa
 def test_two_cluster_run_fails_on_a_rule_that_mixes_clusters(
     promtool: str, tmp_path: Path, rules_file: str, old: str, new: str
 ) -> None:
-    copy = tmp_path / "prometheus"
-    shutil.copytree(PROMETHEUS_DIR, copy)
-    path = copy / "rules" / rules_file
-    text = path.read_text()
-    assert old in text
-    path.write_text(text.replace(old, new, 1))
+    copy = prometheus_copy_with_broken_rule(tmp_path, rules_file, old, new, count=1)
     single = subprocess.run(
         [promtool, "test", "rules", *(str(p.relative_to(copy)) for p in sorted((copy / "tests").glob("*.yml")))],
         cwd=copy,
