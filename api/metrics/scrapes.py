@@ -21,6 +21,10 @@ from collections.abc import AsyncIterator, Callable, Hashable
 MAX_BODIES = 64  # distinct (shard, shards, encoding) kept: a reader cannot fill memory with shard combinations
 #: The most of the time that sending bodies held to back-to-back scrapes may take (AnswerPacer): the rest is ingest's.
 HELD_ANSWERS_SHARE = 0.1
+#: Bounds that keep a client which stops reading (its answer waits on the socket until WRITE_TIMEOUT_SECONDS) from
+#: holding up everyone else's answers: no answer waits longer for its turn, and no turn counts longer for the pause.
+MAX_TURN_WAIT_S = 1.0
+MAX_TURN_COUNTED_S = 0.1
 
 
 class ScrapeCache:
@@ -31,7 +35,7 @@ class ScrapeCache:
         self._clock = clock
         self._render_lock = threading.Lock()  # one render at a time: the GIL is shared with the event loop
         self._bodies: OrderedDict[Hashable, tuple[float, bytes]] = OrderedDict()
-        self._count_lock = threading.Lock()  # held for a count: the event loop takes it too (held)
+        self._count_lock = threading.Lock()  # for the counts: the event loop counts too (held)
         self.pacer = AnswerPacer()  # sends the bodies held
         self.rendered = 0
         self.reused = 0
@@ -77,8 +81,9 @@ class AnswerPacer:
     eight scrapers asking back to back had the loop send 1,000-2,300 a second, which raised pushes' p99 1.4-8x
     (``bench/hostile_clients.py scrapes``); paced to a quarter of the time, 1.0-3.6x; to a tenth, 0.9-2.1x.
     Prometheus asks each target once per scrape interval, so its scrapes find no turn before them and are answered
-    at once. Renders need no pacing: one a ``max_age_s`` per shard at most (with ``max_age_s`` 0, every scrape
-    renders, as asked).
+    at once. A client that stops reading holds its turn until the write timeout closes it, so no answer waits for
+    its turn longer than MAX_TURN_WAIT_S. Renders need no pacing: one a ``max_age_s`` per shard at most (with
+    ``max_age_s`` 0, every scrape renders, as asked).
     """
 
     def __init__(self, share: float = HELD_ANSWERS_SHARE) -> None:
@@ -89,16 +94,25 @@ class AnswerPacer:
 
     @contextlib.asynccontextmanager
     async def turn(self) -> AsyncIterator[None]:
+        """Wait for this answer's turn (never longer than MAX_TURN_WAIT_S), then send it."""
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # an event loop that has ended holds no scrape (tests run several)
             self._loop, self._gate = loop, asyncio.Lock()
-        async with self._gate:
-            wait = self._not_before - time.perf_counter()
+        deadline = time.perf_counter() + MAX_TURN_WAIT_S
+        try:  # a client that stops reading keeps its turn until the write timeout: the others go on without it
+            await asyncio.wait_for(self._gate.acquire(), MAX_TURN_WAIT_S)
+            gated = True
+        except TimeoutError:
+            gated = False
+        started = time.perf_counter()
+        try:
+            wait = min(self._not_before, deadline) - started
             if wait > 0:
                 await asyncio.sleep(wait)
             started = time.perf_counter()
-            try:
-                yield
-            finally:
-                ended = time.perf_counter()
-                self._not_before = ended + (ended - started) * self._pause_per_second
+            yield
+        finally:
+            ended = time.perf_counter()
+            self._not_before = ended + min(ended - started, MAX_TURN_COUNTED_S) * self._pause_per_second
+            if gated:
+                self._gate.release()

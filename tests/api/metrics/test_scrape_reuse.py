@@ -136,3 +136,33 @@ def test_bodies_held_are_sent_one_at_a_time_and_spaced_to_a_tenth_of_the_time(
     assert waits == [0.018] * 7  # each of the 7 after the first waited 9x the 2 ms turn before it; the last, none
     gaps = [later[0] - earlier[1] for earlier, later in itertools.pairwise(turns)]
     assert gaps[:7] == pytest.approx([0.018] * 7) and gaps[7] == pytest.approx(1.0)
+
+
+def test_a_client_that_stops_reading_holds_up_the_others_a_bounded_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An answer stuck on a client that stops reading (until the write timeout) keeps its turn; the next answer goes
+    on after MAX_TURN_WAIT_S without it, and the stuck one counts at most MAX_TURN_COUNTED_S towards the pause."""
+    monkeypatch.setattr(scrapes, "MAX_TURN_WAIT_S", 0.05)
+    pacer = scrapes.AnswerPacer()
+    order: list[str] = []
+
+    async def run() -> None:
+        release = asyncio.Event()
+
+        async def stuck() -> None:
+            async with pacer.turn():
+                order.append("stuck sending")
+                await release.wait()
+            order.append("stuck done")
+
+        async def next_one() -> None:
+            async with pacer.turn():
+                order.append("next sent")
+
+        first = asyncio.create_task(stuck())
+        await asyncio.sleep(0)
+        await next_one()
+        release.set()
+        await first
+
+    asyncio.run(asyncio.wait_for(run(), 10))  # without the bound, the next answer waits for the stuck one forever
+    assert order == ["stuck sending", "next sent", "stuck done"]
