@@ -8,7 +8,8 @@ connections, pre-encoded node pushes of 8 GPUs whose timestamp changes on every 
 
 - **ingest**: GPU-samples/s that one ``mfumon serve`` sustains against a *bare* app (``bench/bare_app.py``: the same
   route on the same FastAPI and ASGI server, doing nothing but parse the body), at 1,000, 10,000 and 100,000
-  simulated GPUs, on SQLite and PostgreSQL. Bare and real runs alternate and repeat; medians, with min-max. Also
+  simulated GPUs, on SQLite and PostgreSQL. Bare and real runs alternate and repeat; medians, with min-max. Beside
+  them the ASGI server alone (``bare_app.py --floor``, no app): each app's CPU per push above it is its own. Also
   per CPU-second of the server, counting the work it deferred under saturation and did after the load stopped
   (renders that fell behind), which the closed-loop rate alone leaves out. Saturated, the server also *sheds*
   renders (a node pushed several times before its turn is rendered once; a scrape renders what is left), which
@@ -213,6 +214,12 @@ def bare(workdir: Path) -> contextlib.AbstractContextManager[Server]:
     return spawn("bare", [sys.executable, str(ROOT / "bench" / "bare_app.py")], _env({}), "/healthz", workdir)
 
 
+def floor(workdir: Path) -> contextlib.AbstractContextManager[Server]:
+    """The ASGI server alone (``bare_app.py --floor``): what a request costs before any app work."""
+    cmd = [sys.executable, str(ROOT / "bench" / "bare_app.py"), "--floor"]
+    return spawn("floor", cmd, _env({}), "/healthz", workdir)
+
+
 def mfumon(
     database_url: str, workdir: Path, extra: dict[str, str] | None = None
 ) -> contextlib.AbstractContextManager[Server]:
@@ -403,6 +410,7 @@ class SizeResult:
     # GPU-samples per CPU-second of the server, counting the work a burst defers until it has settled (renders)
     bare_per_cpu: Series = field(default_factory=Series)
     real_per_cpu: Series = field(default_factory=Series)
+    floor_per_cpu: Series = field(default_factory=Series)  # the ASGI server alone (bare_app.py --floor)
     cpu_ratios: Series = field(default_factory=Series)
     p99_at_80: Series = field(default_factory=Series)
     p50_at_80: Series = field(default_factory=Series)
@@ -444,7 +452,13 @@ def log(msg: str) -> None:
 
 
 def measure_size(
-    args: argparse.Namespace, dbs: Databases, db: str, gpus: int, bare_server: Server, workdir: Path
+    args: argparse.Namespace,
+    dbs: Databases,
+    db: str,
+    gpus: int,
+    bare_server: Server,
+    workdir: Path,
+    floor_server: Server | None = None,
 ) -> SizeResult:
     nodes = gpus // GPUS_PER_NODE
     jobs = gpus // GPUS_PER_JOB
@@ -470,6 +484,9 @@ def measure_size(
         fill(server.url, nodes, jobs)
         scrape_once(server.url)
         for repeat in range(args.repeats):  # ingest, bare and real alternating
+            if floor_server is not None:
+                f, f_cpu = with_cpu(floor_server, lambda: load(floor_server.url, targets))
+                result.floor_per_cpu.add(f.units_ok / f_cpu)
             b, b_cpu = with_cpu(bare_server, lambda: load(bare_url, targets))
             r, r_cpu = with_cpu(server, lambda: load(server.url, targets))
             result.bare.add(b.units_per_second)
@@ -821,6 +838,35 @@ def mb(n: float) -> str:
     return f"{n / 1e6:,.0f} MB"
 
 
+def us_per_push(per_cpu: float) -> float:
+    """CPU microseconds per push from GPU-samples per CPU-second."""
+    return GPUS_PER_NODE / per_cpu * 1e6
+
+
+def print_floor(sizes: list[SizeResult]) -> None:
+    """Each app's CPU per push, and what is left of it above the ASGI server alone (the same windows as above)."""
+    if not any(s.floor_per_cpu.values for s in sizes):
+        return
+    print("CPU per push (us), medians of the windows above, and each app's own share: above the ASGI server alone")
+    print("(bench/bare_app.py --floor: uvicorn and run_app's connection guard, reading the body and answering, no")
+    print("app). 'own ratio': FastAPI's own cost (routing, JSON parse) over mfumon's own (door, validation, state,")
+    print("sample writer), the work each adds to the same server")
+    print(
+        f"{'db':<9}{'GPUs':>9}  {'server alone':>12}  {'bare FastAPI':>12}  {'mfumon':>8}  "
+        f"{'bare own':>8}  {'mfumon own':>10}  {'own ratio':>9}"
+    )
+    for s in sizes:
+        if not s.floor_per_cpu.values:
+            continue
+        floor_us, bare_us, real_us = (us_per_push(x.median) for x in (s.floor_per_cpu, s.bare_per_cpu, s.real_per_cpu))
+        bare_own, real_own = bare_us - floor_us, real_us - floor_us
+        print(
+            f"{s.db:<9}{s.gpus:>9,}  {floor_us:>12.0f}  {bare_us:>12.0f}  {real_us:>8.0f}  "
+            f"{bare_own:>8.0f}  {real_own:>10.0f}  {bare_own / real_own:>9.2f}"
+        )
+    print()
+
+
 def print_report(
     args: argparse.Namespace,
     sizes: list[SizeResult],
@@ -857,6 +903,7 @@ def print_report(
             f"{s.cpu_ratios.spread(fmt='{:.2f}'):>17}"
         )
     print()
+    print_floor(sizes)
     nan = float("nan")
     print("Open loop (latency counts from when a push was due) at 80% of the closed-loop rate: mfumon at 80% of its")
     print("sustained rate above (the lower of its two figures), with the bare app at that same rate (the tail this")
@@ -1024,10 +1071,10 @@ def main() -> None:
         replicas: list[dict[str, float]] = []
         try:
             if "sizes" not in args.skip:
-                with bare(workdir) as bare_server:
+                with bare(workdir) as bare_server, floor(workdir) as floor_server:
                     for db in args.databases:
                         for gpus in args.sizes:
-                            sizes.append(measure_size(args, dbs, db, gpus, bare_server, workdir))
+                            sizes.append(measure_size(args, dbs, db, gpus, bare_server, workdir, floor_server))
             if "pushgateway" not in args.skip:
                 for gpus in [g for g in args.sizes if g <= 10000]:
                     log(f"pushgateway at {gpus:,} GPUs")
