@@ -182,8 +182,12 @@ AUTH = (("Authorization", f"Bearer {TOKEN}"),)
 
 
 def _push_targets(nodes: int, gpus: int) -> list[Target]:
+    """One push per node, each node's GPUs with uuids of their own (as a real cluster's: ``GPU-<node>-<index>``)."""
     template = json.dumps({**node_sample(gpus), "timestamp": 0}).replace('"timestamp": 0', '"timestamp": {ts}')
-    return [Target("POST", f"/v1/nodes/n{i:05d}/samples", template, units=gpus) for i in range(nodes)]
+    return [
+        Target("POST", f"/v1/nodes/n{i:05d}/samples", template.replace('"GPU-', f'"GPU-n{i:05d}-'), units=gpus)
+        for i in range(nodes)
+    ]
 
 
 def _line(name: str, result: LoadResult) -> str:
