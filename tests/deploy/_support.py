@@ -1,8 +1,10 @@
 """What the deployment tests share: repository paths, the rule files, dashboard queries, PromQL name parsing, a copy
-of deploy/prometheus with one rule broken, and for the live tests a simulated cluster and a real Prometheus."""
+of deploy/prometheus with one rule broken, and for the live tests a simulated cluster, the rules with shortened
+timings, a real Prometheus and the queries put to it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -22,7 +24,7 @@ import yaml
 
 from mfumon.api.metrics import families
 from mfumon.exporter.demo.cli import run_simulation
-from mfumon.exporter.demo.simcluster import ClusterSpec
+from mfumon.exporter.demo.simcluster import ClusterSpec, default_cluster
 from tests.conftest import stop_process, wait_for_listening
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,6 +64,15 @@ _LABEL_LIST = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s
 _NUMBER = re.compile(r"(?<![\w:])\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _IDENTIFIER = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
 _LABEL_VALUES = re.compile(r"^label_values\(\s*(?:([A-Za-z_:][A-Za-z0-9_:]*)\s*(\{[^}]*\})?\s*,)?\s*(\w+)\s*\)$")
+
+#: The demo's nodes whose fleet-health faults :func:`live_cluster` brings within a live test's time.
+FLAPPING_NODE = "gpu-h100-02"  # an InfiniBand link that flaps
+REMAP_NODE = "gpu-a100-02"  # a GPU whose row remap waits for a reset
+
+#: What :func:`write_shortened_rules` shortens: every alert's `for:`, and the warm-up and not-reporting grace series.
+SHORT_FOR = "2s"
+SHORTENED_SERIES = ("cluster:mfumon_job_warmup_seconds:default", "cluster:mfumon_unreported_grace_seconds:default")
+SHORT_WARMUP_S = 2
 
 WAIT_S = 90.0
 # Prometheus logs the address it bound, so "127.0.0.1:0" needs no port picked in advance.
@@ -245,6 +256,23 @@ def wait_until_none_left(what: str, remaining: Callable[[], list[Any]], timeout_
         time.sleep(0.5)
 
 
+def live_cluster() -> ClusterSpec:
+    """The demo's cluster with its faults and start-ups brought within a live test's time; shared by the one-cluster
+    (test_prometheus_live) and the two-cluster (test_global_view) live tests, which expect the same alerts of it."""
+    cluster = default_cluster(checkpoints=False)  # no checkpoint dips: MFU stays on target
+    # Fleet health within the test's time: the link flaps every 10 s, the GPU fault comes 5 s in.
+    soon = {FLAPPING_NODE: {"flapping_link_every_seconds": 10.0}, REMAP_NODE: {"fault_after_seconds": 5.0}}
+    nodes = tuple(dataclasses.replace(node, **soon.get(node.name, {})) for node in cluster.nodes)
+    # The resilient job reports within the shortened not-reporting grace (its start-up is no unwrapped job's).
+    jobs = tuple(
+        dataclasses.replace(job, lifecycle=dataclasses.replace(job.lifecycle, init_seconds=1.0))
+        if job.lifecycle
+        else job
+        for job in cluster.jobs
+    )
+    return dataclasses.replace(cluster, nodes=nodes, jobs=jobs)
+
+
 @contextmanager
 def simulating(aggregator_url: str, cluster: ClusterSpec) -> Iterator[None]:
     """`cluster`, simulated as `mfumon demo` does, pushing to the aggregator at `aggregator_url` once a second (for
@@ -295,3 +323,36 @@ def start_prometheus(work: Path, config: dict[str, Any], *extra_args: str) -> It
         yield url
     finally:
         stop_process(proc)
+
+
+def write_shortened_rules(target_dir: Path) -> None:
+    """Copy the rule files to `target_dir` with alerts' `for:` and the warm-up shortened, so that a test sees them
+    fire; shared by the live tests, whose Prometheus servers evaluate the copy."""
+    target_dir.mkdir()
+    shortened: list[str] = []
+    for path in sorted(RULES_DIR.glob("*.yml")):
+        data = yaml.safe_load(path.read_text())
+        for group in data["groups"]:
+            group.pop("interval", None)  # the global 1 s
+            for rule in group["rules"]:
+                if "for" in rule:
+                    rule["for"] = SHORT_FOR
+                if rule.get("record") in SHORTENED_SERIES:
+                    rule["expr"] = f"vector({SHORT_WARMUP_S})"
+                    shortened.append(rule["record"])
+        (target_dir / path.name).write_text(yaml.safe_dump(data, sort_keys=False))
+    assert sorted(shortened) == sorted(SHORTENED_SERIES), "a shortened rule was renamed: update this test"
+
+
+def instant_query(prometheus: str, expr: str) -> list[dict[str, Any]]:
+    """The result of `expr` on the Prometheus at `prometheus`, asserted successful; shared by the live tests."""
+    response = httpx.get(f"{prometheus}/api/v1/query", params={"query": expr}, timeout=10.0)
+    body = response.json()
+    assert body["status"] == "success", (expr, body)
+    return body["data"]["result"]
+
+
+def firing_alerts(prometheus: str, alertname: str) -> list[dict[str, Any]]:
+    """The firing alerts named `alertname` on the Prometheus at `prometheus`; shared by the live tests."""
+    alerts = httpx.get(f"{prometheus}/api/v1/alerts", timeout=10.0).json()["data"]["alerts"]
+    return [a for a in alerts if a["labels"]["alertname"] == alertname and a["state"] == "firing"]

@@ -23,6 +23,9 @@ from tests.deploy._support import (
     AGGREGATOR_JOB,
     PROMETHEUS_DIR,
     dashboard_queries,
+    firing_alerts,
+    instant_query,
+    live_cluster,
     load_dashboards,
     parse_label_values,
     recorded_names,
@@ -32,16 +35,10 @@ from tests.deploy._support import (
     variables,
     wait_for,
     wait_until_none_left,
+    write_shortened_rules,
 )
 from tests.deploy._two_clusters import is_fleet_constant
-from tests.deploy.test_prometheus_live import (
-    HEALTHY_JOB,
-    LOW_MFU_JOB,
-    _cluster,
-    _firing,
-    _query,
-    _rewrite_rules,
-)
+from tests.deploy.test_prometheus_live import HEALTHY_JOB, LOW_MFU_JOB
 
 pytestmark = pytest.mark.prometheus
 
@@ -69,12 +66,12 @@ def global_view(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     require_tool("prometheus")
     with ExitStack() as stack:
         work = tmp_path_factory.mktemp("global")
-        _rewrite_rules(work / "rules")
+        write_shortened_rules(work / "rules")
         central = {"global": {"evaluation_interval": "1s"}, "rule_files": ["rules/*.yml"]}
         global_url = stack.enter_context(start_prometheus(work, central, "--web.enable-remote-write-receiver"))
         for cluster in CLUSTERS:
             server = stack.enter_context(start_server(tmp_path_factory.mktemp(f"aggregator-{cluster}")))
-            stack.enter_context(simulating(server.url, _cluster()))
+            stack.enter_context(simulating(server.url, live_cluster()))
             edge_work = tmp_path_factory.mktemp(f"prometheus-{cluster}")
             stack.enter_context(start_prometheus(edge_work, _edge_config(cluster, server.url, global_url)))
         yield global_url
@@ -82,7 +79,7 @@ def global_view(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def test_both_clusters_arrive_apart(global_view: str) -> None:
     def both() -> set[str]:
-        up = _query(global_view, f'up{{job="{AGGREGATOR_JOB}"}} == 1')
+        up = instant_query(global_view, f'up{{job="{AGGREGATOR_JOB}"}} == 1')
         return {s["metric"].get("cluster", "") for s in up} if len(up) == 2 else set()
 
     assert wait_for("both clusters' aggregators", both) == set(CLUSTERS)
@@ -94,7 +91,7 @@ def test_every_recording_rule_evaluates_per_cluster(global_view: str) -> None:
     def missing() -> list[tuple[str, list[str]]]:
         out = []
         for name in names:
-            seen = {s["metric"].get("cluster", "") for s in _query(global_view, f"count by (cluster) ({name})")}
+            seen = {s["metric"].get("cluster", "") for s in instant_query(global_view, f"count by (cluster) ({name})")}
             if seen != set(CLUSTERS):
                 out.append((name, sorted(seen)))
         return out
@@ -104,23 +101,23 @@ def test_every_recording_rule_evaluates_per_cluster(global_view: str) -> None:
     unhealthy = [(r["name"], r.get("lastError")) for g in groups for r in g["rules"] if r["health"] != "ok"]
     assert not unhealthy
     # The same job id in both clusters stays two jobs: one info series each, not one merged.
-    info = _query(global_view, f'job_id:mfumon_job_info:topk1{{job_id="{HEALTHY_JOB}"}}')
+    info = instant_query(global_view, f'job_id:mfumon_job_info:topk1{{job_id="{HEALTHY_JOB}"}}')
     assert sorted(s["metric"]["cluster"] for s in info) == sorted(CLUSTERS)
 
 
 def test_mfu_alert_fires_once_per_cluster(global_view: str) -> None:
     def per_cluster() -> list[str] | None:
-        firing = _firing(global_view, "MfumonTrainingMFULow")
+        firing = firing_alerts(global_view, "MfumonTrainingMFULow")
         clusters = sorted(a["labels"].get("cluster", "") for a in firing)
         return clusters if clusters == sorted(CLUSTERS) else None
 
     wait_for("MfumonTrainingMFULow in each cluster", per_cluster)
-    assert {a["labels"]["job_id"] for a in _firing(global_view, "MfumonTrainingMFULow")} == {LOW_MFU_JOB}
-    assert not _firing(global_view, "MfumonAggregatorDown")
+    assert {a["labels"]["job_id"] for a in firing_alerts(global_view, "MfumonTrainingMFULow")} == {LOW_MFU_JOB}
+    assert not firing_alerts(global_view, "MfumonAggregatorDown")
 
 
 def test_cluster_variable_lists_both_clusters(global_view: str) -> None:
-    wait_for("both clusters", lambda: len(_query(global_view, f'up{{job="{AGGREGATOR_JOB}"}}')) == 2)
+    wait_for("both clusters", lambda: len(instant_query(global_view, f'up{{job="{AGGREGATOR_JOB}"}}')) == 2)
     for name, dashboard in load_dashboards().items():
         query = parse_label_values(variables(dashboard)["cluster"]["query"])
         params = {"match[]": f"{query.metric}{query.matchers}"}
@@ -133,9 +130,9 @@ def test_every_dashboard_query_returns_data_per_cluster_and_for_all(global_view:
     queries = dashboard_queries({"cluster": cluster, "pool": ".*", "team": ".*", "node": ".*", "job": HEALTHY_JOB})
 
     def without_data() -> list[tuple[str, str, str]]:
-        return [q for q in queries if not _query(global_view, q[2])]
+        return [q for q in queries if not instant_query(global_view, q[2])]
 
     wait_until_none_left(f"dashboard queries without data for cluster {cluster}", without_data)
     if cluster == ".*":  # All: the fleet panels draw one line per cluster
         (mfu,) = [q for _, title, q in queries if title == "MFU by cluster"]
-        assert sorted(s["metric"]["cluster"] for s in _query(global_view, mfu)) == sorted(CLUSTERS)
+        assert sorted(s["metric"]["cluster"] for s in instant_query(global_view, mfu)) == sorted(CLUSTERS)

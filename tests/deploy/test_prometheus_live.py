@@ -14,7 +14,6 @@ not-reporting grace to 2 s.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,14 +24,17 @@ import httpx
 import pytest
 import yaml
 
-from mfumon.exporter.demo.simcluster import ClusterSpec, default_cluster
 from tests.conftest import LiveServer, start_server
 from tests.deploy._support import (
     AGGREGATOR_JOB,
+    FLAPPING_NODE,
     PROMETHEUS_DIR,
-    RULES_DIR,
+    REMAP_NODE,
     dashboard_queries,
     fill_variables,
+    firing_alerts,
+    instant_query,
+    live_cluster,
     load_dashboards,
     parse_label_values,
     recorded_names,
@@ -42,6 +44,7 @@ from tests.deploy._support import (
     variables,
     wait_for,
     wait_until_none_left,
+    write_shortened_rules,
 )
 
 pytestmark = pytest.mark.prometheus
@@ -49,8 +52,6 @@ pytestmark = pytest.mark.prometheus
 LOW_MFU_JOB = "finetune-13b-commbound"  # target MFU 0.20, below the 30% training threshold
 HEALTHY_JOB = "pretrain-llama3-8b"  # target MFU 0.45, recomputes activations
 INFERENCE_JOB = "serve-llama3-70b"  # target MFU 0.07
-FLAPPING_NODE = "gpu-h100-02"  # an InfiniBand link that flaps
-REMAP_NODE = "gpu-a100-02"  # a GPU whose row remap waits for a reset
 OVERCLAIM_JOB = "finetune-7b-overclaim"  # reports the 13b model while a 7b one runs: ~1.6x its hardware estimate
 UNWRAPPED_JOB = "sweep-unwrapped-17"  # busy GPUs attributed to it, never reports
 STRAY_NODE = "gpu-h100-02"  # one GPU runs work with no job id
@@ -58,42 +59,6 @@ SERVING_JOBS = ("serve-chat-70b", "serve-code-8b", "serve-rag-32b")  # behind si
 RESILIENT_JOB = "pretrain-3b-resilient"  # saves a third of its time, fails once and restarts
 DATA_BOUND_JOB = "finetune-8b-databound"  # waits 35% of each step on its input
 STRAGGLER_JOB = "pretrain-13b-straggler"  # one GPU at 60% of its clock sets the pace
-SHORT_FOR = "2s"
-SHORTENED_SERIES = ("cluster:mfumon_job_warmup_seconds:default", "cluster:mfumon_unreported_grace_seconds:default")
-SHORT_WARMUP_S = 2
-
-
-def _cluster() -> ClusterSpec:
-    cluster = default_cluster(checkpoints=False)  # no checkpoint dips: MFU stays on target
-    # Fleet health within the test's time: the link flaps every 10 s, the GPU fault comes 5 s in.
-    soon = {FLAPPING_NODE: {"flapping_link_every_seconds": 10.0}, REMAP_NODE: {"fault_after_seconds": 5.0}}
-    nodes = tuple(dataclasses.replace(node, **soon.get(node.name, {})) for node in cluster.nodes)
-    # The resilient job reports within the shortened not-reporting grace (its start-up is no unwrapped job's).
-    jobs = tuple(
-        dataclasses.replace(job, lifecycle=dataclasses.replace(job.lifecycle, init_seconds=1.0))
-        if job.lifecycle
-        else job
-        for job in cluster.jobs
-    )
-    return dataclasses.replace(cluster, nodes=nodes, jobs=jobs)
-
-
-def _rewrite_rules(target_dir: Path) -> None:
-    """Copy the rule files with alerts' `for:` and the warm-up shortened, so that a test sees them fire."""
-    target_dir.mkdir()
-    shortened: list[str] = []
-    for path in sorted(RULES_DIR.glob("*.yml")):
-        data = yaml.safe_load(path.read_text())
-        for group in data["groups"]:
-            group.pop("interval", None)  # the global 1 s
-            for rule in group["rules"]:
-                if "for" in rule:
-                    rule["for"] = SHORT_FOR
-                if rule.get("record") in SHORTENED_SERIES:
-                    rule["expr"] = f"vector({SHORT_WARMUP_S})"
-                    shortened.append(rule["record"])
-        (target_dir / path.name).write_text(yaml.safe_dump(data, sort_keys=False))
-    assert sorted(shortened) == sorted(SHORTENED_SERIES), "a shortened rule was renamed: update this test"
 
 
 def _config(work: Path, aggregator: LiveServer) -> dict[str, Any]:
@@ -105,7 +70,7 @@ def _config(work: Path, aggregator: LiveServer) -> dict[str, Any]:
     aggregator_job = jobs[AGGREGATOR_JOB]
     aggregator_job.update(scrape_interval="1s", scrape_timeout="1s")
     aggregator_job["static_configs"] = [{"targets": [urlparse(aggregator.url).netloc]}]
-    _rewrite_rules(work / "rules")
+    write_shortened_rules(work / "rules")
     return config
 
 
@@ -118,7 +83,7 @@ def aggregator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]
 
 @pytest.fixture(scope="module")
 def simulation(aggregator: LiveServer) -> Iterator[None]:
-    with simulating(aggregator.url, _cluster()):
+    with simulating(aggregator.url, live_cluster()):
         yield
 
 
@@ -129,27 +94,17 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory, aggregator: LiveServer,
         yield url
 
 
-def _query(prometheus: str, expr: str) -> list[dict[str, Any]]:
-    response = httpx.get(f"{prometheus}/api/v1/query", params={"query": expr}, timeout=10.0)
-    body = response.json()
-    assert body["status"] == "success", (expr, body)
-    return body["data"]["result"]
-
-
-def _firing(prometheus: str, alertname: str) -> list[dict[str, Any]]:
-    alerts = httpx.get(f"{prometheus}/api/v1/alerts", timeout=10.0).json()["data"]["alerts"]
-    return [a for a in alerts if a["labels"]["alertname"] == alertname and a["state"] == "firing"]
-
-
 def test_prometheus_scrapes_the_aggregator(prometheus: str) -> None:
-    up = wait_for("the aggregator to be scraped", lambda: _query(prometheus, f'up{{job="{AGGREGATOR_JOB}"}} == 1'))
+    up = wait_for(
+        "the aggregator to be scraped", lambda: instant_query(prometheus, f'up{{job="{AGGREGATOR_JOB}"}} == 1')
+    )
     assert len(up) == 1
 
 
 def test_every_recording_rule_has_data(prometheus: str) -> None:
     names = sorted(recorded_names())
     wait_until_none_left(
-        "recording rules without data", lambda: [name for name in names if not _query(prometheus, name)]
+        "recording rules without data", lambda: [name for name in names if not instant_query(prometheus, name)]
     )
     groups = httpx.get(f"{prometheus}/api/v1/rules", timeout=10.0).json()["data"]["groups"]
     unhealthy = [(r["name"], r.get("lastError")) for g in groups for r in g["rules"] if r["health"] != "ok"]
@@ -157,17 +112,17 @@ def test_every_recording_rule_has_data(prometheus: str) -> None:
 
 
 def test_mfu_alerts_fire_for_the_low_mfu_jobs_only(prometheus: str) -> None:
-    firing = wait_for("MfumonTrainingMFULow to fire", lambda: _firing(prometheus, "MfumonTrainingMFULow"))
+    firing = wait_for("MfumonTrainingMFULow to fire", lambda: firing_alerts(prometheus, "MfumonTrainingMFULow"))
     labels = {alert["labels"]["job_id"]: alert["labels"] for alert in firing}
     assert set(labels) == {LOW_MFU_JOB}
     assert labels[LOW_MFU_JOB]["team"] == "research"
     assert labels[LOW_MFU_JOB]["pool"] == "train-h100"
     assert labels[LOW_MFU_JOB]["severity"] == "warning"
     assert float(firing[0]["value"]) < 0.30
-    inference = wait_for("MfumonInferenceMFULow to fire", lambda: _firing(prometheus, "MfumonInferenceMFULow"))
+    inference = wait_for("MfumonInferenceMFULow to fire", lambda: firing_alerts(prometheus, "MfumonInferenceMFULow"))
     assert {alert["labels"]["job_id"] for alert in inference} == {INFERENCE_JOB}  # 7% MFU: under its own 10% bar
-    assert not _firing(prometheus, "MfumonAggregatorDown")
-    assert not _firing(prometheus, "MfumonExporterSilent")
+    assert not firing_alerts(prometheus, "MfumonAggregatorDown")
+    assert not firing_alerts(prometheus, "MfumonExporterSilent")
 
 
 def test_serving_alerts_judge_each_serving_job_by_its_own_number(prometheus: str) -> None:
@@ -177,18 +132,20 @@ def test_serving_alerts_judge_each_serving_job_by_its_own_number(prometheus: str
         "MfumonInferencePrefillMFULow": {"serve-rag-32b"},  # prompts at 15% MFU while prefilling (TGI busy time)
     }
     for alertname, jobs in expected.items():
-        firing = wait_for(f"{alertname} to fire", lambda name=alertname: _firing(prometheus, name))  # type: ignore[misc]
+        firing = wait_for(f"{alertname} to fire", lambda name=alertname: firing_alerts(prometheus, name))  # type: ignore[misc]
         assert {alert["labels"]["job_id"] for alert in firing} == jobs, alertname
-    inference = {a["labels"]["job_id"] for a in _firing(prometheus, "MfumonInferenceMFULow")}
+    inference = {a["labels"]["job_id"] for a in firing_alerts(prometheus, "MfumonInferenceMFULow")}
     assert not inference & set(SERVING_JOBS)  # MBU judges them, not MFU
-    training = {a["labels"]["job_id"] for a in _firing(prometheus, "MfumonTrainingMFULow")}
+    training = {a["labels"]["job_id"] for a in firing_alerts(prometheus, "MfumonTrainingMFULow")}
     assert not training & {*SERVING_JOBS, INFERENCE_JOB}
 
 
 def test_cross_check_fires_for_the_over_claiming_job_only(prometheus: str) -> None:
-    firing = wait_for("MfumonMFUAccountingSuspect to fire", lambda: _firing(prometheus, "MfumonMFUAccountingSuspect"))
+    firing = wait_for(
+        "MfumonMFUAccountingSuspect to fire", lambda: firing_alerts(prometheus, "MfumonMFUAccountingSuspect")
+    )
     time.sleep(5)  # any other job would be firing by now too (same warm-up, same `for`)
-    firing = _firing(prometheus, "MfumonMFUAccountingSuspect")
+    firing = firing_alerts(prometheus, "MfumonMFUAccountingSuspect")
     assert {alert["labels"]["job_id"] for alert in firing} == {OVERCLAIM_JOB}
     (alert,) = firing
     assert (alert["labels"]["severity"], alert["labels"]["verdict"], alert["labels"]["team"]) == (
@@ -202,7 +159,7 @@ def test_cross_check_fires_for_the_over_claiming_job_only(prometheus: str) -> No
     # engine's interval (serve-rag-32b read 1.208 once in a CI run while its average stayed inside the band).
     agreement = {
         r["metric"]["job_id"]: float(r["value"][1])
-        for r in _query(prometheus, "job_id:mfumon_job_mfu_hardware_agreement_ratio:avg10m")
+        for r in instant_query(prometheus, "job_id:mfumon_job_mfu_hardware_agreement_ratio:avg10m")
     }
     honest = {HEALTHY_JOB, LOW_MFU_JOB, INFERENCE_JOB, *SERVING_JOBS, RESILIENT_JOB, DATA_BOUND_JOB, STRAGGLER_JOB}
     assert set(agreement) == honest | {OVERCLAIM_JOB}
@@ -211,13 +168,13 @@ def test_cross_check_fires_for_the_over_claiming_job_only(prometheus: str) -> No
 
 def test_busy_but_not_reporting_fires_for_the_unwrapped_job_and_the_stray_gpu(prometheus: str) -> None:
     def both() -> list[dict[str, Any]] | None:
-        firing = _firing(prometheus, "MfumonGPUsBusyNotReporting")
+        firing = firing_alerts(prometheus, "MfumonGPUsBusyNotReporting")
         found = {a["labels"].get("job_id") or a["labels"].get("node") for a in firing}
         return firing if {UNWRAPPED_JOB, STRAY_NODE} <= found else None
 
     firing = wait_for("MfumonGPUsBusyNotReporting to fire for the unwrapped job and the stray GPU", both)
     time.sleep(5)  # the scheduler's sweeps started with the rest: they would be firing by now too
-    firing = _firing(prometheus, "MfumonGPUsBusyNotReporting")
+    firing = firing_alerts(prometheus, "MfumonGPUsBusyNotReporting")
     by_what = {a["labels"].get("job_id") or a["labels"].get("node"): float(a["value"]) for a in firing}
     # The sweeps run under the simulated scheduler and never report: busy but not reporting as well; so do the two
     # evaluation harnesses that time-slice one GPU (each holds it, by its share, without reporting).
@@ -229,14 +186,14 @@ def test_busy_but_not_reporting_fires_for_the_unwrapped_job_and_the_stray_gpu(pr
         "eval-harness-a": 1,
         "eval-harness-b": 1,
     }
-    states = {r["metric"]["state"]: float(r["value"][1]) for r in _query(prometheus, "cluster:mfumon_gpus:max")}
+    states = {r["metric"]["state"]: float(r["value"][1]) for r in instant_query(prometheus, "cluster:mfumon_gpus:max")}
     # 88 GPUs, each in one state: the shared one once; the MI300X node's 8 reporting.
     assert states == {"reporting": 55, "unreported": 16, "idle": 17, "down": 0}
 
 
 def test_drain_alert_fires_for_the_flapping_link_and_the_pending_remap_only(prometheus: str) -> None:
     def both() -> list[dict[str, Any]] | None:
-        firing = _firing(prometheus, "MfumonNodeDrain")
+        firing = firing_alerts(prometheus, "MfumonNodeDrain")
         return firing if {a["labels"]["node"] for a in firing} >= {FLAPPING_NODE, REMAP_NODE} else None
 
     firing = wait_for("MfumonNodeDrain to fire for both nodes", both)
@@ -254,31 +211,31 @@ def test_goodput_alerts_fire_for_the_wasteful_jobs_only(prometheus: str) -> None
         "MfumonJobStraggler": {STRAGGLER_JOB},
     }
     for alertname, jobs in expected.items():
-        firing = wait_for(f"{alertname} to fire", lambda name=alertname: _firing(prometheus, name))  # type: ignore[misc]
+        firing = wait_for(f"{alertname} to fire", lambda name=alertname: firing_alerts(prometheus, name))  # type: ignore[misc]
         assert {alert["labels"]["job_id"] for alert in firing} == jobs, alertname
-    (straggler,) = _firing(prometheus, "MfumonJobStraggler")
+    (straggler,) = firing_alerts(prometheus, "MfumonJobStraggler")
     assert (straggler["labels"]["team"], straggler["labels"]["pool"]) == ("foundation", "train-h100")
     assert float(straggler["value"]) == pytest.approx(0.4, abs=0.05)  # the hot GPU's pipes busy 1 / 0.6 as long
     # The data-bound job waits on its input inside its steps: step time, so its goodput stays high.
     goodput = {
         r["metric"]["job_id"]: float(r["value"][1])
-        for r in _query(prometheus, "job_id:mfumon_job_goodput_ratio:ratio1h")
+        for r in instant_query(prometheus, "job_id:mfumon_job_goodput_ratio:ratio1h")
     }
     assert goodput[DATA_BOUND_JOB] > 0.95 and goodput[RESILIENT_JOB] < 0.7
 
 
 def test_capacity_alerts_fire_for_the_simulated_scheduler(prometheus: str) -> None:
     """The demo's scheduler: a job queued for 5 h in train-h100, a 4-GPU job that fits nowhere in research-h100."""
-    waiting = wait_for("MfumonQueueWaitLong to fire", lambda: _firing(prometheus, "MfumonQueueWaitLong"))
+    waiting = wait_for("MfumonQueueWaitLong to fire", lambda: firing_alerts(prometheus, "MfumonQueueWaitLong"))
     assert {alert["labels"]["pool"] for alert in waiting} == {"train-h100"}
-    fragmented = wait_for("MfumonPoolFragmented to fire", lambda: _firing(prometheus, "MfumonPoolFragmented"))
+    fragmented = wait_for("MfumonPoolFragmented to fire", lambda: firing_alerts(prometheus, "MfumonPoolFragmented"))
     assert {alert["labels"]["pool"] for alert in fragmented} == {"research-h100"}
     assert float(fragmented[0]["value"]) == 4
-    assert not _firing(prometheus, "MfumonSchedulerSyncStale")
+    assert not firing_alerts(prometheus, "MfumonSchedulerSyncStale")
 
 
 def test_dashboard_variables_resolve(prometheus: str) -> None:
-    wait_for("job series", lambda: _query(prometheus, "job_id:mfumon_job_info:topk1"))
+    wait_for("job series", lambda: instant_query(prometheus, "job_id:mfumon_job_info:topk1"))
     for name, dashboard in load_dashboards().items():
         for var_name, var in variables(dashboard).items():
             if var["type"] != "query" or var_name == "cluster":  # one cluster's own Prometheus: no cluster label
@@ -291,4 +248,6 @@ def test_dashboard_variables_resolve(prometheus: str) -> None:
 
 def test_every_dashboard_query_returns_data(prometheus: str) -> None:
     queries = dashboard_queries({"cluster": ".*", "pool": ".*", "team": ".*", "node": ".*", "job": HEALTHY_JOB})
-    wait_until_none_left("dashboard queries without data", lambda: [q for q in queries if not _query(prometheus, q[2])])
+    wait_until_none_left(
+        "dashboard queries without data", lambda: [q for q in queries if not instant_query(prometheus, q[2])]
+    )

@@ -4,21 +4,18 @@ aggregator: the shards' targets are all up and together bring in exactly the ser
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
 import httpx
 import pytest
 import yaml
 
-from tests.conftest import start_server, stop_process, wait_for_listening
-from tests.deploy._support import REPO, require_tool
+from tests.conftest import start_server
+from tests.deploy._support import REPO, require_tool, start_prometheus
 from tests.utils.factories import metric_samples, node_sample, report
 from tests.utils.waiting import eventually
 
 pytestmark = pytest.mark.prometheus
-
-_PROMETHEUS_LISTENING = re.compile(r'msg="Listening on"[^\n]*? address=(127\.0\.0\.1:\d+)')
 
 
 def _documented_config() -> dict:  # type: ignore[type-arg]
@@ -27,7 +24,7 @@ def _documented_config() -> dict:  # type: ignore[type-arg]
 
 
 def test_prometheus_scrapes_every_shard_and_gets_the_whole_exposition(tmp_path: Path) -> None:
-    binary = require_tool("prometheus")
+    require_tool("prometheus")
     config = _documented_config()
     job = config["scrape_configs"][0]
     shards = len(job["static_configs"])
@@ -45,18 +42,7 @@ def test_prometheus_scrapes_every_shard_and_gets_the_whole_exposition(tmp_path: 
         job["scrape_interval"], job["scrape_timeout"] = "1s", "1s"
         for target in job["static_configs"]:
             target["targets"] = [aggregator.url.removeprefix("http://")]
-        (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-        cmd = [
-            binary,
-            f"--config.file={tmp_path / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp_path / 'data'}",
-            "--web.listen-address=127.0.0.1:0",  # the kernel picks the port; the log says which
-        ]
-        log_path = tmp_path / "prometheus.log"
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
-        try:
-            url = "http://" + wait_for_listening(proc, log_path, _PROMETHEUS_LISTENING).group(1)
+        with start_prometheus(tmp_path, config) as url:
 
             def query(expr: str) -> list[dict]:  # type: ignore[type-arg]
                 try:
@@ -75,5 +61,3 @@ def test_prometheus_scrapes_every_shard_and_gets_the_whole_exposition(tmp_path: 
             assert count == series
             names = {r["metric"]["__name__"] for r in query('{__name__=~"mfumon_.+"}')}
             assert names == expected
-        finally:
-            stop_process(proc)
