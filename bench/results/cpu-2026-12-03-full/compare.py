@@ -1,31 +1,51 @@
-"""Before/after table from two aggregator_scale results.json files: mfumon ÷ bare app per size and database."""
-import json, statistics, sys
+"""The before/after table (``before-after.md``) from two ``bench/aggregator_scale.py`` figures files.
 
-def med(x):
-    v = x["values"] if isinstance(x, dict) else x
-    return statistics.median(v) if v else float("nan")
+python3 bench/results/cpu-2026-12-03-full/compare.py BEFORE/results.json AFTER/results.json
+"""
 
-before, after = (json.load(open(p)) for p in sys.argv[1:3])
-key = lambda s: (s["db"], s["gpus"])
-b = {key(s): s for s in before["sizes"]}
-rows = [
-    ("ingest, closed loop (median of 3 windows)", lambda s: f"{med(s['ratios']):.2f}"),
-    ("per CPU-second of the server, deferred work included", lambda s: f"{med(s['cpu_ratios']):.2f}"),
-    ("CPU per push, open loop at the same rate (bare ÷ mfumon)", lambda s: f"{med(s['cpu_ratio_at_open']):.2f}"),
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def median(series: dict[str, list[float]]) -> float:
+    values = series["values"]
+    return statistics.median(values) if values else float("nan")
+
+
+ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
+    ("ingest, closed loop (median of 3 windows)", lambda s: f"{median(s['ratios']):.2f}"),
+    ("per CPU-second of the server, deferred work included", lambda s: f"{median(s['cpu_ratios']):.2f}"),
+    ("CPU per push, open loop at the same rate (bare ÷ mfumon)", lambda s: f"{median(s['cpu_ratio_at_open']):.2f}"),
     ("capacity, GPU-samples/s per process (open loop)", lambda s: f"{s['capacity'] * 8:,.0f}"),
-    ("p99 at 80% of that capacity, ms", lambda s: f"{med(s['p99_at_cap_80']):.0f}"),
+    ("p99 at 80% of that capacity, ms", lambda s: f"{median(s['p99_at_cap_80']):.0f}"),
 ]
-for db in ("sqlite", "postgres"):
-    sizes = [s for s in after["sizes"] if s["db"] == db]
-    print(f"\n{db}: before ({before['settings'].get('seconds')} s windows) → after, " + " / ".join(f"{s['gpus']:,}" for s in sizes) + " GPUs")
-    print("| | " + " | ".join(f"{s['gpus']:,} GPUs" for s in sizes) + " |")
-    print("|---|" + "---|" * len(sizes))
-    for label, fn in rows:
-        cells = []
-        for s in sizes:
-            old = b.get(key(s))
-            cells.append(f"{fn(old) if old else '-'} → **{fn(s)}**")
-        print(f"| {label} | " + " | ".join(cells) + " |")
-print()
-for name, run in (("before", before), ("after", after)):
-    print(name, "pushgateway", [(p["gpus"], p["ingest"]) for p in run["pushgateway"]], "minutes", round(run["minutes"]))
+
+
+def main() -> None:
+    before, after = (json.loads(Path(p).read_text()) for p in sys.argv[1:3])
+    held = {(s["db"], s["gpus"]): s for s in before["sizes"]}
+    for db in ("sqlite", "postgres"):
+        sizes = [s for s in after["sizes"] if s["db"] == db]
+        print(f"\n{db}, `mfumon serve` ÷ bare app: before → **after**")
+        print("| | " + " | ".join(f"{s['gpus']:,} GPUs" for s in sizes) + " |")
+        print("|---|" + "---|" * len(sizes))
+        for label, cell in ROWS:
+            cells = []
+            for s in sizes:
+                old = held.get((db, s["gpus"]))
+                cells.append(f"{cell(old) if old else '-'} → **{cell(s)}**")
+            print(f"| {label} | " + " | ".join(cells) + " |")
+    print()
+    for name, run in (("before", before), ("after", after)):
+        rates = ", ".join(f"{p['gpus']:,} GPUs {p['ingest']:,.0f}/s" for p in run["pushgateway"])
+        print(f"{name}: Pushgateway {rates}; {run['minutes']:.0f} min")
+
+
+if __name__ == "__main__":
+    main()
