@@ -65,6 +65,10 @@ _NUMBER = re.compile(r"(?<![\w:])\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _IDENTIFIER = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
 _LABEL_VALUES = re.compile(r"^label_values\(\s*(?:([A-Za-z_:][A-Za-z0-9_:]*)\s*(\{[^}]*\})?\s*,)?\s*(\w+)\s*\)$")
 
+#: Jobs of :func:`live_cluster` the live tests (one cluster and two) expect alerts and panels of.
+LOW_MFU_JOB = "finetune-13b-commbound"  # target MFU 0.20, below the 30% training threshold
+HEALTHY_JOB = "pretrain-llama3-8b"  # target MFU 0.45, recomputes activations
+
 #: The demo's nodes whose fleet-health faults :func:`live_cluster` brings within a live test's time.
 FLAPPING_NODE = "gpu-h100-02"  # an InfiniBand link that flaps
 REMAP_NODE = "gpu-a100-02"  # a GPU whose row remap waits for a reset

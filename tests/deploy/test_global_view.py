@@ -21,6 +21,8 @@ import yaml
 from tests.conftest import start_server
 from tests.deploy._support import (
     AGGREGATOR_JOB,
+    HEALTHY_JOB,
+    LOW_MFU_JOB,
     PROMETHEUS_DIR,
     dashboard_queries,
     firing_alerts,
@@ -38,7 +40,6 @@ from tests.deploy._support import (
     write_shortened_rules,
 )
 from tests.deploy._two_clusters import is_fleet_constant
-from tests.deploy.test_prometheus_live import HEALTHY_JOB, LOW_MFU_JOB
 
 pytestmark = pytest.mark.prometheus
 

@@ -28,6 +28,8 @@ from tests.conftest import LiveServer, start_server
 from tests.deploy._support import (
     AGGREGATOR_JOB,
     FLAPPING_NODE,
+    HEALTHY_JOB,
+    LOW_MFU_JOB,
     PROMETHEUS_DIR,
     REMAP_NODE,
     dashboard_queries,
@@ -49,8 +51,6 @@ from tests.deploy._support import (
 
 pytestmark = pytest.mark.prometheus
 
-LOW_MFU_JOB = "finetune-13b-commbound"  # target MFU 0.20, below the 30% training threshold
-HEALTHY_JOB = "pretrain-llama3-8b"  # target MFU 0.45, recomputes activations
 INFERENCE_JOB = "serve-llama3-70b"  # target MFU 0.07
 OVERCLAIM_JOB = "finetune-7b-overclaim"  # reports the 13b model while a 7b one runs: ~1.6x its hardware estimate
 UNWRAPPED_JOB = "sweep-unwrapped-17"  # busy GPUs attributed to it, never reports
