@@ -457,8 +457,8 @@ def measure_size(
     db: str,
     gpus: int,
     bare_server: Server,
+    floor_server: Server,
     workdir: Path,
-    floor_server: Server | None = None,
 ) -> SizeResult:
     nodes = gpus // GPUS_PER_NODE
     jobs = gpus // GPUS_PER_JOB
@@ -484,9 +484,8 @@ def measure_size(
         fill(server.url, nodes, jobs)
         scrape_once(server.url)
         for repeat in range(args.repeats):  # ingest, bare and real alternating
-            if floor_server is not None:
-                f, f_cpu = with_cpu(floor_server, lambda: load(floor_server.url, targets))
-                result.floor_per_cpu.add(f.units_ok / f_cpu)
+            f, f_cpu = with_cpu(floor_server, lambda: load(floor_server.url, targets))
+            result.floor_per_cpu.add(f.units_ok / f_cpu)
             b, b_cpu = with_cpu(bare_server, lambda: load(bare_url, targets))
             r, r_cpu = with_cpu(server, lambda: load(server.url, targets))
             result.bare.add(b.units_per_second)
@@ -845,8 +844,6 @@ def us_per_push(per_cpu: float) -> float:
 
 def print_floor(sizes: list[SizeResult]) -> None:
     """Each app's CPU per push, and what is left of it above the ASGI server alone (the same windows as above)."""
-    if not any(s.floor_per_cpu.values for s in sizes):
-        return
     print("CPU per push (us), medians of the windows above, and each app's own share: above the ASGI server alone")
     print("(bench/bare_app.py --floor: uvicorn and run_app's connection guard, reading the body and answering, no")
     print("app). 'own ratio': FastAPI's own cost (routing, JSON parse) over mfumon's own (door, validation, state,")
@@ -856,8 +853,6 @@ def print_floor(sizes: list[SizeResult]) -> None:
         f"{'bare own':>8}  {'mfumon own':>10}  {'own ratio':>9}"
     )
     for s in sizes:
-        if not s.floor_per_cpu.values:
-            continue
         floor_us, bare_us, real_us = (us_per_push(x.median) for x in (s.floor_per_cpu, s.bare_per_cpu, s.real_per_cpu))
         bare_own, real_own = bare_us - floor_us, real_us - floor_us
         print(
@@ -1074,7 +1069,7 @@ def main() -> None:
                 with bare(workdir) as bare_server, floor(workdir) as floor_server:
                     for db in args.databases:
                         for gpus in args.sizes:
-                            sizes.append(measure_size(args, dbs, db, gpus, bare_server, workdir, floor_server))
+                            sizes.append(measure_size(args, dbs, db, gpus, bare_server, floor_server, workdir))
             if "pushgateway" not in args.skip:
                 for gpus in [g for g in args.sizes if g <= 10000]:
                     log(f"pushgateway at {gpus:,} GPUs")
