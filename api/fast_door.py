@@ -28,13 +28,21 @@ calls (:data:`STANDS_IN_FOR` lists them; building the door fails when the app ha
 
 What the route does is :func:`mfumon.api.routes.nodes.accept_push`, as the declared route calls it; an error it
 raises once the push was taken is answered by the app's own exception handler (:mod:`mfumon.api.handlers`).
+
+**In place, under ``mfumon serve``.** The server's protocol (:mod:`mfumon.api.connections`) hands the door a push
+whose whole body came with its head, in the callback that parsed it: :meth:`FastDoor.take_in_place` takes it by the
+same checks and calls, with the admission verdict the server's door reached on the head, and no ASGI cycle at all
+(uvicorn's task, scope, the three outer middleware, h11's response events: another third of a push's CPU). What it
+declines goes through the stack as received; an error taking it raised is handed over with the request
+(:data:`~mfumon.api.overload.HANDED_OVER`), and this door's ASGI path answers it through the app's handler instead
+of taking it again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from fastapi import FastAPI
@@ -44,6 +52,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mfumon.api.admission import Admit, Refusal
+from mfumon.api.core.security import Principal
 from mfumon.api.deps import NODE_NAME, granted
 from mfumon.api.middleware import (
     BodySizeLimit,
@@ -53,7 +62,7 @@ from mfumon.api.middleware import (
     WriteAudit,
     audit_write,
 )
-from mfumon.api.overload import IngestLimit
+from mfumon.api.overload import HANDED_OVER, IngestLimit
 from mfumon.api.routes.nodes import JSON, PUSH_PATH, accept_push, parse_push
 from mfumon.api.schemas.nodes import NodeSampleCreate
 
@@ -72,6 +81,7 @@ be built."""
 
 _JSON = JSON.encode()
 Handlers = Mapping[Any, Callable[[Request, Exception], Any]]
+Headers = Iterable[tuple[bytes, bytes]]  # a request's header pairs, names in lower case (ASGI's, h11's)
 
 
 class FastDoor:
@@ -79,8 +89,9 @@ class FastDoor:
     everything else goes on to ``app`` as received. ``handlers``: the app's exception handlers, for an error raised
     once a push is taken."""
 
-    def __init__(self, app: ASGIApp, *, layers: int, handlers: Handlers) -> None:
+    def __init__(self, app: ASGIApp, *, layers: int, handlers: Handlers, owner: FastAPI) -> None:
         self.app = app
+        self.owner = owner  # the app, as the stack's scope carries it (its context, for the door in the server)
         self.handlers = handlers
         found = _layers(app, layers)
         self.admit: Admit = found[Admit]
@@ -106,27 +117,40 @@ class FastDoor:
             return
         await self._take(scope, receive, send, node, sample, body)
 
+    def take_in_place(
+        self, method: str, path: str, headers: Headers, body: bytes, principal: Principal | None
+    ) -> bytes | Exception | None:
+        """A push whose whole body came with its head, taken by the server's protocol before any ASGI cycle
+        (:mod:`mfumon.api.connections`, under ``mfumon serve``): the answer's body (200), or the error taking it
+        raised, which the server hands to this door's ASGI path with the request (:data:`HANDED_OVER`) to answer
+        through the app's handler; None when this door would not take it (the stack answers it, as always).
+
+        ``principal``: the admission's verdict, which the server's door reached on the same head (None: no token
+        was needed). The in-flight slot is the server door's: it ends it once the answer is written, and the ASGI
+        path ends it otherwise."""
+        target = _push_target(method, path, headers)
+        if target is None or len(body) != target[1]:
+            return None
+        sample = parse_push(body)
+        state: dict[str, Any] = {} if principal is None else {"principal": principal}
+        scope = {"type": "http", "method": method, "path": path, "app": self.owner, "state": state}
+        if sample is None or not self._granted(scope, target[2]):
+            return None
+        try:
+            answer = accept_push(self.owner.state.ctx, target[0], sample, body)
+        except Exception as exc:
+            return exc
+        audit_write(scope, 200)
+        return answer
+
     def _push_head(self, scope: Scope) -> tuple[str, int, str | None] | None:
-        """Node, declared length and ``Authorization`` of a push whose head needs no error: the route, a valid
-        node name, ``application/json`` exactly, a ``Content-Length``, and admitted."""
-        if scope["type"] != "http" or scope["method"] != "POST" or scope.get("root_path"):
+        """:func:`_push_target` of a request through the stack (no ``root_path``), if admitted."""
+        if scope["type"] != "http" or scope.get("root_path"):
             return None
-        match = PUSH_PATH.fullmatch(scope["path"])
-        if match is None or NODE_NAME.fullmatch(node := match.group(1)) is None:
+        target = _push_target(scope["method"], scope["path"], scope["headers"])
+        if target is None or isinstance(self.admit.verdict(scope), Refusal):
             return None
-        content_type = length = authorization = None
-        for name, value in scope["headers"]:
-            if name == b"content-type":
-                content_type = value if content_type is None else b""
-            elif name == b"content-length":
-                length = value if length is None else b""
-            elif name == b"authorization":
-                authorization = value.decode("latin-1")
-        if content_type != _JSON or length is None or not length.isdigit():
-            return None
-        if isinstance(self.admit.verdict(scope), Refusal):
-            return None
-        return node, int(length), authorization
+        return target
 
     def _whole_body(self, scope: Scope, message: Message, length: int) -> bytes | None:
         """The body, if it came whole in ``message``, as long as declared and within the route's limit."""
@@ -147,8 +171,11 @@ class FastDoor:
         """Answer a push that passed every check, with each middleware's effect; an error through its handler."""
         gate, status = self.gate, 500
         gate.enter()
+        handed = scope.pop(HANDED_OVER, None)
         try:
             try:
+                if handed is not None:  # raised when the server's protocol took it in place: not taken twice
+                    raise handed
                 answer = accept_push(scope["app"].state.ctx, node, sample, body)
             except Exception as exc:
                 status = await self._handle(scope, receive, send, exc)
@@ -174,6 +201,27 @@ class FastDoor:
         assert isinstance(response, Response)
         await response(scope, receive, send)
         return response.status_code
+
+
+def _push_target(method: str, path: str, headers: Headers) -> tuple[str, int, str | None] | None:
+    """Node, declared length and ``Authorization`` of a push whose head needs no error: the route, a valid node
+    name, ``application/json`` exactly, a ``Content-Length``."""
+    if method != "POST":
+        return None
+    match = PUSH_PATH.fullmatch(path)
+    if match is None or NODE_NAME.fullmatch(node := match.group(1)) is None:
+        return None
+    content_type = length = authorization = None
+    for name, value in headers:
+        if name == b"content-type":
+            content_type = value if content_type is None else b""
+        elif name == b"content-length":
+            length = value if length is None else b""
+        elif name == b"authorization":
+            authorization = value.decode("latin-1")
+    if content_type != _JSON or length is None or not length.isdigit():
+        return None
+    return node, int(length), authorization
 
 
 def _layers(app: ASGIApp, count: int) -> dict[type, Any]:
@@ -219,5 +267,6 @@ def install(app: FastAPI, stack: ASGIApp) -> ASGIApp:
     while not isinstance(outer.app, outermost):
         outer = outer.app
     handlers = {key: handler for key, handler in app.exception_handlers.items() if key not in (500, Exception)}
-    outer.app = FastDoor(outer.app, layers=len(app.user_middleware), handlers=handlers)
+    outer.app = door = FastDoor(outer.app, layers=len(app.user_middleware), handlers=handlers, owner=app)
+    app.state.fast_door = door  # for the server's protocol (mfumon.api.connections), which takes pushes in place
     return stack

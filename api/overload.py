@@ -10,8 +10,11 @@ fast, and the clients, which spool and honour ``Retry-After``, come back later w
   event loop, and costs no task, no ASGI call and no body parsing. Under another server this middleware counts
   them when it runs.
 - a request taken that then waited longer than ``max_queue_s`` before the app got to it (the loop is saturated,
-  or a flush, a scrape or a collector pass held it). The server stamps each request when it reads its bytes
-  (``ARRIVED``); past the bound the request is refused before its body is validated.
+  or a flush, a scrape or a collector pass held it). The server stamps each request with when it learned of its
+  bytes (``ARRIVED``: when the event loop's turn that reads them began its reads); past the bound the request is
+  refused before its body is validated. A node push taken in place (in the callback that read it, under ``mfumon
+  serve``) never waits after that; it is refused at the door if the pushes read before it in the same turn took
+  longer than the bound (:meth:`mfumon.api.connections.ConnectionGuard.arrival`).
 
 Shutting the door for a while after such a request, or while the event loop ran late turn after turn, was tried
 side by side (``bench/results/cpu-2026-12-01f/``): not clearly better at 2x capacity within this machine's noise,
@@ -34,7 +37,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mfumon.api.middleware import endpoint_of
 
-ARRIVED = "mfumon.arrived"  # scope key: time.monotonic() when the server read the request's bytes
+ARRIVED = "mfumon.arrived"  # scope key: time.monotonic() when the server learned of the request's bytes
+HANDED_OVER = "mfumon.push_error"  # scope key: the error taking a push in place raised, for the app to answer
 
 
 class IngestGate:

@@ -12,8 +12,12 @@ import os
 import resource
 import socket
 import sys
+from typing import TYPE_CHECKING
 
 from starlette.types import ASGIApp
+
+if TYPE_CHECKING:
+    from mfumon.api.connections import ConnectionGuard
 
 from mfumon.api.core.config import Settings
 from mfumon.api.core.logs import RepeatLimit, limit_repeats
@@ -97,21 +101,11 @@ def short_gil_turns() -> None:
     sys.setswitchinterval(SWITCH_INTERVAL_S)
 
 
-def run_app(app: ASGIApp, settings: Settings, sock: socket.socket | None = None) -> None:
-    """Serve ``app`` on ``sock`` (or a socket bound to the settings' host and port) until a signal stops it.
+def connection_guard(app: ASGIApp, settings: Settings, max_connections: int) -> ConnectionGuard:
+    """The connection guard :func:`run_app` serves ``app`` with: the settings' deadlines and caps, and the app's
+    ingest gate, admission and fast door (looked up as the app starts, when it has them)."""
+    from mfumon.api.connections import ConnectionGuard
 
-    uvicorn with :class:`~mfumon.api.connections.GuardedH11Protocol`: request-head and write deadlines and a connection
-    cap below the file-descriptor limit; repeated log lines are limited once uvicorn has set logging up.
-    """
-    import uvicorn
-
-    from mfumon.api.connections import ConnectionGuard, GuardedH11Protocol
-
-    sock = sock or bind_socket(settings.HOST, settings.PORT)
-    quiet_gc()
-    short_gil_turns()
-    limit_malloc_arenas(MALLOC_ARENAS)
-    max_connections = min(settings.MAX_CONNECTIONS, raise_fd_limit())
     state = getattr(app, "state", None)
     guard = ConnectionGuard(
         header_timeout_seconds=settings.HEADER_TIMEOUT_SECONDS,
@@ -121,9 +115,28 @@ def run_app(app: ASGIApp, settings: Settings, sock: socket.socket | None = None)
         gate=getattr(state, "ingest_gate", None),
         admission=(lambda: getattr(state, "admission", None)) if state is not None else None,
         on_refused=getattr(state, "on_admission_refused", None),
+        in_place=(lambda: getattr(state, "fast_door", None)) if state is not None else None,
     )
-    if hasattr(app, "state"):
-        app.state.connection_guard = guard  # for /metrics
+    if state is not None:
+        state.connection_guard = guard  # for /metrics
+    return guard
+
+
+def run_app(app: ASGIApp, settings: Settings, sock: socket.socket | None = None) -> None:
+    """Serve ``app`` on ``sock`` (or a socket bound to the settings' host and port) until a signal stops it.
+
+    uvicorn with :class:`~mfumon.api.connections.GuardedH11Protocol`: request-head and write deadlines and a connection
+    cap below the file-descriptor limit; repeated log lines are limited once uvicorn has set logging up.
+    """
+    import uvicorn
+
+    from mfumon.api.connections import GuardedH11Protocol
+
+    sock = sock or bind_socket(settings.HOST, settings.PORT)
+    quiet_gc()
+    short_gil_turns()
+    limit_malloc_arenas(MALLOC_ARENAS)
+    guard = connection_guard(app, settings, min(settings.MAX_CONNECTIONS, raise_fd_limit()))
     config = uvicorn.Config(
         app,
         http=GuardedH11Protocol,
@@ -135,5 +148,5 @@ def run_app(app: ASGIApp, settings: Settings, sock: socket.socket | None = None)
     config.connection_guard = guard  # type: ignore[attr-defined]
     limit_repeats(RepeatLimit(burst=settings.LOG_REPEATS_PER_MINUTE, period_seconds=60.0))
     print(f"{LISTENING_PREFIX}{url_of(sock)}", file=sys.stderr, flush=True)
-    logging.getLogger(__name__).info("at most %d connections", max_connections)
+    logging.getLogger(__name__).info("at most %d connections", guard.max_connections)
     uvicorn.Server(config).run(sockets=[sock])

@@ -11,18 +11,16 @@ from __future__ import annotations
 import gc
 import socket
 import struct
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 
 from mfumon.api.connections import ConnectionGuard, GuardedH11Protocol
 from mfumon.api.core.config import Settings
 from mfumon.api.main import create_app
-from mfumon.api.server import bind_socket, url_of
+from tests.utils.in_process import serve_in_process
 
 
 @pytest.fixture
@@ -30,7 +28,6 @@ def port(tmp_path: Path) -> Iterator[int]:
     app = create_app(
         Settings(DATABASE_URL=f"sqlite:///{tmp_path / 'm.db'}", INGEST_TOKENS="memory-test-token-0123456789")
     )
-    sock = bind_socket("127.0.0.1", 0)
     guard = ConnectionGuard(
         header_timeout_seconds=10,
         write_timeout_seconds=10,
@@ -38,19 +35,8 @@ def port(tmp_path: Path) -> Iterator[int]:
         gate=app.state.ingest_gate,
         admission=lambda: getattr(app.state, "admission", None),
     )
-    config = uvicorn.Config(app, http=GuardedH11Protocol, log_level="warning", access_log=False)
-    config.connection_guard = guard  # type: ignore[attr-defined]
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    yield int(url_of(sock).rsplit(":", 1)[1])  # the socket itself is served: no port picked in advance
-    server.should_exit = True
-    thread.join(10)
-    sock.close()
+    with serve_in_process(app, guard) as port:
+        yield port
 
 
 def _alive(kind: type) -> int:
