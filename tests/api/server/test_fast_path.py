@@ -31,47 +31,22 @@ from mfumon.api.core.config import Settings
 from mfumon.api.fast_door import STANDS_IN_FOR, FastDoor
 from mfumon.api.main import create_app
 from mfumon.api.overload import ARRIVED
-from tests.utils.factories import node_sample
-
-TOKENS = """\
-exporter-secret  name=exporters scopes=nodes
-jobs-secret      name=jobs      scopes=jobs
-"""
-GOOD = {"content-type": "application/json", "authorization": "Bearer exporter-secret"}
-BODY_TIMEOUT_S = 0.3
-LIMITS = {
-    "MAX_GPUS_PER_NODE": 2,
-    "MAX_BODY_BYTES": 4096,
-    "MAX_NODES": 3,
-    "AUDIT_LOG": True,
-    "BODY_TIMEOUT_SECONDS": BODY_TIMEOUT_S,
-}
-SELF_SERIES = (
-    "mfumon_ingest_requests_total",
-    "mfumon_token_writes_total",
-    "mfumon_ingest_refused_total",
-    "mfumon_ingest_gpu_samples_total",
-    "mfumon_read_requests_rejected_total",
-    "mfumon_http_connections_closed_total",
+from tests.api.server._pushes import (
+    BODY_TIMEOUT_S,
+    GOOD,
+    LIMITS,
+    SELF_SERIES,
+    TOKENS,
+    push_body,
 )
-
-
-def _body(n: int = 2, timestamp: float | None = None, **counters: Any) -> bytes:
-    sample = node_sample(n, **counters)
-    if timestamp is not None:
-        sample["timestamp"] = timestamp
-    return json.dumps(sample).encode()
-
-
-def _with_gpus(gpus: list[Any]) -> bytes:
-    return json.dumps({**node_sample(2), "gpus": gpus}).encode()
+from tests.utils.factories import node_sample
 
 
 @dataclass
 class Case:
     name: str
     node: str = "n1"
-    body: bytes | Callable[[], bytes] = field(default_factory=lambda: _body)
+    body: bytes | Callable[[], bytes] = field(default_factory=lambda: push_body)
     headers: dict[str, str] = field(default_factory=lambda: dict(GOOD))
     method: str = "POST"
     length: int | None = -1  # -1: the body's; None: no Content-Length
@@ -88,7 +63,7 @@ _CASES = [
     Case("no content type (read as JSON)", "n2", headers={"authorization": GOOD["authorization"]}),
     Case("JSON with parameters", "n3", headers={**GOOD, "content-type": "application/json; charset=utf-8"}),
     Case("a node past MAX_NODES", "n9", taken=True),
-    Case("a stale push", body=lambda: _body(timestamp=time.time() - 3600), taken=True),
+    Case("a stale push", body=lambda: push_body(timestamp=time.time() - 3600), taken=True),
     Case("no token", headers={"content-type": "application/json"}),
     Case("a wrong token", headers={**GOOD, "authorization": "Bearer nope"}),
     Case("a token without the nodes scope", headers={**GOOD, "authorization": "Bearer jobs-secret"}),
@@ -97,8 +72,8 @@ _CASES = [
     Case("invalid JSON", body=b'{"timestamp": '),
     Case("an empty body", body=b""),
     Case("a JSON array", body=b"[]"),
-    Case("a ratio out of range", body=lambda: _body(utilization=1.5)),
-    Case("a number as a string", body=lambda: _body(power_watts="300")),
+    Case("a ratio out of range", body=lambda: push_body(utilization=1.5)),
+    Case("a number as a string", body=lambda: push_body(power_watts="300")),
     Case("an unknown field", body=lambda: json.dumps({**node_sample(2), "extra": 1}).encode()),
     Case(
         "duplicate GPU uuids", body=lambda: json.dumps({**node_sample(2), "gpus": node_sample(1)["gpus"] * 2}).encode()
@@ -106,9 +81,9 @@ _CASES = [
     Case("a node name with a space", "bad node"),
     Case("a node name ending in a newline", "n1\n"),
     Case("a node name too long", "n" * 129),
-    Case("more GPUs than a node may have", body=lambda: _body(3), taken=True),
-    Case("a timestamp from the future", body=lambda: _body(timestamp=time.time() + 3600), taken=True),
-    Case("a declared body over the limit", body=lambda: b" " * 5000 + _body()),
+    Case("more GPUs than a node may have", body=lambda: push_body(3), taken=True),
+    Case("a timestamp from the future", body=lambda: push_body(timestamp=time.time() + 3600), taken=True),
+    Case("a declared body over the limit", body=lambda: b" " * 5000 + push_body()),
     Case("chunked (no Content-Length)", length=None, chunks=2),
     Case("a body in two messages", chunks=2),
     Case("a Content-Length longer than the body", length=10_000),
@@ -272,7 +247,7 @@ def test_the_accepted_answer_is_the_declared_routes(pair: Callable[..., tuple[Te
     """Byte for byte, headers and their order included, and the OpenAPI document is the declared route's."""
     door, declared = pair()
     case = Case("well-formed", headers={"content-type": "application/json"})
-    body = _body()
+    body = push_body()
     assert _asgi(door, case, body) == _asgi(declared, case, body)
     status, headers, answer = _asgi(door, case, body)
     assert (status, answer) == (200, b'{"accepted":2,"applied":true}')
@@ -300,10 +275,10 @@ def test_a_push_the_server_door_counted_is_not_counted_again(make_client, monkey
     gate = client.app.state.ingest_gate  # type: ignore[attr-defined]
     seen = _gate_pending_during_push(client, monkeypatch)
     headers = {"content-type": "application/json"}
-    assert client.post("/v1/nodes/n1/samples", content=_body(), headers=headers).status_code == 200
+    assert client.post("/v1/nodes/n1/samples", content=push_body(), headers=headers).status_code == 200
     assert seen == [1] and gate.pending == 0  # counted by the fast door itself
     gate.door, gate.pending = True, 2  # this request and another, counted as their heads were parsed
-    assert client.post("/v1/nodes/n1/samples", content=_body(), headers=headers).status_code == 200
+    assert client.post("/v1/nodes/n1/samples", content=push_body(), headers=headers).status_code == 200
     assert seen == [1, 2] and gate.pending == 1
     declined = client.post("/v1/nodes/n1/samples", content=b"[]", headers=headers)  # IngestLimit ends this one
     assert declined.status_code == 422 and gate.pending == 0
@@ -338,6 +313,6 @@ def test_before_the_app_started_a_push_is_refused_as_by_admission() -> None:
     """Before startup there is no context to take a push into: the door leaves it to admission's 503."""
     answers = []
     for app in (create_app(Settings(DATABASE_URL="sqlite://")), _without_door(create_app(Settings()))):
-        response = TestClient(app).post("/v1/nodes/n1/samples", content=_body(), headers=GOOD)  # no lifespan
+        response = TestClient(app).post("/v1/nodes/n1/samples", content=push_body(), headers=GOOD)  # no lifespan
         answers.append((response.status_code, response.content, response.headers.items()))
     assert answers[0] == answers[1] and answers[0][0] == 503

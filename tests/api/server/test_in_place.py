@@ -28,7 +28,8 @@ from mfumon.api.core.config import Settings
 from mfumon.api.fast_door import FastDoor
 from mfumon.api.main import create_app
 from mfumon.api.server import connection_guard
-from tests.api.server.test_fast_path import LIMITS, SELF_SERIES, TOKENS, _body, _with_gpus
+from tests.api.server._pushes import LIMITS, SELF_SERIES, TOKENS, push_body, push_with_gpus
+from tests.utils.factories import node_sample
 from tests.utils.in_process import serve_in_process
 
 EXPORTER = "Bearer exporter-secret"
@@ -130,7 +131,7 @@ def pair(migrated_sqlite: Path, tmp_path: Path) -> Iterator[Callable[..., tuple[
 class WireCase:
     name: str
     node: str = "n1"
-    body: Callable[[], bytes] = _body
+    body: Callable[[], bytes] = push_body
     headers: dict[str, str] | None = None  # None: JSON with the exporter's token
     method: str = "POST"
     version: str = "1.1"
@@ -149,30 +150,24 @@ _CASES = [
         headers={"content-type": "application/json; charset=utf-8", "authorization": EXPORTER},
     ),
     WireCase("a node past MAX_NODES", "n9", taken=True),
-    WireCase("a stale push", body=lambda: _body(timestamp=time.time() - 3600), taken=True),
+    WireCase("a stale push", body=lambda: push_body(timestamp=time.time() - 3600), taken=True),
     WireCase("no token", headers=dict(_JSON)),
     WireCase("a wrong token", headers={**_JSON, "authorization": "Bearer nope"}),
     WireCase("a token without the nodes scope", headers={**_JSON, "authorization": "Bearer jobs-secret"}),
     WireCase("not JSON by its content type", headers={"content-type": "text/plain", "authorization": EXPORTER}),
     WireCase("invalid JSON", body=lambda: b'{"timestamp": '),
-    WireCase("a ratio out of range", body=lambda: _body(utilization=1.5)),
-    WireCase("duplicate GPU uuids", body=lambda: _with_gpus(_with_gpus_list() * 2)),
+    WireCase("a ratio out of range", body=lambda: push_body(utilization=1.5)),
+    WireCase("duplicate GPU uuids", body=lambda: push_with_gpus(node_sample(1)["gpus"] * 2)),
     WireCase("a node name with a space", "bad%20node"),
-    WireCase("more GPUs than a node may have", body=lambda: _body(3), taken=True),
-    WireCase("a timestamp from the future", body=lambda: _body(timestamp=time.time() + 3600), taken=True),
-    WireCase("a declared body over the limit", body=lambda: b" " * 5000 + _body()),
+    WireCase("more GPUs than a node may have", body=lambda: push_body(3), taken=True),
+    WireCase("a timestamp from the future", body=lambda: push_body(timestamp=time.time() + 3600), taken=True),
+    WireCase("a declared body over the limit", body=lambda: b" " * 5000 + push_body()),
     WireCase("the writer backlogged", backlogged=True, taken=True),
     WireCase("asks to close the connection", headers={**_JSON, "connection": "close", "authorization": EXPORTER}),
     WireCase("HTTP/1.0", version="1.0"),
     WireCase("a PUT of the push path", method="PUT"),
     WireCase("after all that, well-formed again", taken=True),
 ]
-
-
-def _with_gpus_list() -> list[Any]:
-    import json
-
-    return list(json.loads(_body(1))["gpus"])
 
 
 def _self_series(served: Served) -> list[str]:
@@ -240,10 +235,10 @@ def test_an_answer_in_place_is_the_stacks_byte_for_byte(pair: Callable[..., tupl
     """The same push on one server, whole in one write (taken in place) and with its body 0.2 s after its head (the
     fast door's ASGI path): the same bytes, status line and headers in their order, but the date."""
     in_place, _ = pair()
-    raw = _request("n1", _body(), _JSON)
+    raw = _request("n1", push_body(), _JSON)
     whole = in_place.ask(raw)
     assert in_place.taken == ["n1"]
-    split = in_place.ask(_request("n1", _body(), _JSON), split_at=len(raw) - 20)
+    split = in_place.ask(_request("n1", push_body(), _JSON), split_at=len(raw) - 20)
     assert in_place.taken == ["n1"]  # the body was not whole when the head was read
     assert _dateless(whole) == _dateless(split)
     assert whole.startswith(b"HTTP/1.1 200 OK\r\ndate: ") and whole.endswith(b'{"accepted":2,"applied":true}')
@@ -256,10 +251,10 @@ def test_a_kept_alive_connection_reads_on_after_each_push_in_place(pair: Callabl
     in_place, _ = pair()
     with socket.create_connection(("127.0.0.1", in_place.port), timeout=10) as sock:
         for _ in range(3):
-            sock.sendall(_request("n1", _body(), _JSON))
+            sock.sendall(_request("n1", push_body(), _JSON))
             assert _read_answers(sock, 1)[0].startswith(b"HTTP/1.1 200 OK")
         assert in_place.taken == ["n1"] * 3
-        sock.sendall(_request("n2", _body(), _JSON) + _request("n3", _body(), _JSON))
+        sock.sendall(_request("n2", push_body(), _JSON) + _request("n3", push_body(), _JSON))
         answers = _read_answers(sock, 2)
         assert [a.split(b"\r\n", 1)[0] for a in answers] == [b"HTTP/1.1 200 OK"] * 2
         sock.sendall(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
