@@ -301,12 +301,14 @@ class GuardedH11Protocol(H11Protocol):
         answer 200, its slot ended, and read on with a fresh h11 state (what h11 reaches after any keep-alive
         exchange; building it costs a tenth of sending the answer through h11's events). True when answered."""
         door = self.guard.in_place() if self.guard.in_place is not None else None
-        buffered, closed = self.conn.trailing_data
-        if door is None or not self._reading or closed or request.http_version != b"1.1":
+        if door is None or not self._reading or request.http_version != b"1.1":
             return False
         for name, value in request.headers:
             if name in _NOT_IN_PLACE or (name == b"connection" and b"close" in value.lower()):
                 return False
+        buffered, closed = self.conn.trailing_data  # a copy of what was read past the head: the body, if whole
+        if closed:
+            return False
         answer = door.take_in_place(method, path, request.headers, buffered, principal)
         if answer is None or isinstance(answer, Exception):
             self._handed_over = answer  # the cycle uvicorn now starts answers it, through the app's handler
