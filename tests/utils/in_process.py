@@ -12,7 +12,7 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from mfumon.api.connections import ConnectionGuard, GuardedH11Protocol
-from mfumon.api.server import bind_socket
+from mfumon.api.server import bind_socket, url_of
 
 
 @contextmanager
@@ -29,7 +29,7 @@ def serve_in_process(app: ASGIApp, guard: ConnectionGuard) -> Iterator[int]:
         assert time.monotonic() < deadline, "the server did not start"
         time.sleep(0.05)
     try:
-        yield sock.getsockname()[1]  # the socket itself is served: no port picked in advance
+        yield int(url_of(sock).rsplit(":", 1)[1])  # the socket itself is served: no port picked in advance
     finally:
         server.should_exit = True
         thread.join(10)
