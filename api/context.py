@@ -41,6 +41,7 @@ class AppContext:
     origin: str  # this process's id in notifications to other replicas
     listener: ChangeListener | None = None  # PostgreSQL only
     scrapes: ScrapeCache = field(default_factory=lambda: ScrapeCache(0.0))
+    writer_engine: Engine | None = None  # the sample writer's own (SQLite); None: it shares ``engine``
     clock: Callable[[], float] = time.time
 
     def ready(self) -> bool:

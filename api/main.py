@@ -19,7 +19,7 @@ from mfumon.api.core.memory import Trimmer
 from mfumon.api.core.security import Token, TokenVerifier
 from mfumon.api.crud.counters import HOUR
 from mfumon.api.db.migrate import upgrade_to_head
-from mfumon.api.db.session import make_engine, make_sessionmaker
+from mfumon.api.db.session import make_engine, make_sessionmaker, make_writer_engine
 from mfumon.api.metrics.scrapes import ScrapeCache
 from mfumon.api.metrics.self_metrics import SelfMetrics
 from mfumon.api.metrics.store import MetricsRenderer
@@ -81,7 +81,9 @@ def build_context(settings: Settings, verifier: TokenVerifier | None = None) -> 
         scheduler_ttl_seconds=settings.SCHEDULER_TTL_SECONDS,
     )
     refresher = Refresher(state, sessions, resolver, overlap_seconds=settings.REFRESH_OVERLAP_SECONDS)
-    sample_writer = SampleWriter(sessions, interval_seconds=settings.SAMPLE_FLUSH_SECONDS)
+    writer_engine = make_writer_engine(settings.DATABASE_URL, engine)
+    writer_sessions = sessions if writer_engine is None else make_sessionmaker(writer_engine)
+    sample_writer = SampleWriter(writer_sessions, interval_seconds=settings.SAMPLE_FLUSH_SECONDS)
     self_metrics = SelfMetrics()
     scrapes = self_metrics.scrapes = ScrapeCache(settings.METRICS_MAX_AGE_SECONDS)
     self_metrics.max_unknown_devices = settings.MAX_UNKNOWN_GPU_MODELS
@@ -101,6 +103,7 @@ def build_context(settings: Settings, verifier: TokenVerifier | None = None) -> 
     return AppContext(
         settings=settings,
         engine=engine,
+        writer_engine=writer_engine,
         sessions=sessions,
         state=state,
         peak_table=table,
@@ -218,6 +221,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if ctx.listener is not None:
                 ctx.listener.stop()
             ctx.engine.dispose()
+            if ctx.writer_engine is not None:
+                ctx.writer_engine.dispose()
 
     app = Aggregator(
         title="mfu-monitor aggregator",

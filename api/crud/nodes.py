@@ -8,6 +8,8 @@ timestamp), ``samples_received`` adds each writer's count in SQL, and ``last_see
 from __future__ import annotations
 
 import functools
+import itertools
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,7 +42,8 @@ class NodeWrite:
     samples: int
 
 
-_COLUMNS = ("name", "pool", "sample", "last_sample_timestamp", "last_seen_at", "samples_received", "updated_at")
+# In the table's order, which is the order SQLite's compiled upsert takes them in (no reordering per row).
+_COLUMNS = ("name", "pool", "last_seen_at", "last_sample_timestamp", "samples_received", "updated_at", "sample")
 
 
 @functools.cache
@@ -90,33 +93,30 @@ def _sqlite_upsert_parts() -> tuple[str, str, str, tuple[str, ...]]:
     return f"{head} VALUES ", row, tail, tuple(compiled.positiontup or ())
 
 
-def _sqlite_upsert(session: Session, rows: Sequence[dict[str, Any]]) -> None:
+def _sqlite_upsert(session: Session, rows: Sequence[tuple[Any, ...]]) -> None:
     """Many rows per statement, not one statement per row (an executemany): Python's sqlite3 lets go of the GIL
     for every statement it steps, and while the event loop is busy, taking it back waits out the switch interval
     (5 ms). Row by row, a flush of 12,500 nodes took 0.4 s alone and 92 s beside a busy thread; 500 rows a
-    statement, 0.4 and 0.7 s (``bench/sqlite_beside_loop.py``)."""
+    statement, 0.4 and 0.7 s (``bench/sqlite_beside_loop.py``). ``rows``: values in :data:`_COLUMNS` order."""
     head, row, tail, order = _sqlite_upsert_parts()
+    if order != _COLUMNS:
+        pick = operator.itemgetter(*(_COLUMNS.index(column) for column in order))
+        rows = [pick(r) for r in rows]
     connection = session.connection()
     for start in range(0, len(rows), _SQLITE_ROWS_PER_STATEMENT):
         chunk = rows[start : start + _SQLITE_ROWS_PER_STATEMENT]
         sql = head + ", ".join([row] * len(chunk)) + tail
-        connection.exec_driver_sql(sql, tuple(r[column] for r in chunk for column in order))
+        connection.exec_driver_sql(sql, tuple(itertools.chain.from_iterable(chunk)))
+
+
+def _values(writes: Sequence[NodeWrite], now: float) -> list[tuple[Any, ...]]:
+    """Each write's values in :data:`_COLUMNS` order, stamped ``now`` (``updated_at``)."""
+    return [(w.name, w.pool, w.last_seen_at, w.last_sample_timestamp, w.samples, now, w.sample) for w in writes]
 
 
 def node_rows(writes: Sequence[NodeWrite], now: float) -> list[dict[str, Any]]:
     """The writes as rows of the node table, stamped ``now`` (``updated_at``)."""
-    return [
-        {
-            "name": w.name,
-            "pool": w.pool,
-            "sample": w.sample,
-            "last_sample_timestamp": w.last_sample_timestamp,
-            "last_seen_at": w.last_seen_at,
-            "samples_received": w.samples,
-            "updated_at": now,
-        }
-        for w in writes
-    ]
+    return [dict(zip(_COLUMNS, values, strict=True)) for values in _values(writes, now)]
 
 
 def upsert_nodes(*, session: Session, writes: Sequence[NodeWrite], now: float) -> None:
@@ -133,12 +133,14 @@ def upsert_nodes(*, session: Session, writes: Sequence[NodeWrite], now: float) -
     """
     if not writes:
         return
-    dialect = session.get_bind().dialect.name
-    rows = node_rows(writes, now)
-    if dialect == "postgresql":  # one array per column
-        session.execute(_upsert(dialect), {column: [row[column] for row in rows] for column in _COLUMNS})
+    values = _values(writes, now)
+    if session.get_bind().dialect.name == "postgresql":  # one array per column
+        columns = zip(*values, strict=True)
+        session.execute(
+            _upsert("postgresql"), {name: list(column) for name, column in zip(_COLUMNS, columns, strict=True)}
+        )
     else:
-        _sqlite_upsert(session, rows)
+        _sqlite_upsert(session, values)
 
 
 def read_nodes(*, session: Session, names: Sequence[str] | None = None, since: float | None = None) -> list[NodeRow]:

@@ -132,7 +132,7 @@ class SampleWriter:
         interval_seconds: float,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._sessions = sessions
+        self.sessions = sessions  # its own on SQLite (mfumon.api.db.session.make_writer_engine)
         self._interval_seconds = interval_seconds
         self._clock = clock
         self._lock = threading.Lock()
@@ -179,7 +179,7 @@ class SampleWriter:
                     NodeWrite(name, q.pool, q.sample, q.sample_timestamp, q.last_seen_at, q.samples)
                     for name, q in batch.items()
                 ]
-                with self._sessions.begin() as session:
+                with self.sessions.begin() as session:
                     upsert_nodes(session=session, writes=writes, now=self._clock())
             except Exception:
                 self.errors += 1

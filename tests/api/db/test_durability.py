@@ -88,12 +88,13 @@ def test_pushes_are_refused_while_the_database_is_behind_the_bound(
 ) -> None:
     client = make_client(SAMPLE_FLUSH_SECONDS=0.05, SAMPLE_MAX_UNFLUSHED_SECONDS=0.3)
     ctx = client.app.state.ctx  # type: ignore[attr-defined]
-    working = ctx.sessions.begin
+    writer = ctx.sample_writer.sessions  # the writer's own on SQLite
+    working = writer.begin
 
     def unavailable() -> None:
         raise OperationalError("INSERT", {}, Exception("connection refused"))
 
-    monkeypatch.setattr(ctx.sessions, "begin", unavailable)
+    monkeypatch.setattr(writer, "begin", unavailable)
     assert client.post("/v1/nodes/a/samples", json=node_sample(2)).status_code == 200  # queued
     refused = eventually(
         lambda: (r := client.post("/v1/nodes/a/samples", json=node_sample(2))).status_code == 503 and r
@@ -105,7 +106,7 @@ def test_pushes_are_refused_while_the_database_is_behind_the_bound(
     assert metric_value(text, "mfumon_sample_flush_errors_total") >= 1
     assert metric_value(text, "mfumon_sample_queue_nodes") == 1  # a's pushes are kept for the next round
 
-    monkeypatch.setattr(ctx.sessions, "begin", working)
+    monkeypatch.setattr(writer, "begin", working)
     assert eventually(lambda: client.post("/v1/nodes/b/samples", json=node_sample(2)).status_code == 200)
     assert eventually(lambda: metric_value(client.get("/metrics").text, "mfumon_sample_queue_nodes") == 0)
     with ctx.sessions() as session:
