@@ -53,6 +53,7 @@ from mfumon.api.middleware import endpoint_of
 from mfumon.api.overload import ARRIVED, HANDED_OVER, IngestGate
 
 CLOSE_REASONS = ("header_timeout", "write_timeout", "evicted", "refused", "not_admitted")
+PUSH = "node_samples"  # the ingest endpoint taken in place (mfumon.api.middleware.endpoint_of)
 
 
 def _raw_response(status: str, detail: str, extra: str = "") -> bytes:
@@ -68,18 +69,18 @@ _HEADER_TIMEOUT = _raw_response("408 Request Timeout", "the request head did not
 _REFUSED = _raw_response("503 Service Unavailable", "too many connections", "retry-after: 1\r\n")
 
 
-_HEADS: dict[int, tuple[list[tuple[bytes, bytes]], bytes]] = {}
+_head: tuple[list[tuple[bytes, bytes]] | None, bytes] = (None, b"")  # default headers, and the status line with them
 
 
 def _ok_json(default_headers: list[tuple[bytes, bytes]], body: bytes) -> bytes:
     """A 200 JSON answer as uvicorn's cycle and h11 write the fast door's: the server's default headers (``date``,
-    ``server``, rebuilt by uvicorn every second), then ``content-length`` and ``content-type``."""
-    cached = _HEADS.get(id(default_headers))
-    if cached is None or cached[0] is not default_headers:
+    ``server``; uvicorn builds a new list every second, so the lines are joined again only then), then
+    ``content-length`` and ``content-type``."""
+    global _head
+    if _head[0] is not default_headers:
         lines = b"".join(name + b": " + value + b"\r\n" for name, value in default_headers)
-        _HEADS.clear()
-        cached = _HEADS[id(default_headers)] = (default_headers, b"HTTP/1.1 200 OK\r\n" + lines)
-    return b"%scontent-length: %d\r\ncontent-type: application/json\r\n\r\n%s" % (cached[1], len(body), body)
+        _head = (default_headers, b"HTTP/1.1 200 OK\r\n" + lines)
+    return b"%scontent-length: %d\r\ncontent-type: application/json\r\n\r\n%s" % (_head[1], len(body), body)
 
 
 class ConnectionGuard:
@@ -286,8 +287,8 @@ class GuardedH11Protocol(H11Protocol):
             return False
         queued = time.monotonic() - self._arrived if self._reading else 0.0
         if queued <= gate.max_queue_seconds and gate.admit(len(self.tasks)):
-            # admitted (the app's Admit refuses everything until it has started)
-            return admission is not None and self._take_in_place(request, method, path, principal)
+            # admitted (the app's Admit refuses everything until it has started); only a node push is taken in place
+            return admission is not None and endpoint == PUSH and self._take_in_place(request, method, path, principal)
         self.transport.write(b"".join(self.conn.send(event) or b"" for event in self.guard.refusal))
         gate.refused(endpoint)
         if self.conn.our_state is h11.MUST_CLOSE:

@@ -31,6 +31,7 @@ from mfumon.api.server import connection_guard
 from tests.api.server._pushes import LIMITS, SELF_SERIES, TOKENS, push_body, push_with_gpus
 from tests.utils.factories import node_sample
 from tests.utils.in_process import serve_in_process
+from tests.utils.waiting import eventually
 
 EXPORTER = "Bearer exporter-secret"
 
@@ -209,7 +210,8 @@ def test_in_place_answers_and_does_as_the_stack(
             _backlogged(served, case.backlogged)
             caplog.clear()
             answers.append(_dateless(served.ask(raw)))
-            time.sleep(0.1)  # the stack logs its audit line once the answer is sent
+            # The stack logs its audit line once the answer is sent, and ends the request's in-flight slot after.
+            assert eventually(lambda served=served: served.app.state.ingest_gate.pending == 0)
             audit.append([r.getMessage() for r in caplog.records if r.name == "api.audit"])
             _backlogged(served, False)
         assert answers[0] == answers[1], case.name
