@@ -49,11 +49,10 @@ from uvicorn.protocols.http.h11_impl import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE, H
 
 from mfumon.api.admission import Admission, Refusal
 from mfumon.api.core.security import Principal
-from mfumon.api.middleware import endpoint_of
+from mfumon.api.middleware import NODE_SAMPLES, endpoint_of
 from mfumon.api.overload import ARRIVED, HANDED_OVER, IngestGate
 
 CLOSE_REASONS = ("header_timeout", "write_timeout", "evicted", "refused", "not_admitted")
-PUSH = "node_samples"  # the ingest endpoint taken in place (mfumon.api.middleware.endpoint_of)
 
 
 def _raw_response(status: str, detail: str, extra: str = "") -> bytes:
@@ -288,7 +287,11 @@ class GuardedH11Protocol(H11Protocol):
         queued = time.monotonic() - self._arrived if self._reading else 0.0
         if queued <= gate.max_queue_seconds and gate.admit(len(self.tasks)):
             # admitted (the app's Admit refuses everything until it has started); only a node push is taken in place
-            return admission is not None and endpoint == PUSH and self._take_in_place(request, method, path, principal)
+            return (
+                admission is not None
+                and endpoint == NODE_SAMPLES
+                and self._take_in_place(request, method, path, principal)
+            )
         self.transport.write(b"".join(self.conn.send(event) or b"" for event in self.guard.refusal))
         gate.refused(endpoint)
         if self.conn.our_state is h11.MUST_CLOSE:

@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 
 from mfumon.api.context import AppContext
 from mfumon.api.core.security import Principal, TokenVerifier
-from mfumon.api.middleware import endpoint_of
+from mfumon.api.middleware import NODE_SAMPLES, endpoint_of
 from mfumon.api.schemas._common import ID_PATTERN
 from mfumon.api.schemas.baselines import SIGNATURE_KEY_PATTERN
 
@@ -121,9 +121,9 @@ def check_node_capacity(ctx: AppContext, node: str, gpus: int) -> None:
     held = ctx.state.node(node)
     nodes, gpus_held, _ = ctx.state.sizes()
     if held is None and nodes >= settings.MAX_NODES:
-        raise _limited(ctx, "node_samples", "nodes", f"the aggregator holds {nodes} nodes (MFUMON_MAX_NODES)")
+        raise _limited(ctx, NODE_SAMPLES, "nodes", f"the aggregator holds {nodes} nodes (MFUMON_MAX_NODES)")
     if gpus_held - (len(held.gpus) if held is not None else 0) + gpus > settings.MAX_GPUS:
-        raise _limited(ctx, "node_samples", "gpus", f"the aggregator holds {gpus_held} GPUs (MFUMON_MAX_GPUS)")
+        raise _limited(ctx, NODE_SAMPLES, "gpus", f"the aggregator holds {gpus_held} GPUs (MFUMON_MAX_GPUS)")
 
 
 async def _require_job_capacity(

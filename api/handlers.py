@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException
 
 from mfumon.api.errors import ConflictError, ForbiddenError, InputError, NotFoundError, SamplesBacklogged
 from mfumon.api.methods import allowed_methods
-from mfumon.api.middleware import endpoint_of
+from mfumon.api.middleware import NODE_SAMPLES, endpoint_of
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ async def unstorable(request: Request, exc: StatementError) -> Response:
 
 async def samples_backlogged(request: Request, exc: SamplesBacklogged) -> Response:
     """503: the database is behind the durability bound; the exporter spools the push and retries."""
-    _count(request, "unavailable", endpoint="node_samples")
+    _count(request, "unavailable", endpoint=NODE_SAMPLES)
     return JSONResponse(status_code=503, content={"detail": str(exc)}, headers={"Retry-After": RETRY_AFTER_SECONDS})
 
 

@@ -17,8 +17,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mfumon.api.errors import BodyTooLarge
 
+NODE_SAMPLES = "node_samples"  # the node push's endpoint name (the in-place path takes only it)
+
 _ENDPOINTS = (  # disjoint; the node push, nearly every request, first
-    ("POST", re.compile(r"^/v1/nodes/[^/]+/samples$"), "node_samples"),
+    ("POST", re.compile(r"^/v1/nodes/[^/]+/samples$"), NODE_SAMPLES),
     ("POST", re.compile(r"^/v1/jobs/[^/]+/reports$"), "job_reports"),
     ("POST", re.compile(r"^/v1/jobs/[^/]+/end$"), "job_end"),
     ("POST", re.compile(r"^/v1/jobs/[^/]+/events$"), "job_events"),

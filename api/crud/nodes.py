@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -82,15 +81,18 @@ _SQLITE_ROWS_PER_STATEMENT = 500
 
 
 @functools.cache
-def _sqlite_upsert_parts() -> tuple[str, str, str, tuple[str, ...]]:
-    """The one-row SQLite upsert, compiled once and cut around its ``VALUES (?, ...)``: the text before, the row,
-    the text after (the ``ON CONFLICT`` clause), and the columns in the order of the row's placeholders."""
+def _sqlite_upsert_parts() -> tuple[str, str, str]:
+    """The one-row SQLite upsert, compiled once and cut around its ``VALUES (?, ...)``: the text before, the row and
+    the text after (the ``ON CONFLICT`` clause). Rows are bound in :data:`_COLUMNS` order, which must be the order of
+    the compiled placeholders."""
     compiled = _upsert("sqlite").compile(dialect=sqlite.dialect(), column_keys=list(_COLUMNS))
     row = "(" + ", ".join("?" * len(_COLUMNS)) + ")"
     head, values, tail = str(compiled).partition(f" VALUES {row}")
     if not values or row in tail:  # a SQLAlchemy that compiles otherwise: fail loudly, not store wrong columns
         raise RuntimeError(f"unexpected SQLite upsert: {compiled}")
-    return f"{head} VALUES ", row, tail, tuple(compiled.positiontup or ())
+    if tuple(compiled.positiontup or ()) != _COLUMNS:  # likewise: binding by position must match the columns
+        raise RuntimeError(f"SQLite upsert binds {compiled.positiontup}, not {_COLUMNS}")
+    return f"{head} VALUES ", row, tail
 
 
 def _sqlite_upsert(session: Session, rows: Sequence[tuple[Any, ...]]) -> None:
@@ -98,10 +100,7 @@ def _sqlite_upsert(session: Session, rows: Sequence[tuple[Any, ...]]) -> None:
     for every statement it steps, and while the event loop is busy, taking it back waits out the switch interval
     (5 ms). Row by row, a flush of 12,500 nodes took 0.4 s alone and 92 s beside a busy thread; 500 rows a
     statement, 0.4 and 0.7 s (``bench/sqlite_beside_loop.py``). ``rows``: values in :data:`_COLUMNS` order."""
-    head, row, tail, order = _sqlite_upsert_parts()
-    if order != _COLUMNS:
-        pick = operator.itemgetter(*(_COLUMNS.index(column) for column in order))
-        rows = [pick(r) for r in rows]
+    head, row, tail = _sqlite_upsert_parts()
     connection = session.connection()
     for start in range(0, len(rows), _SQLITE_ROWS_PER_STATEMENT):
         chunk = rows[start : start + _SQLITE_ROWS_PER_STATEMENT]

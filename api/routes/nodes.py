@@ -18,6 +18,7 @@ from mfumon.api.deps import (
     check_node_capacity,
     reject_future_timestamp,
 )
+from mfumon.api.middleware import NODE_SAMPLES
 from mfumon.api.routes._one_pass import OnePassJSONRoute
 from mfumon.api.schemas.nodes import (
     GpuPublic,
@@ -108,7 +109,7 @@ def accept_push(ctx: AppContext, node: str, sample: NodeSampleCreate, body: byte
     reject_future_timestamp(ctx, sample.timestamp)
     check_node_capacity(ctx, node, len(sample.gpus))
     applied = record_sample(ctx, node, sample, body)
-    ctx.self_metrics.count_ingest("node_samples", "accepted")
+    ctx.self_metrics.count_ingest(NODE_SAMPLES, "accepted")
     # Written here rather than validated against the response model (which still documents it): two fields.
     return f'{{"accepted":{len(sample.gpus)},"applied":{"true" if applied else "false"}}}'.encode()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, event, func, select
 
 from mfumon.api.crud.nodes import read_nodes
 from mfumon.api.db.migrate import upgrade_to_head
@@ -43,14 +43,17 @@ def test_the_sample_writer_stores_through_a_connection_of_its_own_on_sqlite(data
         assert _pragma(writer_engine, "wal_autocheckpoint") == SQLITE_WAL_AUTOCHECKPOINT_PAGES
         assert _pragma(shared, "wal_autocheckpoint") == SQLITE_WAL_AUTOCHECKPOINT_PAGES
 
+        checkouts: list[object] = []
+        event.listen(writer_engine, "checkout", lambda *args: checkouts.append(args))
         writer = SampleWriter(make_sessionmaker(writer_engine), interval_seconds=60)
         for n in range(3):
             writer.queue(f"node-{n}", "p", json.dumps(node_sample(2)), 100.0 + n, 100.0 + n)
         assert writer.flush() == 3
+        assert checkouts  # the flush went through the writer's engine
         with make_sessionmaker(shared)() as session:  # committed: visible to every other connection at once
             assert sorted(row.name for row in read_nodes(session=session)) == ["node-0", "node-1", "node-2"]
             assert session.scalar(select(func.sum(NodeRow.samples_received))) == 3
-        assert writer_engine.pool.checkedout() == 0
+        assert writer_engine.pool.checkedout() == 0  # and gave its connection back
     finally:
         shared.dispose()
         if writer_engine is not None:
