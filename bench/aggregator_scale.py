@@ -1055,6 +1055,9 @@ def main() -> None:
     if "postgres" in args.databases and not args.postgres_url:
         print("no PostgreSQL (--postgres-url or MFUMON_TEST_PG_ADMIN_URL): SQLite only", file=sys.stderr)
         args.databases = [d for d in args.databases if d != "postgres"]
+    if "pushgateway" not in args.skip and not (shutil.which("prometheus-pushgateway") or shutil.which("pushgateway")):
+        # Said before the run, not found missing from its report 45 minutes later.
+        parser.error("no Pushgateway on PATH (Debian: apt-get install prometheus-pushgateway); or --skip pushgateway")
     args.load_at_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="mfumon-bench-") as tmp:
