@@ -657,8 +657,13 @@ def measure_size(
     return result
 
 
+def pushgateway_binary() -> str | None:
+    """The Pushgateway on PATH (Debian names it ``prometheus-pushgateway``)."""
+    return shutil.which("prometheus-pushgateway") or shutil.which("pushgateway")
+
+
 def measure_pushgateway(args: argparse.Namespace, gpus: int, workdir: Path) -> dict[str, float] | None:
-    binary = shutil.which("prometheus-pushgateway") or shutil.which("pushgateway")
+    binary = pushgateway_binary()
     if binary is None:
         return None
     nodes = gpus // GPUS_PER_NODE
@@ -1055,7 +1060,7 @@ def main() -> None:
     if "postgres" in args.databases and not args.postgres_url:
         print("no PostgreSQL (--postgres-url or MFUMON_TEST_PG_ADMIN_URL): SQLite only", file=sys.stderr)
         args.databases = [d for d in args.databases if d != "postgres"]
-    if "pushgateway" not in args.skip and not (shutil.which("prometheus-pushgateway") or shutil.which("pushgateway")):
+    if "pushgateway" not in args.skip and pushgateway_binary() is None:
         # Said before the run, not found missing from its report 45 minutes later.
         parser.error("no Pushgateway on PATH (Debian: apt-get install prometheus-pushgateway); or --skip pushgateway")
     args.load_at_start = " ".join(f"{x:.2f}" for x in os.getloadavg())

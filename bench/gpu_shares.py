@@ -58,6 +58,7 @@ from mfumon.exporter.node.attribution import JobResolver
 from mfumon.exporter.node.sources.nvml import NvmlSource
 from mfumon.exporter.node.sources.nvml_api import NvmlApi
 from mfumon.exporter.samples import GpuSample
+from tests.conftest import stop_process
 
 JOBS = ("share-a", "share-b")
 
@@ -133,16 +134,6 @@ def _start_child(job: str, args: argparse.Namespace, duty: float) -> tuple[subpr
     except json.JSONDecodeError:
         ready = {"error": f"no ready line (exit status {child.poll()}): {line!r}"}
     return child, ready
-
-
-def _stop(children: list[subprocess.Popen[str]]) -> None:
-    for child in children:
-        if child.poll() is None:
-            child.terminate()
-        try:
-            child.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            child.kill()
 
 
 def work_between(bursts: list[list[float]], per_burst: int, t0: float, t1: float) -> float:
@@ -364,7 +355,8 @@ def main() -> int:
         except DeviceError as exc:
             direct_accounting = f"{type(exc).__name__}: {exc}"
     finally:
-        _stop(children)
+        for child in children:
+            stop_process(child, timeout_seconds=30)  # type: ignore[arg-type]
         source.close()
 
     for job in JOBS:

@@ -5,7 +5,9 @@ default; on PostgreSQL the writer shares the pool."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
+from fastapi.testclient import TestClient
 from sqlalchemy import Engine, event, func, select
 
 from mfumon.api.crud.nodes import read_nodes
@@ -58,3 +60,16 @@ def test_the_sample_writer_stores_through_a_connection_of_its_own_on_sqlite(data
         shared.dispose()
         if writer_engine is not None:
             writer_engine.dispose()
+
+
+def test_serve_hands_the_sample_writer_its_own_engine_on_sqlite_only(make_client: Callable[..., TestClient]) -> None:
+    """What ``create_app`` wires, not what the test above builds: the writer's sessions on SQLite open connections
+    with the writer's page cache; on PostgreSQL they are the pool's own."""
+    ctx = make_client().app.state.ctx  # type: ignore[attr-defined]
+    writer_bind, pool_bind = ctx.sample_writer.sessions.kw["bind"], ctx.sessions.kw["bind"]
+    if pool_bind.dialect.name != "sqlite":
+        assert writer_bind is pool_bind
+        return
+    assert writer_bind is not pool_bind
+    assert _pragma(writer_bind, "cache_size") == -SQLITE_WRITER_CACHE_KIB
+    assert _pragma(pool_bind, "cache_size") == SQLITE_DEFAULT_CACHE
