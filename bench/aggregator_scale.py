@@ -411,6 +411,8 @@ class SizeResult:
     bare_per_cpu: Series = field(default_factory=Series)
     real_per_cpu: Series = field(default_factory=Series)
     floor_per_cpu: Series = field(default_factory=Series)  # the ASGI server alone (bare_app.py --floor)
+    # PostgreSQL's own CPU (us) per push in the same windows: on this machine, beside mfumon and the load generator
+    postgres_us: Series = field(default_factory=Series)
     cpu_ratios: Series = field(default_factory=Series)
     p99_at_80: Series = field(default_factory=Series)
     p50_at_80: Series = field(default_factory=Series)
@@ -487,7 +489,10 @@ def measure_size(
             f, f_cpu = with_cpu(floor_server, lambda: load(floor_server.url, targets))
             result.floor_per_cpu.add(f.units_ok / f_cpu)
             b, b_cpu = with_cpu(bare_server, lambda: load(bare_url, targets))
+            postgres_before = postgres_cpu_seconds() if db == "postgres" else 0.0
             r, r_cpu = with_cpu(server, lambda: load(server.url, targets))
+            if db == "postgres":
+                result.postgres_us.add((postgres_cpu_seconds() - postgres_before) / max(r.ok, 1) * 1e6)
             result.bare.add(b.units_per_second)
             result.real.add(r.units_per_second)
             result.ratios.add(r.units_per_second / b.units_per_second)
@@ -728,6 +733,24 @@ def _backend_pids(database_url: str) -> list[int]:
         engine.dispose()
 
 
+def postgres_cpu_seconds() -> float:
+    """CPU seconds of every PostgreSQL process on this machine, the ones that exited included (their postmaster's
+    reaped children: autovacuum workers come and go). The bench's own server (``.ci/with-postgres``) has no other
+    client, so it is the group commit's and the listener's cost, with the vacuum and checkpoints they cause."""
+    total = 0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if (proc / "comm").read_text().strip() != "postgres":
+                continue
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def _machine_busy() -> tuple[float, float]:
     """(busy, total) CPU seconds of the whole machine since boot, from /proc/stat."""
     values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
@@ -852,17 +875,19 @@ def print_floor(sizes: list[SizeResult]) -> None:
     print("CPU per push (us), medians of the windows above, and each app's own share: above the ASGI server alone")
     print("(bench/bare_app.py --floor: uvicorn and run_app's connection guard, reading the body and answering, no")
     print("app). 'own ratio': FastAPI's own cost (routing, JSON parse) over mfumon's own (door, validation, state,")
-    print("sample writer), the work each adds to the same server")
+    print("sample writer), the work each adds to the same server; 'PostgreSQL': the database server's own CPU per")
+    print("push in mfumon's windows, on the same CPUs (the group commit, the listener, the vacuum and checkpoints)")
     print(
         f"{'db':<9}{'GPUs':>9}  {'server alone':>12}  {'bare FastAPI':>12}  {'mfumon':>8}  "
-        f"{'bare own':>8}  {'mfumon own':>10}  {'own ratio':>9}"
+        f"{'bare own':>8}  {'mfumon own':>10}  {'own ratio':>9}  {'PostgreSQL':>10}"
     )
     for s in sizes:
         floor_us, bare_us, real_us = (us_per_push(x.median) for x in (s.floor_per_cpu, s.bare_per_cpu, s.real_per_cpu))
         bare_own, real_own = bare_us - floor_us, real_us - floor_us
+        database = s.postgres_us.spread(fmt="{:.0f}")
         print(
             f"{s.db:<9}{s.gpus:>9,}  {floor_us:>12.0f}  {bare_us:>12.0f}  {real_us:>8.0f}  "
-            f"{bare_own:>8.0f}  {real_own:>10.0f}  {bare_own / real_own:>9.2f}"
+            f"{bare_own:>8.0f}  {real_own:>10.0f}  {bare_own / real_own:>9.2f}  {database:>10}"
         )
     print()
 
@@ -895,7 +920,7 @@ def print_report(
     print("Per CPU-second of the server (GPU-samples), counting what it deferred under that load and did once the load")
     print("stopped (renders that fell behind), not the renders it shed (a node pushed again before its turn came is")
     print("rendered once: many pushes at 1,000 and 10,000 GPUs, few at 100,000); see the open-loop table for the cost")
-    print("with every push rendered. PostgreSQL's own CPU for the group commit is not included.")
+    print("with every push rendered. PostgreSQL's own CPU is not included: the next table shows it.")
     print(f"{'db':<9}{'GPUs':>9}  {'bare FastAPI':>26}  {'mfumon serve':>26}  {'ratio':>17}")
     for s in sizes:
         print(

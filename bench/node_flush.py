@@ -6,8 +6,10 @@ nodes through ``mfumon.api.crud.nodes.upsert_nodes`` (every node pushed a new sa
 cluster at steady state); the variants alternate round by round. Per node written: the aggregator's CPU (its thread),
 the PostgreSQL backend's CPU (``/proc/<pid>/stat``, 10 ms ticks: use thousands of nodes) and wall time. Variants:
 
-- ``head``: the schema as the migrations leave it (lz4 where the server has it, ``0011_node_sample_lz4``);
-- ``pglz``: the sample column with PostgreSQL's default compression, as before that migration;
+- ``head``: the schema as the migrations leave it (lz4 where the server has it, ``0011_node_sample_lz4``; updates in
+  place, ``0017_node_updates_in_place``);
+- ``indexed``: head with the index on ``updated_at`` and full pages, as before 0017 (no update can be HOT);
+- ``pglz``: the sample column with PostgreSQL's default compression, as before 0011;
 - ``external``: no compression at all, stored out of line.
 
 Figures are medians of rounds 2..R (the first fills the table), and ratios to ``pglz``.
@@ -37,6 +39,7 @@ from mfumon.api.db.session import make_engine, make_sessionmaker
 
 VARIANTS = {
     "head": None,
+    "indexed": "CREATE INDEX ix_nodes_updated_at ON nodes (updated_at); ALTER TABLE nodes RESET (fillfactor)",
     "pglz": "ALTER TABLE nodes ALTER COLUMN sample SET COMPRESSION pglz",
     "external": "ALTER TABLE nodes ALTER COLUMN sample SET STORAGE EXTERNAL",
 }
@@ -68,7 +71,8 @@ def main() -> None:
             engine = make_engine(url)
             if alter:
                 with engine.begin() as conn:
-                    conn.execute(text(alter))
+                    for statement in alter.split("; "):
+                        conn.execute(text(statement))
             makers[variant] = (engine, make_sessionmaker(engine))
         figures: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         for rnd in range(args.rounds):

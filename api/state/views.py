@@ -184,24 +184,25 @@ def gpu_views(
         if gpu.shares is not None and gpu.up:
             shares = tuple(ShareView(s.job_id, s.share, s.method) for s in gpu.shares)
             job_id = job_id or max(shares, key=lambda s: s.share).job_id
+        # By position, in GpuView's field order: half the cost of keywords, for every GPU of every push.
         views.append(
             GpuView(
-                uuid=gpu.uuid,
-                node=node,
-                index=gpu.index,
-                name=gpu.name,
-                mig_profile=gpu.mig_profile,
-                job_id=job_id,
-                up=gpu.up,
-                counters=counters,
-                sample_timestamp=sample_timestamp,
-                device=device,
-                bf16_peak_flops=peak,
-                busy=gpu_busy(counters),
-                hardware_mfu=hardware_mfu(
+                gpu.uuid,
+                node,
+                gpu.index,
+                gpu.name,
+                gpu.mig_profile,
+                job_id,
+                gpu.up,
+                counters,
+                sample_timestamp,
+                device,
+                peak,
+                gpu_busy(counters),
+                hardware_mfu(
                     counters.get("tensor_active"), counters.get("sm_clock_hz"), counters.get("max_sm_clock_hz")
                 ),
-                shares=shares,
+                shares,
             )
         )
     return tuple(views)

@@ -12,7 +12,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, text
 
-from mfumon.api.crud.nodes import decode_sample
+from mfumon.api.crud.nodes import NodeWrite, decode_sample, upsert_nodes
 from mfumon.api.db.migrate import alembic_config, upgrade_to_head
 from mfumon.api.db.session import make_engine, make_sessionmaker
 from mfumon.api.db.tables import Base, NodeRow
@@ -127,6 +127,54 @@ def test_the_node_sample_is_compressed_with_lz4_on_postgresql(database_url: str)
     command.downgrade(alembic_config(database_url), "0010_change_notifications")
     with engine.connect() as conn:
         assert conn.execute(query).scalar_one() == ""  # the server's default again
+    upgrade_to_head(database_url)
+    engine.dispose()
+
+
+def _hot_updates(database_url: str, prefix: str) -> tuple[int, int]:
+    """Rows updated and how many of those were HOT updates, over three flushes of 20 nodes written before."""
+    engine = make_engine(database_url)
+    sessions = make_sessionmaker(engine)
+    body = json.dumps(node_sample())
+    names = [f"{prefix}-{n}" for n in range(20)]
+    counts = text(
+        "SELECT pg_stat_get_xact_tuples_updated('nodes'::regclass), "
+        "pg_stat_get_xact_tuples_hot_updated('nodes'::regclass)"
+    )
+    with sessions.begin() as session:  # the first write of each node: inserts
+        upsert_nodes(session=session, writes=[NodeWrite(n, "p", body, 1.0, 1.0, 1) for n in names], now=1.0)
+        before = session.execute(counts).one()
+    for flush in range(2, 5):
+        with sessions.begin() as session:
+            writes = [NodeWrite(n, "p", body, float(flush), float(flush), 1) for n in names]
+            upsert_nodes(session=session, writes=writes, now=float(flush))
+            after = session.execute(counts).one()  # counted per connection until the statistics are sent
+    engine.dispose()
+    return after[0] - before[0], after[1] - before[1]
+
+
+def test_node_rows_are_updated_in_place_on_postgresql(database_url: str) -> None:
+    """Each flush rewrites every pushed node's row: with no index on a column it changes and room on the page, an
+    update is a HOT update (no index entry, no bloat), where before 0017 none could be; the index is gone on SQLite
+    too. Downgrading restores both."""
+    upgrade_to_head(database_url)
+    engine = make_engine(database_url)
+    assert "ix_nodes_updated_at" not in {index["name"] for index in inspect(engine).get_indexes("nodes")}
+    postgres = database_url.startswith("postgresql")
+    options = text("SELECT reloptions FROM pg_class WHERE relname = 'nodes'")
+    if postgres:
+        declared = NodeRow.__table__.dialect_options["postgresql"]["with"]
+        with engine.connect() as conn:
+            assert conn.execute(options).scalar_one() == [f"{k}={v}" for k, v in declared.items()] == ["fillfactor=50"]
+        updated, hot = _hot_updates(database_url, "head")
+        assert updated >= 60 and hot >= 0.9 * updated  # nearly all: a page is pruned once no snapshot sees it
+    command.downgrade(alembic_config(database_url), "0016_job_profiles")
+    assert "ix_nodes_updated_at" in {index["name"] for index in inspect(engine).get_indexes("nodes")}
+    if postgres:
+        with engine.connect() as conn:
+            assert conn.execute(options).scalar_one() is None
+        updated, hot = _hot_updates(database_url, "before")
+        assert updated >= 60 and hot == 0
     upgrade_to_head(database_url)
     engine.dispose()
 
