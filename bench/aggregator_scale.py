@@ -718,26 +718,12 @@ def with_cpu(server: Server, work: Callable[[], LoadResult], poll_seconds: float
     return result, (_cpu_seconds(pid) - c0) - idle * (time.monotonic() - t0)
 
 
-def _backend_pids(database_url: str) -> list[int]:
-    """PostgreSQL's server processes working for this database (the server may be shared with others)."""
-    from sqlalchemy import create_engine, text
-
-    engine = create_engine(database_url)
-    try:
-        with engine.connect() as conn:
-            query = text(
-                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-            return [int(pid) for (pid,) in conn.execute(query)]
-    finally:
-        engine.dispose()
-
-
 def postgres_cpu_seconds() -> float:
     """CPU seconds of every PostgreSQL process on this machine, the ones that exited included (their postmaster's
     reaped children: autovacuum workers come and go). The bench's own server (``.ci/with-postgres``) has no other
-    client, so it is the group commit's and the listener's cost, with the vacuum and checkpoints they cause."""
-    total = 0
+    client, so it is the group commit's and the listener's cost, with the vacuum and checkpoints they cause. NaN when
+    no PostgreSQL runs on this machine (``--postgres-url`` elsewhere): its CPU is then not this machine's."""
+    total, found = 0, False
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -748,7 +734,8 @@ def postgres_cpu_seconds() -> float:
         except OSError:
             continue
         total += sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
-    return total / os.sysconf("SC_CLK_TCK")
+        found = True
+    return total / os.sysconf("SC_CLK_TCK") if found else float("nan")
 
 
 def _machine_busy() -> tuple[float, float]:
@@ -799,11 +786,10 @@ def measure_replicas(args: argparse.Namespace, dbs: Databases, workdir: Path) ->
             run_load(urls, targets, seconds=2, processes=args.processes, connections=connections)
             rates, ours, postgres, machine = Series(), Series(), Series(), Series()
             for _ in range(args.repeats):
-                pg = _backend_pids(database)
                 mine = [s.process.pid for s in servers]
-                before = (_cpu_seconds(mine), _cpu_seconds(pg), _machine_busy())
+                before = (_cpu_seconds(mine), postgres_cpu_seconds(), _machine_busy())
                 r = run_load(urls, targets, seconds=args.seconds, processes=args.processes, connections=connections)
-                after = (_cpu_seconds(mine), _cpu_seconds(pg), _machine_busy())
+                after = (_cpu_seconds(mine), postgres_cpu_seconds(), _machine_busy())
                 wall = after[2][1] - before[2][1]  # CPU-seconds available on the machine in the window
                 rates.add(r.units_per_second)
                 ours.add((after[0] - before[0]) / wall)
