@@ -685,15 +685,19 @@ def measure_pushgateway(args: argparse.Namespace, gpus: int, workdir: Path) -> d
         return {"gpus": gpus, "ingest": r.units_per_second, "scrape_s": scrape_seconds, "bytes": size, "rss": rss}
 
 
+def _stat_ticks(proc: Path, reaped: bool = False) -> int | None:
+    """A process's CPU clock ticks from ``/proc/<pid>/stat`` (user + system; with ``reaped``, its waited-for
+    children's too); None once it is gone."""
+    try:
+        fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return sum(int(v) for v in fields[11 : 15 if reaped else 13])
+
+
 def _cpu_seconds(pids: Sequence[int]) -> float:
-    total = 0.0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
+    ticks = (_stat_ticks(Path(f"/proc/{pid}")) for pid in pids)
+    return sum(t for t in ticks if t is not None) / os.sysconf("SC_CLK_TCK")
 
 
 def with_cpu(server: Server, work: Callable[[], LoadResult], poll_seconds: float = 0.5) -> tuple[LoadResult, float]:
@@ -725,16 +729,14 @@ def postgres_cpu_seconds() -> float:
     no PostgreSQL runs on this machine (``--postgres-url`` elsewhere): its CPU is then not this machine's."""
     total, found = 0, False
     for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
         try:
-            if (proc / "comm").read_text().strip() != "postgres":
+            if not proc.name.isdigit() or (proc / "comm").read_text().strip() != "postgres":
                 continue
-            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        total += sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
-        found = True
+        ticks = _stat_ticks(proc, reaped=True)
+        if ticks is not None:
+            total, found = total + ticks, True
     return total / os.sysconf("SC_CLK_TCK") if found else float("nan")
 
 
