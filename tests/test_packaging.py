@@ -65,7 +65,7 @@ def test_the_wheel_holds_exactly_one_import_package(wheel: Path) -> None:
 def test_the_plain_install_leaves_the_server_stack_to_an_extra(wheel: Path) -> None:
     plain, extras = _requirements(wheel)
     assert not plain & {"fastapi", "uvicorn", "sqlalchemy", "alembic"}, plain
-    assert {"fastapi", "uvicorn", "sqlalchemy", "alembic", "jinja2", "fastapi-offline"} <= extras["server"]
+    assert {"fastapi", "uvicorn", "sqlalchemy", "alembic", "jinja2", "fastapi-offline", "msgspec"} <= extras["server"]
     assert {"postgres", "nvml", "kubernetes"} <= set(extras)
 
 

@@ -19,14 +19,14 @@ from sqlalchemy.orm import Session
 
 from mfumon.api.db.arrays import BinaryArray
 from mfumon.api.db.tables import NodeRow
-from mfumon.api.schemas.nodes import NodeSampleCreate
+from mfumon.api.schemas.nodes import NodeSampleCreate, decode_push
 
 _NODES: Table = NodeRow.__table__  # type: ignore[assignment]
 
 
 def decode_sample(stored: str) -> NodeSampleCreate:
     """A stored push, validated again as it was when it arrived (the same schema, the same views)."""
-    return NodeSampleCreate.model_validate_json(stored)
+    return decode_push(stored)
 
 
 @dataclass(frozen=True, slots=True)

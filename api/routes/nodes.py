@@ -28,6 +28,7 @@ from mfumon.api.schemas.nodes import (
     NodeSampleCreate,
     NodesPublic,
     SampleAccepted,
+    decode_push,
 )
 from mfumon.api.services.samples import record_sample
 from mfumon.api.state.aggregate import gpu_state, node_gpu_states, reporting_jobs
@@ -84,9 +85,9 @@ def _public(node: NodeView, reporting: Container[str]) -> NodePublic:
 
 
 def parse_push(body: bytes) -> NodeSampleCreate | None:
-    """A push body validated in one pass (pydantic's JSON parser), or None for FastAPI's handler and its errors."""
+    """A push body validated in one pass (:func:`decode_push`), or None for FastAPI's handler and its errors."""
     try:
-        return NodeSampleCreate.model_validate_json(body)
+        return decode_push(body)
     except ValidationError:
         return None
 

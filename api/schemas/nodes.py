@@ -18,6 +18,7 @@ from mfumon.api.schemas._common import (
     Timestamp,
     Whole,
 )
+from mfumon.api.schemas.decoder import FastDecoder
 from mfumon.exporter.samples import COUNTER_FIELDS, THROTTLE_REASONS
 
 # The counter and throttle-reason names are defined once, beside the exporter that sends them.
@@ -136,9 +137,9 @@ class GpuSample(BaseModel):
     def counters(self) -> dict[str, Any]:
         """The counters present in this sample (absent ones stay absent)."""
         # In the model's field order, so every process lists them alike; unset fields are None. Read by name from a
-        # tuple made once (this runs for every GPU of every push: half the time of filtering the whole __dict__).
-        fields = self.__dict__
-        out = {name: value for name in _COUNTER_ORDER if (value := fields[name]) is not None}
+        # tuple made once (this runs for every GPU of every push), by attribute: the fast decoder's structs
+        # (mfumon.api.schemas.decoder) carry this method too.
+        out = {name: value for name in _COUNTER_ORDER if (value := getattr(self, name)) is not None}
         if self.throttle_reasons is not None:
             out["throttle_reasons"] = sorted(set(self.throttle_reasons))
         return out
@@ -204,6 +205,19 @@ class NodeSampleCreate(BaseModel):
                 raise ValueError(f"duplicate GPU uuid {gpu.uuid!r}")
             seen.add(gpu.uuid)
         return gpus
+
+
+PUSH_DECODER = FastDecoder(NodeSampleCreate)
+"""A push decoded into structs that read like :class:`NodeSampleCreate` where msgspec can decide, about twice as fast
+as the model (:mod:`mfumon.api.schemas.decoder`); None where only the model can."""
+
+
+def decode_push(body: bytes | str) -> NodeSampleCreate:
+    """A push (or a stored one) validated: by :data:`PUSH_DECODER` where it can, else by the model, whose
+    ``ValidationError`` is the answer to a bad body."""
+    if isinstance(body, str):
+        body = body.encode()
+    return PUSH_DECODER.decode(body) or NodeSampleCreate.model_validate_json(body)
 
 
 class SampleAccepted(BaseModel):

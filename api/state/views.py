@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
-    from mfumon.api.schemas.nodes import GpuSample, IbPortSample
+    from mfumon.api.schemas.nodes import GpuSample
     from mfumon.api.state.devices import DeviceResolver
     from mfumon.api.state.health import NodeHealth
 
+from mfumon.api.schemas.nodes import IbPortSample
 from mfumon.api.state.outcome import ReportOutcome
 from mfumon.api.state.profiles import ProfileFigures
 from mfumon.mfu import hardware_mfu
@@ -150,6 +151,7 @@ class PortView:
 
 
 _PORT_IDENTITY = frozenset({"device", "port", "link_layer", "state", "phys_state"})
+_PORT_COUNTERS = tuple(name for name in IbPortSample.model_fields if name not in _PORT_IDENTITY)
 
 
 def port_views(ports: Iterable[IbPortSample] | None) -> tuple[PortView, ...] | None:
@@ -163,9 +165,7 @@ def port_views(ports: Iterable[IbPortSample] | None) -> tuple[PortView, ...] | N
             link_layer=p.link_layer,
             state=p.state,
             phys_state=p.phys_state,
-            counters={
-                name: value for name, value in p.model_dump(exclude_none=True).items() if name not in _PORT_IDENTITY
-            },
+            counters={name: value for name in _PORT_COUNTERS if (value := getattr(p, name)) is not None},
         )
         for p in ports
     )

@@ -1,0 +1,266 @@
+"""The node push's fast decoder (``mfumon.api.schemas.decoder``) never takes a body the model refuses, and takes the
+bodies it does take exactly as the model does: every field, every type. Generated and mutated bodies, JSON oddities
+included, decoded both ways; and the bodies real exporters send are taken by the fast decoder, not left to the
+model (or the fast path would be a slow path with extra steps)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel, ValidationError
+
+from mfumon.api.schemas.decoder import FastDecoder
+from mfumon.api.schemas.nodes import PUSH_DECODER, GpuSample, IbPortSample, NodeSampleCreate, decode_push
+from mfumon.exporter.samples import THROTTLE_REASONS, JobShare, NodeBatch
+from mfumon.exporter.samples import GpuSample as ExporterGpu
+from mfumon.exporter.samples import IbPortSample as ExporterPort
+from tests.utils.factories import gpu, ib_port, node_sample
+
+RAW = "\x00raw:"  # a string standing for JSON text written as is (numbers JSON has but Python's json cannot write)
+
+
+def canonical(value: Any) -> Any:
+    """A decoded value with every type spelled out: a model and a struct with equal fields compare equal."""
+    if isinstance(value, BaseModel | msgspec.Struct):
+        names = type(value).model_fields if isinstance(value, BaseModel) else value.__struct_fields__
+        return (type(value).__name__, tuple((name, canonical(getattr(value, name))) for name in names))
+    if isinstance(value, list):
+        return ("list", tuple(canonical(v) for v in value))
+    if isinstance(value, float):
+        return ("float", repr(value))
+    return (type(value).__name__, value)
+
+
+def both(body: bytes) -> tuple[Any, Any]:
+    """(the model's result or its ValidationError, the fast decoder's result or None)."""
+    try:
+        slow: Any = NodeSampleCreate.model_validate_json(body)
+    except ValidationError as exc:
+        slow = exc
+    return slow, PUSH_DECODER.decode(body)
+
+
+def assert_never_wider(body: bytes) -> None:
+    slow, fast = both(body)
+    if isinstance(slow, ValidationError):
+        assert fast is None, f"the fast decoder took what the model refuses: {body[:300]!r}\n{slow}"
+    elif fast is not None:
+        assert canonical(fast) == canonical(slow), body[:300]
+
+
+def encode(body: Any) -> bytes:
+    text = json.dumps(body)
+    marker = json.dumps(RAW)[:-1]  # '"\u0000raw:' as json writes it
+    while marker in text:  # "\u0000raw:1e999" -> 1e999
+        start = text.index(marker)
+        end = text.index('"', start + len(marker))
+        text = text[:start] + text[start + len(marker) : end] + text[end + 1 :]
+    return text.encode()
+
+
+# Values that sit on or across an edge of some field's type or bounds; each field gets any of them.
+# fmt: off
+ODD_VALUES: list[Any] = [
+    None, True, False, 0, 1, -1, 2, 4096, 4097, 100_000, 100_001, 10**18, 10**18 + 1, 2**63, 0.0, -0.0, 0.5, 1.0,
+    1.5, 8.0, -100, -100.5, 250, 251, 1e16, 1.0000000000000002e16, 1e17, 1e300, f"{RAW}1e999", f"{RAW}-1e999",
+    f"{RAW}1E2", f"{RAW}1e-400", "", " ", "a", " a ", "\u00a0a", "a\u3000", "a\n", "\na", "GPU-1", "GPU-1\n",
+    "job-1", "-job", "x" * 64, "x" * 65, "x" * 128, "x" * 129, "x" * 200, "é", "a/b", "a b", "\u0085a",
+    "process_utilization", "equal_split", "hw_slowdown", [], ["hw_slowdown"], ["hw_slowdown", "hw_slowdown"],
+    ["bogus"], ["sw_thermal"] * 17, {}, [{}], math.pi,
+]
+# fmt: on
+odd = st.sampled_from(ODD_VALUES)
+GPU_FIELDS = list(GpuSample.model_fields)
+PORT_FIELDS = list(IbPortSample.model_fields)
+
+
+@st.composite
+def shares(draw: st.DrawFn) -> Any:
+    count = draw(st.integers(0, 4))
+    jobs = draw(st.lists(st.sampled_from(["j1", "j2", "j3", " j1", "j1\n"]), min_size=count, max_size=count))
+    parts = draw(st.lists(st.sampled_from([0.5, 0.25, 0.75, 1.0, 0.0, 0.3333, 0.3334]), min_size=count, max_size=count))
+    methods = st.sampled_from(["process_utilization", "accounting", "equal_split", "guess"])
+    return [{"job_id": j, "share": s, "method": draw(methods)} for j, s in zip(jobs, parts, strict=True)]
+
+
+@st.composite
+def gpus(draw: st.DrawFn, index: int) -> dict[str, Any]:
+    body = gpu(index, job_id=draw(st.sampled_from([None, "j1", "j2"])))
+    if draw(st.booleans()):
+        body.update(
+            ecc_uncorrected_total=0,
+            xid_errors_total=draw(st.sampled_from([0, 3, 3.0])),
+            compute_processes=1,
+            throttle_reasons=draw(st.sampled_from([["hw_slowdown"], list(THROTTLE_REASONS[:3]), []])),
+        )
+    if draw(st.integers(0, 4)) == 0:
+        body["shares"] = draw(shares())
+        if draw(st.booleans()):
+            body["mig_profile"] = "1g.10gb"
+    if draw(st.integers(0, 2)) == 0:  # a third of the GPUs get an odd value or two, or lose a field
+        for _ in range(draw(st.integers(1, 2))):
+            body[draw(st.sampled_from([*GPU_FIELDS, "bogus"]))] = draw(odd)
+    if draw(st.integers(0, 9)) == 0:
+        body.pop(draw(st.sampled_from(GPU_FIELDS)), None)
+    return body
+
+
+@st.composite
+def pushes(draw: st.DrawFn) -> dict[str, Any]:
+    count = draw(st.integers(0, 3))
+    body: dict[str, Any] = {"timestamp": 1.7e9, "gpus": [draw(gpus(k)) for k in range(count)]}
+    if draw(st.booleans()):
+        body["pool"] = draw(st.sampled_from(["train", " train ", "\u00a0train", "", "t\n", None]))
+    if draw(st.booleans()):
+        ports = [ib_port("mlx5_0", 1), ib_port("mlx5_1", 1)]
+        if draw(st.booleans()):
+            ports.append(ib_port("mlx5_0", draw(st.sampled_from([1, 2]))))
+        for port in ports:
+            if draw(st.integers(0, 2)) == 0:
+                port[draw(st.sampled_from([*PORT_FIELDS, "bogus"]))] = draw(odd)
+        body["ib_ports"] = ports
+    if draw(st.integers(0, 5)) == 0:
+        body[draw(st.sampled_from(["timestamp", "pool", "gpus", "ib_ports", "bogus"]))] = draw(odd)
+    listed = body["gpus"] if isinstance(body["gpus"], list) else []
+    if draw(st.integers(0, 5)) == 0 and len(listed) > 1 and "uuid" in listed[0]:
+        listed[-1]["uuid"] = listed[0]["uuid"]  # the same GPU twice
+    return body
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pushes())
+def test_generated_pushes_decode_as_the_model_decodes_them_or_not_at_all(body: dict[str, Any]) -> None:
+    assert_never_wider(encode(body))
+
+
+def test_the_generator_makes_both_kinds() -> None:
+    """Guards the test above: of its kind of bodies, the model takes some and refuses some, and the fast decoder
+    takes most that the model takes."""
+    seen: Counter[str] = Counter()
+
+    @settings(max_examples=300, phases=[Phase.generate], deadline=None, database=None)
+    @given(pushes())
+    def collect(body: dict[str, Any]) -> None:
+        slow, quick = both(encode(body))
+        seen["refused" if isinstance(slow, ValidationError) else "taken"] += 1
+        seen["fast"] += quick is not None
+
+    collect()
+    assert seen["taken"] >= 30 and seen["refused"] >= 30, seen
+    assert seen["fast"] >= seen["taken"] * 0.5, seen
+
+
+JSON_ODDITIES = [
+    b'{"timestamp": 1700000000, "gpus": [], "gpus": []}',
+    b'{"timestamp": 1700000000, "gpus": [], "pool": "a", "pool": " b "}',
+    b'{"timestamp": 1700000000, "gpus": [], "pool": "\\ud800"}',
+    b'{"timestamp": 1700000000, "gpus": [], "pool": "\\u0000"}',
+    b'{"timestamp": 1700000000, "gpus": [], "pool": "\xff"}',
+    b'\xef\xbb\xbf{"timestamp": 1700000000, "gpus": []}',
+    b'  {"timestamp": 1700000000, "gpus": []}\n ',
+    b'{"timestamp": 1700000000, "gpus": []} x',
+    b'{"timestamp": 1700000000, "gpus": [],}',
+    b'{"timestamp": NaN, "gpus": []}',
+    b'{"timestamp": Infinity, "gpus": []}',
+    b'{"timestamp": 1e999, "gpus": []}',
+    b'{"timestamp": 100000000000, "gpus": []}',
+    b'{"timestamp": 99999999999.99999, "gpus": []}',
+    b'{"timestamp": 0, "gpus": []}',
+    b'{"timestamp": "1700000000", "gpus": []}',
+    b'{"timestamp": true, "gpus": []}',
+    b'{"timestamp": 1700000000, "gpus": null}',
+    b'{"timestamp": 1700000000}',
+    b"[]",
+    b"",
+    b"null",
+    '{"timestamp": 1700000000, "gpus": [], "pool": "caf\u00e9"}'.encode(),
+    '{"timestamp": 1700000000, "gpus": []}'.encode("utf-16"),
+]
+
+
+@pytest.mark.parametrize("body", JSON_ODDITIES)
+def test_json_oddities_decode_as_the_model_decodes_them_or_not_at_all(body: bytes) -> None:
+    assert_never_wider(body)
+
+
+def real_pushes() -> list[bytes]:
+    """What the node exporter sends (``mfumon.exporter.samples``): GPUs with every counter, shared and MIG GPUs, a
+    lost GPU, InfiniBand ports."""
+    counters = {
+        "utilization": 0.97, "sm_active": 0.81, "sm_occupancy": 0.4, "tensor_active": 0.44, "dram_active": 0.3,
+        "memory_used_bytes": 7.1e10, "memory_total_bytes": 8.5e10, "power_watts": 612.3, "temperature_celsius": 63,
+        "sm_clock_hz": 1.98e9, "max_sm_clock_hz": 1.98e9, "nvlink_tx_bytes_per_second": 1.2e11,
+        "nvlink_rx_bytes_per_second": 1.1e11, "pcie_tx_bytes_per_second": 3e9, "pcie_rx_bytes_per_second": 2e9,
+        "xid_errors_total": 0, "ecc_uncorrected_total": 0, "ecc_corrected_total": 2, "compute_processes": 1,
+        "nvlink_crc_flit_errors_total": 0, "nvlink_crc_data_errors_total": 0, "nvlink_replay_errors_total": 0,
+        "nvlink_recovery_errors_total": 0, "pcie_replays_total": 0, "remapped_rows_correctable_total": 0,
+        "remapped_rows_uncorrectable_total": 0, "row_remap_pending": 0, "row_remap_failure": 0,
+        "energy_joules_total": 1.5e8, "last_xid": 0, "throttle_reasons": ["sw_power_cap"],
+    }  # fmt: skip
+    full = [
+        ExporterGpu.build(f"GPU-{k:04d}-aaaa", k, "NVIDIA H100 80GB HBM3", counters, job_id="train-42")
+        for k in range(8)
+    ]
+    shared = ExporterGpu.build(
+        "GPU-shared", 0, "NVIDIA A100-SXM4-80GB", {"utilization": 0.6}, job_id="a",
+        shares=(JobShare("a", 0.6, "process_utilization"), JobShare("b", 0.4, "process_utilization")),
+    )  # fmt: skip
+    mig = ExporterGpu.build("MIG-1234", 1, "NVIDIA H100 80GB HBM3", {"utilization": 0.3}, mig_profile="3g.40gb")
+    ports = tuple(ExporterPort(f"mlx5_{k}", 1, "InfiniBand", "ACTIVE", "LinkUp", 5e10, 0, 0, 0, 0, 0, 10**13, 10**13)
+                  for k in range(4))  # fmt: skip
+    batches = [
+        NodeBatch("n1", 1.7e9, tuple(full), pool="h100", ib_ports=ports),
+        NodeBatch("n2", 1.7e9, (shared, mig, full[0].lost())),
+        NodeBatch("n3", 1.7e9, ()),
+    ]
+    return [json.dumps(batch.body()).encode() for batch in batches]
+
+
+@pytest.mark.parametrize("body", real_pushes(), ids=["h100-ib", "shared-mig-lost", "empty"])
+def test_what_exporters_send_is_taken_by_the_fast_decoder_as_by_the_model(body: bytes) -> None:
+    fast = PUSH_DECODER.decode(body)
+    assert fast is not None
+    assert canonical(fast) == canonical(NodeSampleCreate.model_validate_json(body))
+    assert canonical(decode_push(body)) == canonical(fast)
+
+
+def test_a_rule_json_schema_cannot_state_is_the_models() -> None:
+    """Shares must add up to 1 (a field validator): the struct runs the model's own validator."""
+    body = node_sample(1)
+    body["gpus"][0]["shares"] = [
+        {"job_id": "a", "share": 0.5, "method": "accounting"},
+        {"job_id": "b", "share": 0.4, "method": "accounting"},
+    ]
+    assert PUSH_DECODER.decode(json.dumps(body).encode()) is None
+    body["gpus"][0]["shares"][1]["share"] = 0.5
+    assert PUSH_DECODER.decode(json.dumps(body).encode()) is not None
+
+
+def test_free_text_is_stripped_after_its_pattern_as_the_model_strips_it() -> None:
+    body = {**node_sample(1), "pool": "\u3000 train \u00a0"}
+    assert PUSH_DECODER.decode(json.dumps(body).encode()).pool == "train"  # type: ignore[union-attr]
+    body["pool"] = "train\n"
+    assert PUSH_DECODER.decode(json.dumps(body).encode()) is None
+
+
+class _Open(BaseModel):
+    value: float
+
+
+class _Aliased(BaseModel):
+    model_config = {"extra": "forbid"}
+    value: float = 0.0
+    other: dict[str, int] = {}
+
+
+@pytest.mark.parametrize("model", [_Open, _Aliased])
+def test_a_model_with_what_the_decoder_cannot_state_fails_to_build(model: type[BaseModel]) -> None:
+    with pytest.raises(TypeError):
+        FastDecoder(model)
