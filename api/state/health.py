@@ -14,7 +14,7 @@ it reads back from the database, so it survives any rewrite of the write path th
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -118,6 +118,7 @@ class NodeHealth:
     idle_energy_joules: float = 0.0  # added by this view
     idle_gpu_seconds: float = 0.0
     faults: int = 0  # GPUs that started failing a drain check with this view
+    inputs: dict[str, tuple[object, ...]] = field(default_factory=dict)  # per GPU, what its checks read (advance)
 
     @property
     def healthy(self) -> bool:
@@ -239,62 +240,92 @@ def _fails_drain(checks: Mapping[str, bool]) -> bool:
     return not all(checks.values()) and any(not ok and name in DRAIN_CHECKS for name, ok in checks.items())
 
 
+#: What a GPU's checks depend on besides the window: up, the values the checks read and every tracked counter.
+_INPUTS = (
+    "ecc_uncorrected_total",
+    "row_remap_failure",
+    "row_remap_pending",
+    "last_xid",
+    "throttle_reasons",
+    *_GPU_TRACKED,
+)
+_INPUTS_SET = frozenset(_INPUTS)
+
+
 def advance(held: NodeView | None, view: NodeView, window_seconds: float) -> NodeView:
-    """``view`` with its health, given the view held before it (``None`` for a node seen for the first time)."""
+    """``view`` with its health, given the view held before it (``None`` for a node seen for the first time).
+
+    ``view`` is one no reader holds yet: its health is set on it. Nearly always, no tracked counter grew within the
+    window and every GPU sends what its checks read as it did last time: then its checks are the very dict its
+    previous view held, and this costs a tuple per GPU."""
     at = view.updated_at
-    old_grew = held.health.grew_at if held is not None and held.health is not None else {}
+    old = held.health if held is not None else None
+    old_grew = old.grew_at if old is not None else {}
+    old_checks = old.gpu_checks if old is not None else {}
+    old_inputs = old.inputs if old is not None else {}
+    inputs = {
+        gpu.uuid: (gpu.up,) if _INPUTS_SET.isdisjoint(gpu.counters) else (gpu.up, *map(gpu.counters.get, _INPUTS))
+        for gpu in view.gpus
+    }
+    settled = not old_grew and all(old_inputs.get(uuid) == values for uuid, values in inputs.items())
     before = {g.uuid: g for g in held.gpus} if held is not None else {}
     grew_at: dict[Tracker, float] = {}
     # The GPUs that report any tracked error counter: for the others (counters absent, not zero) nothing can grow
-    # and no counter check applies, and skipping them halves this function's cost for a push without them.
-    tracked = {gpu.uuid for gpu in view.gpus if not _GPU_TRACKED_SET.isdisjoint(gpu.counters)}
+    # and no counter check applies.
+    tracked = set() if settled else {g.uuid for g in view.gpus if not _GPU_TRACKED_SET.isdisjoint(g.counters)}
     for gpu in view.gpus:
         if gpu.uuid not in tracked:
             continue
         prior = before.get(gpu.uuid)
         _grew(
-            gpu.uuid,
-            _GPU_TRACKED,
-            gpu.counters,
-            prior.counters if prior is not None else None,
-            old_grew,
-            at,
-            grew_at,
+            gpu.uuid, _GPU_TRACKED, gpu.counters, prior.counters if prior is not None else None, old_grew, at, grew_at
         )
-    old_ports = _ports(held)
-    for key, port in _ports(view).items():
-        held_port = old_ports.get(key)
-        _grew(key, _PORT_TRACKED, port.counters, held_port.counters if held_port else None, old_grew, at, grew_at)
+    if view.ib_ports:
+        old_ports = _ports(held)
+        for key, port in _ports(view).items():
+            held_port = old_ports.get(key)
+            _grew(key, _PORT_TRACKED, port.counters, held_port.counters if held_port else None, old_grew, at, grew_at)
     since = at - window_seconds
     grew_at = {k: t for k, t in grew_at.items() if t >= since}  # bounded: only what can still fail a check
-    gpu_checks = {gpu.uuid: _gpu_checks(gpu, grew_at, gpu.uuid in tracked) for gpu in view.gpus}
+    if settled:  # the checks of each GPU's previous view: the same values, nothing grew then or now
+        gpu_checks = {uuid: old_checks[uuid] for uuid in inputs}
+    else:
+        gpu_checks = {gpu.uuid: _gpu_checks(gpu, grew_at, gpu.uuid in tracked) for gpu in view.gpus}
     node_checks = _node_checks(view, grew_at)
 
     energy = seconds = 0.0
     faults = 0
-    old_checks = held.health.gpu_checks if held is not None and held.health is not None else {}
-    for gpu in view.gpus:
-        prior = before.get(gpu.uuid)
-        if prior is None:
+    for gpu in view.gpus if not settled else ():  # settled: every GPU's checks are its previous ones
+        if gpu.uuid not in before:
             continue
-        if _fails_drain(gpu_checks[gpu.uuid]) and not _fails_drain(old_checks.get(gpu.uuid, {})):
+        checks, checks_before = gpu_checks[gpu.uuid], old_checks.get(gpu.uuid, {})
+        if checks is not checks_before and _fails_drain(checks) and not _fails_drain(checks_before):
             faults += 1
-        gap = gpu.sample_timestamp - prior.sample_timestamp
-        if gpu.idle and prior.idle and 0 < gap <= MAX_IDLE_GAP_S:
-            seconds += gap
-            now_j, then_j = gpu.counters.get("energy_joules_total"), prior.counters.get("energy_joules_total")
-            if now_j is not None and then_j is not None and now_j >= then_j:
-                energy += now_j - then_j
-    health = NodeHealth(
+    if view.gpus_idle and held is not None and held.gpus_idle:  # idle time and energy: idle now and before
+        for gpu in view.gpus:
+            prior = before.get(gpu.uuid)
+            gap = gpu.sample_timestamp - prior.sample_timestamp if prior is not None else 0.0
+            if gpu.idle and prior is not None and prior.idle and 0 < gap <= MAX_IDLE_GAP_S:
+                seconds += gap
+                now_j, then_j = gpu.counters.get("energy_joules_total"), prior.counters.get("energy_joules_total")
+                if now_j is not None and then_j is not None and now_j >= then_j:
+                    energy += now_j - then_j
+    # With the same checks as before, a GPU fails one only if the previous view listed it among its reasons.
+    gpus_failing = (old is not None and bool(old.reasons)) if settled else None
+    if gpus_failing is None or gpus_failing:
+        gpus_failing = any(False in checks.values() for checks in gpu_checks.values())
+    failing = gpus_failing or False in node_checks.values()
+    view.health = NodeHealth(
         gpu_checks=gpu_checks,
         node_checks=node_checks,
-        reasons=tuple(_reasons(view, gpu_checks, node_checks)),
+        reasons=tuple(_reasons(view, gpu_checks, node_checks)) if failing else (),
         grew_at=grew_at,
         idle_energy_joules=energy,
         idle_gpu_seconds=seconds,
         faults=faults,
+        inputs=inputs,
     )
-    return replace(view, health=health)
+    return view
 
 
 def job_health(job_id: str, nodes: Iterable[NodeView]) -> dict[str, Any]:
