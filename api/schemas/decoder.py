@@ -57,13 +57,19 @@ _UNSURE_ESCAPES = re.compile(r"\\[dDwWsSbB]")
 
 
 class _Info:
-    """What a field validator may read of pydantic's ``ValidationInfo``: the fields validated before its own."""
+    """What a field validator may read of pydantic's ``ValidationInfo``: the fields validated before its own
+    (``data``, gathered from the struct only if the validator reads it)."""
 
-    __slots__ = ("data", "field_name")
+    __slots__ = ("_before", "_struct", "field_name")
 
-    def __init__(self, data: dict[str, Any], field_name: str) -> None:
-        self.data = data
+    def __init__(self, struct: Any, before: tuple[str, ...], field_name: str) -> None:
+        self._struct = struct
+        self._before = before
         self.field_name = field_name
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return {name: getattr(self._struct, name) for name in self._before}
 
     context = None
     config = None
@@ -256,7 +262,7 @@ def _validators(model: type[BaseModel]) -> list[_Validator]:
 
 def _passes_none(call: Callable[[Any, _Info], Any], field: str) -> bool:
     try:
-        return call(None, _Info({}, field)) is None
+        return call(None, _Info(None, (), field)) is None
     except Exception:
         return False
 
@@ -309,8 +315,8 @@ def _post_init(
             ]
     for k, validator in enumerate(validators):
         scope[f"validator_{k}"] = validator.call
-        before = ", ".join(f"{n!r}: self.{n}" for n in order[: order.index(validator.field)])
-        call = f"self.{validator.field} = validator_{k}(v, Info({{{before}}}, {validator.field!r}))"
+        scope[f"before_{k}"] = tuple(order[: order.index(validator.field)])
+        call = f"self.{validator.field} = validator_{k}(v, Info(self, before_{k}, {validator.field!r}))"
         lines.append(f"    v = self.{validator.field}")
         lines += ["    if v is not None:", f"        {call}"] if validator.none_passes else [f"    {call}"]
     if len(lines) == 1:
