@@ -250,6 +250,7 @@ _INPUTS = (
     *_GPU_TRACKED,
 )
 _INPUTS_SET = frozenset(_INPUTS)
+_ONLY_UP = {True: (True,), False: (False,)}  # the inputs of a GPU that reports none of them: one tuple for all
 
 
 def advance(held: NodeView | None, view: NodeView, window_seconds: float) -> NodeView:
@@ -264,7 +265,9 @@ def advance(held: NodeView | None, view: NodeView, window_seconds: float) -> Nod
     old_checks = old.gpu_checks if old is not None else {}
     old_inputs = old.inputs if old is not None else {}
     inputs = {
-        gpu.uuid: (gpu.up,) if _INPUTS_SET.isdisjoint(gpu.counters) else (gpu.up, *map(gpu.counters.get, _INPUTS))
+        gpu.uuid: _ONLY_UP[gpu.up]
+        if _INPUTS_SET.isdisjoint(gpu.counters)
+        else (gpu.up, *map(gpu.counters.get, _INPUTS))
         for gpu in view.gpus
     }
     settled = not old_grew and all(old_inputs.get(uuid) == values for uuid, values in inputs.items())
