@@ -488,18 +488,17 @@ def measure_size(
         for repeat in range(args.repeats):  # ingest, bare and real alternating
             f, f_cpu = with_cpu(floor_server, lambda: load(floor_server.url, targets))
             result.floor_per_cpu.add(f.units_ok / f_cpu)
-            b, b_cpu = with_cpu(bare_server, lambda: load(bare_url, targets))
-            postgres_before = postgres_cpu_seconds() if db == "postgres" else 0.0
-            r, r_cpu = with_cpu(server, lambda: load(server.url, targets))
+            pair = paired_window(bare_server, server, lambda url: load(url, targets), postgres=db == "postgres")
+            b, r = pair.bare, pair.real
             if db == "postgres":
-                result.postgres_us.add((postgres_cpu_seconds() - postgres_before) / max(r.ok, 1) * 1e6)
+                result.postgres_us.add(pair.postgres_us)
             result.bare.add(b.units_per_second)
             result.real.add(r.units_per_second)
-            result.ratios.add(r.units_per_second / b.units_per_second)
-            b_per_cpu, r_per_cpu = b.units_ok / b_cpu, r.units_ok / r_cpu
+            result.ratios.add(pair.ratio)
+            b_per_cpu, r_per_cpu = pair.bare_per_cpu, pair.real_per_cpu
             result.bare_per_cpu.add(b_per_cpu)
             result.real_per_cpu.add(r_per_cpu)
-            result.cpu_ratios.add(r_per_cpu / b_per_cpu)
+            result.cpu_ratios.add(pair.cpu_ratio)
             log(
                 f"repeat {repeat + 1}: bare {b.units_per_second:,.0f}, mfumon {r.units_per_second:,.0f} GPU-samples/s "
                 f"(ratio {r.units_per_second / b.units_per_second:.2f}; mfumon non-2xx {r.sent - r.ok}); "
@@ -702,6 +701,45 @@ def _stat_ticks(proc: Path, reaped: bool = False) -> int | None:
 def _cpu_seconds(pids: Sequence[int]) -> float:
     ticks = (_stat_ticks(Path(f"/proc/{pid}")) for pid in pids)
     return sum(t for t in ticks if t is not None) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class PairedWindow:
+    """One closed-loop window of the bare app, then one of mfumon, under the same load: each result and its server's
+    CPU seconds (its work after the window included), and PostgreSQL's own CPU per mfumon push (0 on SQLite)."""
+
+    bare: LoadResult
+    bare_cpu: float
+    real: LoadResult
+    real_cpu: float
+    postgres_us: float
+
+    @property
+    def ratio(self) -> float:
+        return self.real.units_per_second / self.bare.units_per_second
+
+    @property
+    def bare_per_cpu(self) -> float:
+        return self.bare.units_ok / self.bare_cpu
+
+    @property
+    def real_per_cpu(self) -> float:
+        return self.real.units_ok / self.real_cpu
+
+    @property
+    def cpu_ratio(self) -> float:
+        return self.real_per_cpu / self.bare_per_cpu
+
+
+def paired_window(
+    bare_server: Server, server: Server, window: Callable[[str], LoadResult], postgres: bool
+) -> PairedWindow:
+    """The bare app's window and mfumon's, one after the other (``window`` runs the load against a URL)."""
+    b, b_cpu = with_cpu(bare_server, lambda: window(bare_server.url))
+    postgres_before = postgres_cpu_seconds() if postgres else 0.0
+    r, r_cpu = with_cpu(server, lambda: window(server.url))
+    postgres_us = (postgres_cpu_seconds() - postgres_before) / max(r.ok, 1) * 1e6 if postgres else 0.0
+    return PairedWindow(b, b_cpu, r, r_cpu, postgres_us)
 
 
 def with_cpu(server: Server, work: Callable[[], LoadResult], poll_seconds: float = 0.5) -> tuple[LoadResult, float]:

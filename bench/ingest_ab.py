@@ -47,14 +47,12 @@ def main() -> None:
                     return run_load(url, targets, seconds=args.seconds, processes=2, connections=4)
 
                 for k in range(args.repeats):
-                    b, b_cpu = scale.with_cpu(bare, lambda: window(bare.url))
-                    pg_before = scale.postgres_cpu_seconds() if args.db == "postgres" else 0.0
-                    r, r_cpu = scale.with_cpu(server, lambda: window(server.url))
-                    pg = (scale.postgres_cpu_seconds() - pg_before) / max(r.ok, 1) * 1e6 if args.db == "postgres" else 0
-                    ratios.append(r.units_per_second / b.units_per_second)
-                    cpu_ratios.append((r.units_ok / r_cpu) / (b.units_ok / b_cpu))
-                    bare_us.append(b_cpu / max(b.ok, 1) * 1e6)
-                    mfumon_us.append(r_cpu / max(r.ok, 1) * 1e6)
+                    pair = scale.paired_window(bare, server, window, postgres=args.db == "postgres")
+                    b, r, pg = pair.bare, pair.real, pair.postgres_us
+                    ratios.append(pair.ratio)
+                    cpu_ratios.append(pair.cpu_ratio)
+                    bare_us.append(pair.bare_cpu / max(b.ok, 1) * 1e6)
+                    mfumon_us.append(pair.real_cpu / max(r.ok, 1) * 1e6)
                     postgres_us.append(pg)
                     print(
                         f"window {k + 1}: bare {b.units_per_second:,.0f}, mfumon {r.units_per_second:,.0f} "

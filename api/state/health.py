@@ -250,7 +250,6 @@ _INPUTS = (
     *_GPU_TRACKED,
 )
 _INPUTS_SET = frozenset(_INPUTS)
-_ONLY_UP = {True: (True,), False: (False,)}  # the inputs of a GPU that reports none of them: one tuple for all
 
 
 def advance(held: NodeView | None, view: NodeView, window_seconds: float) -> NodeView:
@@ -265,7 +264,8 @@ def advance(held: NodeView | None, view: NodeView, window_seconds: float) -> Nod
     old_checks = old.gpu_checks if old is not None else {}
     old_inputs = old.inputs if old is not None else {}
     inputs = {
-        gpu.uuid: _ONLY_UP[gpu.up]
+        # A GPU that reports none of them: a constant tuple, shared by every such GPU
+        gpu.uuid: ((True,) if gpu.up else (False,))
         if _INPUTS_SET.isdisjoint(gpu.counters)
         else (gpu.up, *map(gpu.counters.get, _INPUTS))
         for gpu in view.gpus
