@@ -16,7 +16,9 @@ from typing import Any
 __all__ = [
     "COUNTER_FIELDS",
     "HEALTH_COUNTS",
+    "LINK_FIELDS",
     "SHARE_METHODS",
+    "TENSOR_PRECISION_FIELDS",
     "THROTTLE_REASONS",
     "GpuSample",
     "IbPortSample",
@@ -39,7 +41,21 @@ HEALTH_COUNTS: tuple[str, ...] = (
     "ecc_deferred_total",
     "last_xid",
 )
-_FLAG_FIELDS = ("row_remap_pending", "row_remap_failure")  # 0 or 1
+_FLAG_FIELDS = ("row_remap_pending", "row_remap_failure", "tensor_active_exact")  # 0 or 1
+#: Tensor-pipe activity by precision (0-1): HMMA (fp16/bf16/tf32/fp8 matrix ops), IMMA (integer), DMMA (fp64).
+TENSOR_PRECISION_FIELDS: tuple[str, ...] = ("hmma_active", "imma_active", "dmma_active")
+#: Link and fabric state (integers): PCIe generation and width now and at most (a link below its maximum has
+#: downtrained), the GPU fabric's health summary (NVML: 0 not supported, 1 healthy, 2 unhealthy, 3 limited capacity)
+#: and mask, and the fabric manager's status (dcgmFabricManagerStatus_t).
+LINK_FIELDS: tuple[str, ...] = (
+    "pcie_link_gen",
+    "pcie_link_gen_max",
+    "pcie_link_width",
+    "pcie_link_width_max",
+    "fabric_health_summary",
+    "fabric_health_mask",
+    "fabric_manager_status",
+)
 
 #: Counters a GPU sample may carry (all optional). Ratios are 0-1; other names carry their unit.
 COUNTER_FIELDS: tuple[str, ...] = (
@@ -48,6 +64,10 @@ COUNTER_FIELDS: tuple[str, ...] = (
     "sm_occupancy",
     "tensor_active",
     "dram_active",
+    # 1 when tensor_active is the difference of cumulative cycle counters over the interval (DCGM 4.6+
+    # MMA_CYCLES_ACTIVE_TOTAL / SM_CYCLES_ELAPSED_TOTAL), absent or 0 when it is a sampled ratio.
+    "tensor_active_exact",
+    *TENSOR_PRECISION_FIELDS,
     "memory_used_bytes",
     "memory_total_bytes",
     "power_watts",
@@ -63,8 +83,10 @@ COUNTER_FIELDS: tuple[str, ...] = (
     "ecc_corrected_total",
     "compute_processes",
     *HEALTH_COUNTS,
-    *_FLAG_FIELDS,
+    "row_remap_pending",
+    "row_remap_failure",
     "energy_joules_total",
+    *LINK_FIELDS,
 )
 
 #: Clock-event (throttle) reason names the aggregator accepts, in NVML bit order (0x1 ... 0x100).
@@ -80,9 +102,18 @@ THROTTLE_REASONS: tuple[str, ...] = (
     "display_clocks",
 )
 
-_RATIO_FIELDS = frozenset({"utilization", "sm_active", "sm_occupancy", "tensor_active", "dram_active"})
+_RATIO_FIELDS = frozenset(
+    {"utilization", "sm_active", "sm_occupancy", "tensor_active", "dram_active", *TENSOR_PRECISION_FIELDS}
+)
 _INT_FIELDS = frozenset(
-    {"xid_errors_total", "ecc_uncorrected_total", "ecc_corrected_total", "compute_processes", *HEALTH_COUNTS}
+    {
+        "xid_errors_total",
+        "ecc_uncorrected_total",
+        "ecc_corrected_total",
+        "compute_processes",
+        *HEALTH_COUNTS,
+        *LINK_FIELDS,
+    }
 )
 _ID_BAD_CHARS = re.compile(r"[^A-Za-z0-9._:@+\-]")
 _ID_LEADING = re.compile(r"^[^A-Za-z0-9]+")
@@ -131,6 +162,10 @@ class GpuSample:
     sm_occupancy: float | None = None
     tensor_active: float | None = None
     dram_active: float | None = None
+    tensor_active_exact: int | None = None
+    hmma_active: float | None = None
+    imma_active: float | None = None
+    dmma_active: float | None = None
     memory_used_bytes: float | None = None
     memory_total_bytes: float | None = None
     power_watts: float | None = None
@@ -157,6 +192,13 @@ class GpuSample:
     row_remap_failure: int | None = None
     energy_joules_total: float | None = None
     last_xid: int | None = None
+    pcie_link_gen: int | None = None
+    pcie_link_gen_max: int | None = None
+    pcie_link_width: int | None = None
+    pcie_link_width_max: int | None = None
+    fabric_health_summary: int | None = None
+    fabric_health_mask: int | None = None
+    fabric_manager_status: int | None = None
     throttle_reasons: tuple[str, ...] | None = None
     shares: tuple[JobShare, ...] | None = None  # only on a GPU shared by two or more jobs; ``job_id`` is the largest
 

@@ -64,6 +64,14 @@ class GpuSample(BaseModel):
     sm_occupancy: Ratio | None = None
     tensor_active: Ratio | None = None
     dram_active: Ratio | None = None
+    tensor_active_exact: _Flag | None = Field(
+        default=None,
+        description="1 when tensor_active is the difference of cumulative tensor and elapsed cycle counters over the "
+        "interval (DCGM 4.6+), 0 or absent when it is a sampled ratio",
+    )
+    hmma_active: Ratio | None = None
+    imma_active: Ratio | None = None
+    dmma_active: Ratio | None = None
     memory_used_bytes: _Bounded | None = None
     memory_total_bytes: _Bounded | None = None
     power_watts: Annotated[Number, Field(ge=0, le=100_000)] | None = None
@@ -90,6 +98,16 @@ class GpuSample(BaseModel):
     row_remap_failure: _Flag | None = None
     energy_joules_total: _Bounded | None = None
     last_xid: Annotated[int, Whole(0, 100_000)] | None = None
+    pcie_link_gen: Annotated[int, Whole(0, 64)] | None = None
+    pcie_link_gen_max: Annotated[int, Whole(0, 64)] | None = None
+    pcie_link_width: Annotated[int, Whole(0, 64)] | None = None
+    pcie_link_width_max: Annotated[int, Whole(0, 64)] | None = None
+    fabric_health_summary: Annotated[int, Whole(0, 3)] | None = Field(
+        default=None,
+        description="NVML fabric health summary: 0 not supported, 1 healthy, 2 unhealthy, 3 limited capacity",
+    )
+    fabric_health_mask: Annotated[int, Whole(0, 2**32 - 1)] | None = None
+    fabric_manager_status: Annotated[int, Whole(0, 255)] | None = None
     throttle_reasons: Annotated[list[_ThrottleReason], Field(max_length=16)] | None = None
     shares: (
         Annotated[
