@@ -22,7 +22,8 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
 Kind = Literal["training", "inference"]
-Dtype = Literal["bf16", "fp16", "fp8", "tf32", "fp32"]
+Dtype = Literal["bf16", "fp16", "fp8", "tf32", "fp32", "fp4", "int8"]
+"""The matmul precision whose dense peak is the MFU denominator: `mfumon.mfu.DTYPES`, in the same order."""
 StorageDtype = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"]
 """How weights or the KV cache are stored, for MBU (bytes per element: 4, 2, 2, 1, 1, 0.5, 0.5)."""
 

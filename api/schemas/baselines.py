@@ -31,7 +31,8 @@ SIGNATURE_PATTERN = signature_pattern()
 SIGNATURE_RULE = (
     "kind|model|device|scale|dtype, as a job's `baseline_signature` shows it (URL-encoded): kind training or "
     "inference; model the model's name or shape (it may hold '|'); device a device key of the peak table; scale "
-    "the GPU count or the layout dp*.tpT.ppP.cpC.epE.mbsM[.gaG][.seqS]; dtype bf16, fp16, fp8, tf32 or fp32. "
+    "the GPU count or the layout dp*.tpT.ppP.cpC.epE.mbsM[.gaG][.seqS]; dtype bf16, fp16, fp8, tf32, fp32, fp4 or "
+    "int8. "
     f"At most {SIGNATURE_MAX_LENGTH} characters."
 )
 

@@ -20,13 +20,14 @@ from mfumon.api.schemas._common import (
 )
 from mfumon.api.schemas.decoder import FastDecoder
 from mfumon.exporter.samples import COUNTER_FIELDS, THROTTLE_REASONS
+from mfumon.mfu import EstimateSource
 
 # The counter and throttle-reason names are defined once, beside the exporter that sends them.
 _THROTTLE_REASONS = frozenset(THROTTLE_REASONS)
 _COUNTERS = frozenset(COUNTER_FIELDS)
 
 _Temperature = Annotated[Number, Field(ge=-100, le=250)]
-_Bounded = Annotated[Number, Field(ge=0, le=1e16)]
+_Bounded = Annotated[Number, Field(ge=0, le=1e18)]
 _Flag = Annotated[int, Whole(0, 1)]
 _ThrottleReason = Annotated[str, Field(json_schema_extra={"enum": list(THROTTLE_REASONS)})]
 _Name = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:+\-]+$")]
@@ -274,6 +275,11 @@ class GpuPublic(BaseModel):
     up: bool
     state: str = Field(description="reporting | unreported | idle | down")
     hardware_mfu: float | None = Field(description="tensor-pipe activity x SM clock / max SM clock")
+    hardware_estimate_source: EstimateSource | None = Field(
+        default=None,
+        description="where hardware_mfu's tensor activity came from: cycle_counters (exact differences of DCGM 4.6+ "
+        "cumulative cycle counters over the push interval) or ratio_clock (a sampled ratio); null without an estimate",
+    )
     counters: dict[str, Any]
     sample_timestamp: float
     health: dict[str, bool] | None = Field(default=None, description="GPU checks: true passes, false fails")

@@ -11,7 +11,8 @@
         source: measured at our 600 W power cap, 2025-01
 
 Other optional fields: notes, memory_bandwidth_bytes_per_second (with memory_bandwidth_source; the entry's
-`source` when left out), mig_slices, unconfirmed (list of dtypes).
+`source` when left out), mig_slices, unconfirmed (list of dtypes), lacks (dtype: why the part has no peak for
+it; an operator's peak for an inherited lacked dtype replaces the lack).
 A plain substring without regex metacharacters is a valid pattern. `989e12` reads as text in YAML 1.1, so
 numeric strings are accepted. Every error names the file, the entry and the field.
 """
@@ -41,6 +42,7 @@ _FIELDS = frozenset(
         "memory_bandwidth_source",
         "mig_slices",
         "unconfirmed",
+        "lacks",
     }
 )
 _REQUIRED_FOR_NEW = ("patterns", "peaks")
@@ -133,6 +135,13 @@ def _fields_from_entry(entry: Mapping[str, Any], base: DeviceSpec | None, where:
     elif base is not None:
         # The operator's own figures replace the unconfirmed ones they override.
         fields["unconfirmed"] = base.unconfirmed - set(given_peaks)
+    inherited_lacks = dict(base.lacks) if base is not None else {}
+    given_lacks = _read_lacks(entry["lacks"], where) if "lacks" in entry else {}
+    fields["lacks"] = {
+        dtype: reason
+        for dtype, reason in {**inherited_lacks, **given_lacks}.items()
+        if dtype in given_lacks or fields["peaks"].get(dtype) is None
+    }
     if not isinstance(fields["notes"], str):
         raise PeakTableError(f"{where}: notes: must be a string")
     return fields
@@ -154,6 +163,17 @@ def _read_peaks(value: object, where: str) -> dict[str, float | None]:
         if dtype not in DTYPES:
             raise PeakTableError(f"{where}: peaks.{dtype}: unknown dtype; use one of {', '.join(DTYPES)}")
     return {str(dtype): _read_number(flops, f"peaks.{dtype}", where) for dtype, flops in value.items()}
+
+
+def _read_lacks(value: object, where: str) -> dict[str, str]:
+    if not isinstance(value, Mapping) or not all(isinstance(reason, str) for reason in value.values()):
+        raise PeakTableError(
+            f"{where}: lacks: must be a mapping of dtype to a reason, e.g. {{int8: 'cut on this part'}}"
+        )
+    for dtype in value:
+        if dtype not in DTYPES:
+            raise PeakTableError(f"{where}: lacks.{dtype}: unknown dtype; use one of {', '.join(DTYPES)}")
+    return {str(dtype): reason for dtype, reason in value.items()}
 
 
 def _read_number(value: object, name: str, where: str) -> float | None:

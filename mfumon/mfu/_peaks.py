@@ -49,6 +49,40 @@ _ME_MI355X = (
     "dense figures; its 'with Structured Sparsity' ones are exactly 2x)"
 )
 
+# 2026 hardware (issue 53): vendor pages first, then the secondary transcriptions they were read through.
+_NV_HGX = (
+    "NVIDIA HGX page (8-GPU totals; tensor figures with sparsity, FP4 as 'sparse | dense'), "
+    "https://www.nvidia.com/en-us/data-center/hgx/, as transcribed by fibermall.com/blog/?p=17161 and "
+    "glennklockwood.com/garden/processors/B300"
+)
+_NV_DGX_B300 = "NVIDIA DGX B300 datasheet, https://resources.nvidia.com/en-us-dgx-systems/dgx-b300-datasheet"
+_NV_GB200 = "NVIDIA GB200 NVL72 page (72-GPU totals), https://www.nvidia.com/en-us/data-center/gb200-nvl72/"
+_NV_GB300 = "NVIDIA GB300 NVL72 page (72-GPU totals), https://www.nvidia.com/en-us/data-center/gb300-nvl72/"
+_VERDA = "verda.com/blog/gb300-nvl72-architecture (per-GPU dense table for GB300, B300, B200; secondary)"
+_GOOGLE_TPU7X = "Google Cloud TPU7x (Ironwood) documentation, https://docs.cloud.google.com/tpu/docs/tpu7x"
+_GOOGLE_V6E = "Google Cloud TPU v6e documentation, https://docs.cloud.google.com/tpu/docs/v6e"
+_AWS_TRN2 = (
+    "AWS Neuron, Trainium2 architecture, "
+    "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/about-neuron/arch/neuron-hardware/trainium2.html"
+)
+_AWS_TRN3 = (
+    "AWS Neuron 2.29.1, Trainium3 architecture, "
+    "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.29.1/about-neuron/arch/neuron-hardware/trainium3.html"
+)
+_INTEL_GAUDI3 = (
+    "Intel Gaudi 3 AI accelerator white paper, "
+    "https://www.intel.com/content/www/us/en/content-details/817486/intel-gaudi-3-ai-accelerator-white-paper.html; "
+    "Intel, Hot Chips 2024 'Intel Gaudi 3 AI Accelerator' (spec table: BF16 and FP8 matrix 1835 TFLOPS, 3.67 TB/s)"
+)
+_BLACKWELL_ULTRA_INT8 = (
+    "Blackwell Ultra cut INT8 tensor throughput (NVIDIA prints a few POPS for a whole 8-GPU HGX B300 against "
+    "72 for HGX B200, and the per-GPU readings of it disagree), so no dense INT8 figure is taken"
+)
+_TRAINIUM_DEVICES = (
+    "Per chip (8 NeuronCores). torch-neuronx counts logical NeuronCores as devices: 4 per chip at the default "
+    "LNC=2, 8 at LNC=1, so send num_gpus in chips (or peak_flops_per_gpu for one logical core)."
+)
+
 _AMPERE_A100 = {"fp32": 19.5e12, "tf32": 156e12, "bf16": 312e12, "fp16": 312e12}
 _AMPERE_A10 = {"fp32": 31.2e12, "tf32": 62.5e12, "bf16": 125e12, "fp16": 125e12}
 _HOPPER_SXM = {"fp32": 67e12, "tf32": 494.5e12, "bf16": 989e12, "fp16": 989e12, "fp8": 1979e12}
@@ -255,38 +289,107 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
     ),
     DeviceSpec(
         key="h20",
-        patterns=(r"\bH20\b",),
+        patterns=(r"\bH20\b(?![- ]?3e\b)",),
         names=("NVIDIA H20",),
-        peaks={"bf16": 148e12, "fp16": 148e12, "fp8": 296e12},
+        peaks={"bf16": 148e12, "fp16": 148e12, "fp8": 296e12, "int8": 296e12},
         memory_bandwidth_bytes_per_second=4.0e12,
         memory_bandwidth_source="citsjtu2020/LLM-Prof hardware_spec.md (4022 GB/s, 96GB); no NVIDIA datasheet",
         mig_slices=7,
         source=f"{_TT} (148e12, citing Tom's Hardware); {_VR}; citsjtu2020/LLM-Prof hardware_spec.md (4022 GB/s)",
-        notes="No NVIDIA first-hand spec. fp8 296 matches LLM-Prof's INT8 296. FP32/TF32 unknown.",
-        unconfirmed=frozenset({"bf16", "fp16", "fp8", "memory_bandwidth", "mig_slices"}),
+        notes="No NVIDIA first-hand spec. fp8 296 matches LLM-Prof's INT8 296. FP32/TF32 unknown. The 141 GB "
+        "'H20-3e' (HBM3e, other bandwidth) is left unmatched, as H200 NVL is: add it with an override file.",
+        unconfirmed=frozenset({"bf16", "fp16", "fp8", "int8", "memory_bandwidth", "mig_slices"}),
     ),
-    # --- NVIDIA Blackwell: GB200 before B200.
+    # --- NVIDIA Blackwell and Blackwell Ultra: GB300 and GB200 before B300 and B200 (`\bB300\b` cannot match
+    # "GB300" anyway: no word boundary between G and B).
+    DeviceSpec(
+        key="gb300",
+        patterns=(r"\bGB300\b",),
+        names=("NVIDIA GB300", "NVIDIA GB300 NVL"),
+        peaks={
+            "fp32": 80e12,
+            "tf32": 1250e12,
+            "bf16": 2500e12,
+            "fp16": 2500e12,
+            "fp8": 5000e12,
+            "fp4": 15000e12,
+        },
+        memory_bandwidth_bytes_per_second=8.0e12,
+        memory_bandwidth_source=f"{_NV_GB300} (576 TB/s for 72 GPUs); {_ME}",
+        mig_slices=7,
+        source=f"{_NV_GB300} (FP4 1,440 | 1,080 PF sparse | dense; FP8 720, BF16 360, TF32 180 PF with sparsity; "
+        f"FP32 6 PF); {_ME} (GB300 row, note 24); {_VERDA}",
+        lacks={"int8": _BLACKWELL_ULTRA_INT8},
+        notes=f"Per GPU (a GB300 superchip holds two), the rack totals / 72. {_HALVED} FP4 15 PF is NVIDIA's "
+        "dense figure (1,080 PF / 72). FP32 80 is ME's and Verda's (6 PF / 72 would be 83). FP64 is cut to about "
+        "1.4 TF per GPU (not a dtype here). MIG slice count taken from GB200.",
+        unconfirmed=frozenset({"fp32", "mig_slices"}),
+    ),
     DeviceSpec(
         key="gb200",
         patterns=(r"\bGB200\b",),
         names=("NVIDIA GB200",),
-        peaks={"fp32": 80e12, "tf32": 1250e12, "bf16": 2500e12, "fp16": 2500e12, "fp8": 5000e12},
+        peaks={
+            "fp32": 80e12,
+            "tf32": 1250e12,
+            "bf16": 2500e12,
+            "fp16": 2500e12,
+            "fp8": 5000e12,
+            "fp4": 10000e12,
+            "int8": 5000e12,
+        },
         memory_bandwidth_bytes_per_second=8.0e12,
         memory_bandwidth_source=f"{_BW_GB200}; {_ME}",
         mig_slices=7,
-        source=f"{_ME}; {_TT}; {_VR}; {_MIG}",
+        source=f"{_ME} (GB200 row: fp4 10000, int8 5000); {_NV_GB200} (FP4 1,440 PF, INT8 720 POPS with "
+        f"sparsity, / 72); {_TT}; {_VR}; {_MIG}",
         notes=f"Per GPU (a GB200 superchip holds two). {_HALVED}",
+    ),
+    DeviceSpec(
+        key="b300",
+        patterns=(r"\bB300\b",),
+        names=("NVIDIA B300 SXM6 AC", "NVIDIA B300"),
+        peaks={
+            "fp32": 75e12,
+            "tf32": 1125e12,
+            "bf16": 2250e12,
+            "fp16": 2250e12,
+            "fp8": 4500e12,
+            "fp4": 14000e12,
+        },
+        memory_bandwidth_bytes_per_second=8.0e12,
+        memory_bandwidth_source=f"{_ME} (B300 SXM, 8.00 TB/s); {_NV_DGX_B300}",
+        mig_slices=7,
+        source=f"{_NV_HGX} (HGX B300: FP8 72, BF16 36, TF32 18 PF with sparsity, FP32 600 TF, for 8 GPUs); "
+        f"{_NV_DGX_B300}; {_ME} (B300 row, note 21); {_VERDA}",
+        lacks={"int8": _BLACKWELL_ULTRA_INT8},
+        notes=f"HGX B300 (Blackwell Ultra) per GPU. {_HALVED} FP4 dense per GPU is quoted as 13.1 (105 PF / 8, HGX "
+        "page), 13.5 (108 / 8), 14 (Verda's per-GPU table) and 15 PF (Blackwell Ultra at GB300 power): 14 is "
+        "taken and flagged. FP32 600 TF / 8 = 75 (ME prints 80, GB300's figure). FP64 is cut to 1.25 TF (10 TF "
+        "for 8; not a dtype here). MIG slice count taken from B200.",
+        unconfirmed=frozenset({"fp4", "fp32", "mig_slices"}),
     ),
     DeviceSpec(
         key="b200",
         patterns=(r"\bB200\b",),
         names=("NVIDIA B200",),
-        peaks={"fp32": 80e12, "tf32": 1125e12, "bf16": 2250e12, "fp16": 2250e12, "fp8": 4500e12},
+        peaks={
+            "fp32": 75e12,
+            "tf32": 1125e12,
+            "bf16": 2250e12,
+            "fp16": 2250e12,
+            "fp8": 4500e12,
+            "fp4": 9000e12,
+            "int8": 4500e12,
+        },
         memory_bandwidth_bytes_per_second=8.0e12,
         memory_bandwidth_source=f"{_BW_B200}; {_ME}",
         mig_slices=7,
-        source=f"{_ME} (DGX B200 datasheet); {_TT}; {_VR}; {_MIG}",
-        notes=_HALVED,
+        source=f"{_ME} (DGX B200 datasheet; fp4 9000, int8 4500); {_NV_HGX} (HGX B200: FP4 144 | 72 PF, "
+        f"INT8 72 POPS with sparsity, FP32 600 TF, for 8 GPUs); {_TT}; {_VR}; {_MIG}",
+        notes=f"HGX/DGX B200 per GPU. {_HALVED} FP32 600 TF / 8 = 75; ME's 80 is GB200's figure. FP64 37-40 TF "
+        "(not a dtype here).",
+        unconfirmed=frozenset({"fp32"}),
     ),
     # --- AMD Instinct.
     DeviceSpec(
@@ -334,12 +437,20 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         key="mi355x",
         patterns=(r"\bMI355X\b",),
         names=("AMD Instinct MI355X",),
-        peaks={"fp32": 157.3e12, "bf16": 2500e12, "fp16": 2500e12, "fp8": 5000e12},
+        peaks={
+            "fp32": 157.3e12,
+            "bf16": 2500e12,
+            "fp16": 2500e12,
+            "fp8": 5000e12,
+            "int8": 5000e12,
+            "fp4": 10100e12,
+        },
         memory_bandwidth_bytes_per_second=8.0e12,
         memory_bandwidth_source=f"{_BW_AMD} (8 TB/s); {_ME}",
-        source=f"{_AMD_MI355X} (dense); {_ME_MI355X}; {_TT} (bf16)",
-        notes="AMD publishes no TF32 rate for CDNA 4, so tf32 has no peak here (as for MI250X); its fp6/fp4 rates "
-        "are not dtypes this table knows.",
+        source=f"{_AMD_MI355X} (dense); {_ME_MI355X} (int8 5000, fp4 10100); {_TT} (bf16)",
+        lacks={"tf32": "AMD publishes no TF32 rate for CDNA 4 (MI355X)"},
+        notes="AMD's MXFP4 10.1 PF carries no sparsity qualifier and is dense (ME note 22); its 'with Structured "
+        "Sparsity' FP8/INT8 figures (10.1) are 2x the dense ones used here.",
     ),
     # --- Google TPU (per chip; names as JAX/torch_xla report the device kind).
     DeviceSpec(
@@ -367,8 +478,69 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         key="tpu-v6e",
         patterns=(r"\bTPU v6 ?lite\b", r"\bTPU v6e\b"),
         names=("TPU v6 lite", "TPU v6e"),
-        peaks={"bf16": 918e12},
-        source=_TT,
+        peaks={"bf16": 918e12, "fp8": 918e12, "int8": 1836e12},
+        source=f"{_TT}; {_GOOGLE_V6E} (918 BF16, 1836 INT8 per chip); {_GOOGLE_TPU7X} (v6e FP8 918 per chip); "
+        f"{_ME} (TPU v6e row, note 13)",
+        notes="Per chip (one TensorCore, one device). Trillium runs FP8 at its BF16 rate.",
+    ),
+    DeviceSpec(
+        key="tpu7x",
+        patterns=(r"\bTPU ?v?7x?\b",),
+        names=("TPU7x", "TPU v7x", "TPU v7"),
+        peaks={"bf16": 1153.5e12, "fp8": 2307e12},
+        source=f"{_GOOGLE_TPU7X} (2307 BF16 and 4614 FP8 TFLOPs per chip; two TensorCores per chip); "
+        f"{_TT} (v7: 2307e12 / 2 per TensorCore device); {_ME} (TPU v7x row, note 25)",
+        lacks={
+            "fp16": "Google publishes only BF16 and FP8 peaks for TPU7x (Ironwood)",
+            "tf32": "Google publishes only BF16 and FP8 peaks for TPU7x (Ironwood)",
+            "fp32": "Google publishes only BF16 and FP8 peaks for TPU7x (Ironwood)",
+        },
+        notes="Per device, i.e. per TensorCore: unlike v4/v5p (megacore), JAX shows each of a TPU7x chip's two "
+        "TensorCores as its own device with device_kind 'TPU7x' (a v7x-8 slice is 4 chips, 8 devices), so "
+        "Google's per-chip 2307 / 4614 are halved, as torchtitan does.",
+    ),
+    # --- Intel Gaudi (per chip: one HPU device).
+    DeviceSpec(
+        key="gaudi3",
+        patterns=(r"\bGaudi(?:\(R\))? ?3\b", r"\bHL-325L?\b"),
+        names=("GAUDI3", "Intel(R) Gaudi(R) 3 AI Accelerator", "HL-325L"),
+        peaks={"bf16": 1835e12, "fp8": 1835e12},
+        memory_bandwidth_bytes_per_second=3.67e12,
+        memory_bandwidth_source=f"{_INTEL_GAUDI3} (3.67 TB/s)",
+        source=_INTEL_GAUDI3,
+        lacks={
+            "fp16": "Intel publishes no FP16 matrix (MME) rate for Gaudi 3, only BF16 and FP8",
+            "tf32": "Intel publishes no TF32 matrix (MME) rate for Gaudi 3, only BF16 and FP8",
+            "fp32": "Intel publishes no FP32 matrix (MME) rate for Gaudi 3, only BF16 and FP8",
+        },
+        notes="Matrix (MME) peaks of the OAM part (HL-325L; torch's device name 'GAUDI3'). ME (note 19) finds "
+        "shipping parts running the MME at 1600 MHz, i.e. 1677 TFLOPS, not the 1750 MHz behind 1835; the "
+        "vendor's figure is kept, as for every other device. ME's fp32 229 / tf32 459 / fp16 459 were not found "
+        "in Intel's published table and are not used. The PCIe card (HL-338) is not matched.",
+    ),
+    # --- AWS Trainium (per chip; see the notes on devices vs chips).
+    DeviceSpec(
+        key="trainium2",
+        patterns=(r"\bTrainium ?2\b", r"\btrn2u?\b"),
+        names=("Trainium2", "AWS Trainium2", "trn2", "trn2.48xlarge", "trn2u.48xlarge"),
+        peaks={"fp32": 181e12, "tf32": 667e12, "bf16": 667e12, "fp16": 667e12, "fp8": 1299e12},
+        memory_bandwidth_bytes_per_second=2.9e12,
+        memory_bandwidth_source=f"{_AWS_TRN2} (96 GiB at 2.9 TB/s per chip)",
+        source=f"{_AWS_TRN2} (1,299 FP8, 667 BF16/FP16/TF32, 181 FP32 TFLOPS per chip; 2,563 with sparsity); "
+        f"{_ME} (Trainium2 row, note 11)",
+        notes=_TRAINIUM_DEVICES,
+    ),
+    DeviceSpec(
+        key="trainium3",
+        patterns=(r"\bTrainium ?3\b", r"\btrn3\b"),
+        names=("Trainium3", "AWS Trainium3", "trn3"),
+        peaks={"fp32": 183e12, "tf32": 671e12, "bf16": 671e12, "fp16": 671e12, "fp8": 2517e12, "fp4": 2517e12},
+        memory_bandwidth_bytes_per_second=4.9e12,
+        memory_bandwidth_source=f"{_AWS_TRN3} (144 GiB at 4.9 TB/s per chip; the NKI guide says 4.7)",
+        source=f"{_AWS_TRN3} (2,517 MXFP8/MXFP4, 671 BF16/FP16/TF32, 183 FP32 TFLOPS per chip; 2,517 "
+        "FP16/BF16/TF32 with sparsity)",
+        notes=f"{_TRAINIUM_DEVICES} fp8 and fp4 are AWS's MXFP8/MXFP4 (microscaled) rate, 2.52 PF as announced "
+        "at re:Invent 2025.",
     ),
     # --- Huawei Ascend.
     DeviceSpec(

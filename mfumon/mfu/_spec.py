@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal, get_args
 
-Dtype = Literal["bf16", "fp16", "fp8", "tf32", "fp32"]
+Dtype = Literal["bf16", "fp16", "fp8", "tf32", "fp32", "fp4", "int8"]
+"""The precision of the matmuls whose dense peak is the MFU denominator (int8: integer TOPS, counted as FLOP/s)."""
 DTYPES: tuple[Dtype, ...] = get_args(Dtype)
 
 # Fields other than dtypes whose figure may be marked unconfirmed.
@@ -40,6 +41,8 @@ class DeviceSpec:
         mig_slices: compute slices of the whole GPU (7 on A100/H100, 4 on A30); None when MIG is unsupported.
         names: real device names that must resolve to this entry (checked when a table is built).
         unconfirmed: dtypes (or "memory_bandwidth", "mig_slices") whose figure lacks a primary source.
+        lacks: dtype -> why the part has no dense peak for it (a cut unit, no published rate), reported in place
+            of the generic "no peak" reason; a dtype cannot both have a peak and be lacked.
     """
 
     key: str
@@ -52,6 +55,7 @@ class DeviceSpec:
     mig_slices: int | None = None
     names: tuple[str, ...] = ()
     unconfirmed: frozenset[str] = field(default_factory=frozenset)
+    lacks: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.key, str) or not KEY_PATTERN.match(self.key):
@@ -60,6 +64,7 @@ class DeviceSpec:
         object.__setattr__(self, "names", tuple(self.names))
         object.__setattr__(self, "unconfirmed", frozenset(self.unconfirmed))
         object.__setattr__(self, "peaks", MappingProxyType(_normalise_peaks(self.peaks)))
+        object.__setattr__(self, "lacks", MappingProxyType(_check_lacks(self.lacks, self.peaks)))
         for pattern in self.patterns:
             _check_pattern(pattern)
         if not self.source.strip():
@@ -96,6 +101,20 @@ def _normalise_peaks(peaks: Mapping[str, float | None]) -> dict[str, float | Non
             value = float(value)
         normalised[dtype] = value
     return normalised
+
+
+def _check_lacks(lacks: Mapping[str, str], peaks: Mapping[str, float | None]) -> dict[str, str]:
+    if not isinstance(lacks, Mapping):
+        raise ValueError("lacks must be a mapping of dtype to the reason the part has no peak for it")
+    checked: dict[str, str] = {}
+    for dtype, reason in lacks.items():
+        check_dtype(dtype)
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValueError(f"lacks.{dtype} must say why the part has no {dtype} peak")
+        if peaks.get(dtype) is not None:
+            raise ValueError(f"lacks.{dtype}: the dtype has a peak ({peaks[dtype]:g}); a dtype is lacked or has a peak")
+        checked[dtype] = reason.strip()
+    return checked
 
 
 def _check_positive(name: str, value: object) -> None:

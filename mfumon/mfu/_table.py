@@ -159,8 +159,17 @@ class PeakTable:
 
 
 def _no_dtype_reason(spec: DeviceSpec, dtype: Dtype) -> str:
+    """Why `spec` has no `dtype` peak: the part's own reason where the table gives one, else the generic one.
+
+    A part that lacks a dtype (Blackwell Ultra's cut INT8, CDNA 4's unpublished TF32) is never given a ratio of
+    another dtype's peak, as a Hopper-shaped guess would be wrong there.
+    """
     available = [name for name in DTYPES if spec.peak(name) is not None]
+    known = f"known: {', '.join(available) or 'none'}"
+    own_reason = spec.lacks.get(dtype)
+    if own_reason is not None:
+        return f"no dense {dtype} peak for {spec.key}: {own_reason} ({known}); send peak_flops_per_gpu if you have one"
     return (
-        f"no dense {dtype} peak for {spec.key} in the peak table (known: {', '.join(available) or 'none'}); "
+        f"no dense {dtype} peak for {spec.key} in the peak table ({known}); "
         "report the dtype the matmuls run in, or send peak_flops_per_gpu"
     )

@@ -37,6 +37,13 @@ REAL_NAMES = [
     ("AMD Instinct MI300A", "mi300a"),
     ("AMD Instinct MI325X", "mi325x"),
     ("AMD Instinct MI355X", "mi355x"),
+    ("NVIDIA B300 SXM6 AC", "b300"),  # NVML name of the HGX B300 GPU
+    ("NVIDIA GB300", "gb300"),
+    ("TPU7x", "tpu7x"),  # JAX device_kind of Ironwood
+    ("GAUDI3", "gaudi3"),  # torch.hpu device name
+    ("HL-325L", "gaudi3"),  # hl-smi product name of the Gaudi 3 OAM
+    ("trn2", "trainium2"),
+    ("Trainium3", "trainium3"),
     ("A100-SXM4-40GB", "a100-sxm-40gb"),  # drivers before R470 had no "NVIDIA " prefix
     ("  nvidia   h100 80gb hbm3 ", "h100-sxm"),  # case and whitespace do not matter
 ]
@@ -176,7 +183,7 @@ def test_dtype_without_a_peak_gives_a_reason(name: str, dtype: str) -> None:
 
 def test_unknown_dtype_is_an_error() -> None:
     with pytest.raises(ValueError, match="dtype"):
-        TABLE.lookup("NVIDIA H100 80GB HBM3", "int8")  # type: ignore[arg-type]
+        TABLE.lookup("NVIDIA H100 80GB HBM3", "int4")  # type: ignore[arg-type]
 
 
 def test_unconfirmed_figures_are_flagged() -> None:

@@ -332,7 +332,7 @@ _UNKNOWN = "Acme Matrix Engine 9000"
         ({"num_gpus": 2.0}, "num_gpus must be an integer >= 1, got 2.0"),
         ({"tokens_per_second": -5.0}, "tokens_per_second must be a finite number >= 0, got -5.0"),
         ({"tokens_per_second": float("nan")}, "tokens_per_second must be a finite number >= 0, got nan"),
-        ({"dtype": "int4"}, "dtype must be one of bf16, fp16, fp8, tf32, fp32; got 'int4'"),
+        ({"dtype": "int4"}, "dtype must be one of bf16, fp16, fp8, tf32, fp32, fp4, int8; got 'int4'"),
         ({"peak_flops_per_gpu": 0.0}, "peak_flops_per_gpu must be a finite number > 0, got 0.0"),
         (
             {"peak_memory_bandwidth_per_gpu": 0.0},

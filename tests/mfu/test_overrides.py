@@ -101,8 +101,8 @@ def test_json_file_is_accepted(tmp_path: Path) -> None:
             r"\(key 'x'\): peaks\.bf16 must be",
         ),
         (
-            "devices:\n  - {key: x, patterns: [X], peaks: {int8: 1e12}, source: s}\n",
-            r"peaks\.int8: unknown dtype",
+            "devices:\n  - {key: x, patterns: [X], peaks: {int4: 1e12}, source: s}\n",
+            r"peaks\.int4: unknown dtype",
         ),
         (
             "devices:\n  - {key: x, patterns: ['(bad'], peaks: {bf16: 1e12}, source: s}\n",

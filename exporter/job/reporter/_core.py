@@ -25,13 +25,14 @@ from mfumon.exporter.job.reporter import _env
 from mfumon.exporter.job.reporter._client import Delivery, DeliveryStats
 from mfumon.exporter.job.reporter._phases import StepPhases, for_module
 from mfumon.exporter.job.reporter._window import StepWindow
+from mfumon.mfu import DTYPES
 
 logger = logging.getLogger("mfumon.exporter.job.reporter")
 
 _AUTO = "auto"
 _BETWEEN_STEPS = ("checkpoint_save", "checkpoint_load", "eval")  # events whose time is not input wait
 _KINDS = ("training", "inference")
-_DTYPES = ("bf16", "fp16", "fp8", "tf32", "fp32")
+_DTYPES = DTYPES  # the engine's one list of dtypes with dense peaks
 EVENT_TYPES = ("init", "checkpoint_save", "checkpoint_load", "eval", "restart", "failure")
 
 

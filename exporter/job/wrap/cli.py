@@ -21,6 +21,7 @@ from mfumon.exporter.job.wrap.cmdline import micro_batch_from_command, seq_len_f
 from mfumon.exporter.job.wrap.patterns import RATE_GROUPS, LogParser, ParseContext, compile_user_pattern, to_number
 from mfumon.exporter.job.wrap.proc import run_child
 from mfumon.exporter.job.wrap.relay import Relay
+from mfumon.mfu import DTYPES
 
 logger = logging.getLogger("mfumon.exporter.job.wrap")
 
@@ -78,9 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--num-gpus", type=_whole, help="GPUs of the whole job (default WORLD_SIZE or CUDA_VISIBLE_DEVICES)"
     )
     job.add_argument("--gpu-model", help='e.g. "NVIDIA H100 80GB HBM3" or "h100-sxm" (default: exporters attribute)')
-    job.add_argument(
-        "--dtype", choices=("bf16", "fp16", "fp8", "tf32", "fp32"), help="precision of the dense peak (default bf16)"
-    )
+    job.add_argument("--dtype", choices=DTYPES, help="precision of the dense peak (default bf16)")
     job.add_argument("--peak-flops-per-gpu", type=_positive, help="dense peak FLOP/s of one device (e.g. 989e12)")
     job.add_argument("--gpus-requested", type=_whole, help="GPUs the job asked the scheduler for")
     job.add_argument("--recompute-activations", action="store_true", default=None, help="full activation recompute")

@@ -69,7 +69,8 @@ def encode(body: Any) -> bytes:
 # fmt: off
 ODD_VALUES: list[Any] = [
     None, True, False, 0, 1, -1, 2, 4096, 4097, 100_000, 100_001, 10**18, 10**18 + 1, 2**63, 0.0, -0.0, 0.5, 1.0,
-    1.5, 8.0, -100, -100.5, 250, 251, 1e16, 1.0000000000000002e16, 1e17, 1e300, f"{RAW}1e999", f"{RAW}-1e999",
+    1.5, 8.0, -100, -100.5, 250, 251, 1e16, 1.0000000000000002e16, 1e17, 1e18, 1.0000000000000002e18, 1e300,
+    f"{RAW}1e999", f"{RAW}-1e999",
     f"{RAW}1E2", f"{RAW}1e-400", "", " ", "a", " a ", "\u00a0a", "a\u3000", "a\n", "\na", "GPU-1", "GPU-1\n",
     "job-1", "-job", "x" * 64, "x" * 65, "x" * 128, "x" * 129, "x" * 200, "é", "a/b", "a b", "\u0085a",
     "process_utilization", "equal_split", "hw_slowdown", [], ["hw_slowdown"], ["hw_slowdown", "hw_slowdown"],

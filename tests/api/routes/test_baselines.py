@@ -136,7 +136,7 @@ def test_pin_explicit_mfu_current_value_and_bad_requests(client: TestClient) -> 
         "training|m|h100|8|bf16",  # not a device key
         "training|m|H100-SXM|8|bf16",  # not as the table spells it
         "training|m|h100-sxm|0|bf16",  # scale
-        "training|m|h100-sxm|8|int8",  # dtype
+        "training|m|h100-sxm|8|int4",  # dtype
     ):
         response = client.put(_path(bad), json={"mfu": 0.4})
         assert response.status_code == 422 and response.json()["detail"][0]["field"] == "signature", bad
