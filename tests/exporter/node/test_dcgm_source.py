@@ -13,6 +13,7 @@ from mfumon.exporter.errors import SourceUnavailable
 from mfumon.exporter.node.attribution import JobResolver
 from mfumon.exporter.node.sources import open_source
 from mfumon.exporter.node.sources.dcgm import DcgmSource
+from tests.exporter.node.test_dcgm_names import UUIDS, exposition
 
 FIXTURES = Path(__file__).parent / "fixtures" / "dcgm"
 MIB = 1024 * 1024
@@ -206,3 +207,101 @@ def test_scrapes_a_live_endpoint(dcgm_endpoint: str) -> None:
 def test_unreachable_dcgm_exporter_is_unavailable() -> None:
     with pytest.raises(SourceUnavailable):
         open_source("dcgm", node="n1", dcgm_url="http://127.0.0.1:9/metrics")
+
+
+CYCLES = (
+    "DCGM_FI_PROF_SM_CYCLES_ELAPSED_TOTAL",
+    "DCGM_FI_PROF_SM_CYCLES_ACTIVE_TOTAL",
+    "DCGM_FI_PROF_MMA_CYCLES_ACTIVE_TOTAL",
+    "DCGM_FI_PROF_HMMA_CYCLES_ACTIVE_TOTAL",
+    "DCGM_FI_PROF_IMMA_CYCLES_ACTIVE_TOTAL",
+    "DCGM_FI_PROF_DMMA_CYCLES_ACTIVE_TOTAL",
+)
+SAMPLED = {
+    "DCGM_FI_PROF_SM_UTIL_RATIO": "0.900000",
+    "DCGM_FI_PROF_TENSOR_UTIL_RATIO": "0.500000",
+    "DCGM_FI_PROF_HMMA_UTIL_RATIO": "0.450000",
+    "DCGM_FI_PROF_IMMA_UTIL_RATIO": "0.040000",
+    "DCGM_FI_PROF_DFMA_UTIL_RATIO": "0.010000",
+}
+
+
+def cycle_text(readings: dict[tuple[int, int | None], tuple[int, ...] | None]) -> str:
+    """DCGM 4.7 text with sampled ratios and, per device, (elapsed, sm active, mma, hmma, imma, dmma) counters."""
+    values: dict[str, list[tuple[tuple[int, int | None], str]]] = {name: [] for name in (*SAMPLED, *CYCLES)}
+    for device, counters in readings.items():
+        for name, value in SAMPLED.items():
+            values[name].append((device, value))
+        for name, count in zip(CYCLES, counters or (), strict=False):
+            values[name].append((device, str(count)))
+    return exposition(values, types=dict.fromkeys(CYCLES, "counter"))
+
+
+def test_cycle_counters_give_exact_tensor_activity_over_the_interval() -> None:
+    source = DcgmSource("http://unused")
+    (first,) = source.samples_from_text(cycle_text({(0, None): (10_000, 9_000, 5_000, 4_000, 700, 300)}))
+    # The first reading is only a baseline: DCGM's sampled ratios, marked as not exact.
+    assert (first.tensor_active, first.sm_active, first.hmma_active, first.tensor_active_exact) == (0.5, 0.9, 0.45, 0)
+    (second,) = source.samples_from_text(cycle_text({(0, None): (30_000, 27_000, 13_000, 10_000, 2_700, 300)}))
+    assert second.tensor_active_exact == 1
+    assert second.tensor_active == pytest.approx(8_000 / 20_000)  # dMMA / dELAPSED
+    assert second.sm_active == pytest.approx(18_000 / 20_000)
+    assert (second.hmma_active, second.imma_active, second.dmma_active) == (
+        pytest.approx(6_000 / 20_000),
+        pytest.approx(2_000 / 20_000),
+        0.0,
+    )
+    assert second.sm_occupancy is None  # no cycle counter for it, and none sampled here
+
+
+def test_a_counter_reset_falls_back_and_rebaselines() -> None:
+    source = DcgmSource("http://unused")
+    source.samples_from_text(cycle_text({(0, None): (1_000_000, 900_000, 500_000, 400_000, 0, 0)}))
+    # Driver reload: every counter starts again near 0.
+    (reset,) = source.samples_from_text(cycle_text({(0, None): (2_000, 1_000, 800, 600, 0, 0)}))
+    assert (reset.tensor_active, reset.tensor_active_exact) == (0.5, 0)
+    (after,) = source.samples_from_text(cycle_text({(0, None): (12_000, 9_000, 3_800, 2_600, 0, 0)}))
+    assert after.tensor_active_exact == 1 and after.tensor_active == pytest.approx(3_000 / 10_000)
+    # One counter going down is enough: the interval cannot be trusted.
+    (one_down,) = source.samples_from_text(cycle_text({(0, None): (22_000, 19_000, 3_000, 2_600, 0, 0)}))
+    assert one_down.tensor_active_exact == 0 and one_down.tensor_active == 0.5
+
+
+def test_no_elapsed_cycles_falls_back() -> None:
+    source = DcgmSource("http://unused")
+    reading = {(0, None): (10_000, 9_000, 5_000, 4_000, 0, 0)}
+    source.samples_from_text(cycle_text(reading))
+    (stale,) = source.samples_from_text(cycle_text(reading))  # DCGM had no new sample between the scrapes
+    assert (stale.tensor_active, stale.tensor_active_exact) == (0.5, 0)
+
+
+def test_mig_instances_keep_their_own_cycle_baselines() -> None:
+    source = DcgmSource("http://unused")
+    source.samples_from_text(
+        cycle_text({(0, 1): (1_000, 1_000, 100, 100, 0, 0), (0, 2): (5_000, 5_000, 4_000, 0, 4_000, 0)})
+    )
+    one, two = source.samples_from_text(
+        cycle_text({(0, 1): (2_000, 1_500, 600, 600, 0, 0), (0, 2): (6_000, 6_000, 4_100, 0, 4_100, 0)})
+    )
+    assert (one.uuid, two.uuid) == (f"{UUIDS[0]}/1", f"{UUIDS[0]}/2")
+    assert (one.tensor_active, one.hmma_active, one.tensor_active_exact) == (0.5, 0.5, 1)
+    assert (two.tensor_active, two.imma_active, two.tensor_active_exact) == (0.1, 0.1, 1)
+
+
+def test_vanished_cycle_counters_fall_back_and_start_a_new_baseline() -> None:
+    source = DcgmSource("http://unused")
+    source.samples_from_text(cycle_text({(0, None): (10_000, 9_000, 5_000, 4_000, 0, 0)}))
+    (gone,) = source.samples_from_text(cycle_text({(0, None): None}))  # e.g. profiling paused
+    assert gone.tensor_active == 0.5 and gone.tensor_active_exact is None
+    (back,) = source.samples_from_text(cycle_text({(0, None): (90_000, 80_000, 45_000, 40_000, 0, 0)}))
+    assert back.tensor_active_exact == 0  # a baseline again, not a delta across the gap
+    (next_,) = source.samples_from_text(cycle_text({(0, None): (100_000, 90_000, 46_000, 41_000, 0, 0)}))
+    assert next_.tensor_active == pytest.approx(0.1) and next_.tensor_active_exact == 1
+
+
+def test_blank_cycle_counters_are_no_counters() -> None:
+    source = DcgmSource("http://unused")
+    blank = {(0, None): (9223372036854775794,) * 6}
+    source.samples_from_text(cycle_text(blank))
+    (sample,) = source.samples_from_text(cycle_text(blank))
+    assert sample.tensor_active == 0.5 and sample.tensor_active_exact is None
