@@ -1,11 +1,12 @@
 """``mfumon demo``: the aggregator plus a simulated cluster and jobs, for a machine without GPUs.
 
 Starts ``mfumon serve`` as a subprocess (SQLite in a temporary or given directory) and, in this process, a simulated
-cluster (:func:`mfumon.exporter.demo.simcluster.default_cluster`: 11 nodes x 8 GPUs, H100, A100 and MI300X, five
-pools) whose nodes push samples through the real exporter pipeline while its jobs post reports over HTTP, simulated
-serving engines (vLLM- and TGI-style ``/metrics`` on loopback ports) that the real inference collector reads and
-reports, and a simulated scheduler that puts its queue as ``mfumon scheduler`` would. Runs until Ctrl-C or
-``--duration``. With ``--prometheus`` a Prometheus runs beside it (:mod:`mfumon.exporter.demo.prometheus`).
+cluster (:func:`mfumon.exporter.demo.simcluster.default_cluster`: 12 nodes x 8 GPUs, H100, B200, A100 and MI300X,
+six pools, one node read through a simulated current dcgm-exporter) whose nodes push samples through the real
+exporter pipeline while its jobs post reports over HTTP, simulated serving engines (vLLM- and TGI-style
+``/metrics`` on loopback ports) that the real inference collector reads and reports, and a simulated scheduler that
+puts its queue as ``mfumon scheduler`` would. Runs until Ctrl-C or ``--duration``. With ``--prometheus`` a
+Prometheus runs beside it (:mod:`mfumon.exporter.demo.prometheus`).
 
 On an idle machine the demo prints nothing of its own after its banner: its clients resend a request that met a
 kept-alive connection the server was closing (:mod:`mfumon.exporter.transport`), the server keeps idle connections
@@ -39,6 +40,7 @@ from mfumon.exporter.auth import read_token
 from mfumon.exporter.cliopts import add_token_file_option
 from mfumon.exporter.demo.prometheus import DemoPrometheus, PrometheusUnavailable, start_prometheus
 from mfumon.exporter.demo.simcluster import ClusterSpec, SimJob, SimNode, default_cluster
+from mfumon.exporter.demo.simdcgm import SimDcgmExporter, SimDcgmSource
 from mfumon.exporter.demo.simprofile import PROFILED_JOBS, DemoProfiler
 from mfumon.exporter.demo.simremediate import dry_run_remediator
 from mfumon.exporter.demo.simserving import SimulatedEngine
@@ -46,6 +48,7 @@ from mfumon.exporter.node.inference.collector import InferenceCollector
 from mfumon.exporter.node.inference.endpoints import parse_endpoint
 from mfumon.exporter.node.pipeline import Agent
 from mfumon.exporter.node.push import RetryPolicy, Sender
+from mfumon.exporter.node.sources import Source
 from mfumon.exporter.node.sources.sim import SimIbPorts, SimPort, SimSource, SimWorkload
 from mfumon.exporter.node.spool import MemorySpool
 from mfumon.exporter.samples import JobShare
@@ -103,6 +106,8 @@ def _start_nodes(url: str, cluster: ClusterSpec, interval_seconds: float, seed: 
     spacing_seconds = interval_seconds / max(1, len(cluster.nodes))  # pushes spread over the interval, not a burst
     for number, node in enumerate(cluster.nodes):
         source = SimSource(node=node.name, model=node.gpu_model, count=node.gpu_count, seed=seed)
+        if node.downtrained_gpu is not None:
+            source.downtrain(*node.downtrained_gpu)
         if node.fault_gpu is not None:
             source.schedule_fault(node.fault_gpu, started + node.fault_after_seconds)
         for job in cluster.jobs:
@@ -142,7 +147,7 @@ def _start_nodes(url: str, cluster: ClusterSpec, interval_seconds: float, seed: 
             retry=RetryPolicy(initial_seconds=0.2, max_seconds=max(2.0, interval_seconds)),
         )
         agent = Agent(
-            source=source,
+            source=_reader(node, source),
             sender=sender,
             node=node.name,
             pool=node.pool,
@@ -152,6 +157,13 @@ def _start_nodes(url: str, cluster: ClusterSpec, interval_seconds: float, seed: 
         agent.start(delay_seconds=number * spacing_seconds)
         agents.append(agent)
     return agents
+
+
+def _reader(node: SimNode, source: SimSource) -> Source:
+    """The node's GPUs as its agent reads them: directly, or through a simulated current dcgm-exporter."""
+    if node.reader == "dcgm":
+        return SimDcgmSource(SimDcgmExporter(source, hostname=node.name))
+    return source
 
 
 def _sync_scheduler(client: httpx.Client, cluster: ClusterSpec, started: float, now: float) -> None:
@@ -300,7 +312,7 @@ def run_simulation(
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="mfumon demo",
-        description="Run the aggregator (mfumon serve) with a simulated cluster of 11 nodes x 8 GPUs and a scheduler.",
+        description="Run the aggregator (mfumon serve) with a simulated cluster of 12 nodes x 8 GPUs and a scheduler.",
     )
     p.add_argument("--host", default="127.0.0.1", help="aggregator listen host [127.0.0.1]")
     p.add_argument("--port", type=int, default=8000, help="aggregator port; 0 picks a free one [8000]")
@@ -420,9 +432,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     return 1
             _print_banner(url, data_dir, prometheus)
             print(
-                "Simulating 11 nodes x 8 GPUs (H100, A100, MI300X) in 5 pools: 8 reporting jobs (one over-claims,"
+                "Simulating 12 nodes x 8 GPUs (H100, B200, A100, MI300X) in 6 pools: 9 reporting jobs (one over-claims,"
                 " one checkpoints, fails once and restarts, one waits on its data, one has a straggler GPU, one "
-                "on AMD), a GPU two jobs share, 3 serving jobs behind simulated vLLM/TGI endpoints, an unwrapped "
+                "on AMD, one on B200), a node read through dcgm-exporter 4.10 names, a GPU two jobs share, 3 "
+                "serving jobs behind simulated vLLM/TGI endpoints, an unwrapped "
                 "job, 2 unreported sweeps, a GPU busy with no job id and a scheduler queue (a long wait, a "
                 "fragmented pool). Ctrl-C stops.",
                 flush=True,

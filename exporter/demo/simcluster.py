@@ -18,6 +18,7 @@ from mfumon.exporter.node.sources.sim import SimWorkload, job_mfu_at
 
 __all__ = [
     "A100",
+    "B200",
     "H100",
     "BatchJob",
     "ClusterSpec",
@@ -35,6 +36,7 @@ __all__ = [
 ]
 
 H100 = "NVIDIA H100 80GB HBM3"
+B200 = "NVIDIA B200"
 A100 = "NVIDIA A100-SXM4-80GB"
 MI300X = "AMD Instinct MI300X"
 
@@ -80,6 +82,11 @@ class SimNode:
     fault_after_seconds: float = 20.0
     flapping_link_every_seconds: float | None = None
     ib_traffic_bytes_per_second: float = 2e9
+    #: how the node agent reads the GPUs: ``sim`` directly, or ``dcgm`` through a simulated dcgm-exporter 4.10 on
+    #: DCGM 4.7 (canonical field names, base units, cumulative cycle counters) and the real dcgm source's parser
+    reader: str = "sim"
+    #: (GPU index, lanes) of a GPU whose PCIe link trained at fewer lanes than it has (None: every link at full width)
+    downtrained_gpu: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,8 +365,8 @@ def _on(node: str, gpus: range) -> tuple[tuple[str, int], ...]:
 
 
 def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
-    """11 nodes x 8 GPUs, three GPU models (an AMD node among them), five pools, and jobs that exercise every panel and
-    alert.
+    """12 nodes x 8 GPUs, four GPU models (an AMD node and a B200 node among them), six pools, and jobs that exercise
+    every panel and alert.
 
     A healthy training job that recomputes activations (HFU), a comm-bound one, an inference job, a pending one, a
     job whose reports over-claim (it reports llama2-13b while a 7B model runs), a job nobody wrapped (busy GPUs, no
@@ -378,6 +385,11 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
     activity, so its job's MFU stands alone against the MI300X's dense peak); and one A100 that two evaluation
     harnesses time-slice.
 
+    Today's telemetry (issue 53): ``gpu-h100-06`` is read through a simulated dcgm-exporter 4.10 on DCGM 4.7
+    (canonical names, base units, cumulative cycle counters, so its hardware estimate comes from cycle counters);
+    ``gpu-b200-01`` runs a 70B pretraining job on B200s; GPU 2 of the idle ``gpu-h100-03`` has a PCIe link trained
+    at x8 of x16.
+
     ``checkpoints=False`` removes the periodic checkpoint dips (tests compare MFU with targets at any moment).
     """
     every = 900.0 if checkpoints else None
@@ -386,11 +398,12 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
         SimNode("gpu-h100-02", "train-h100", H100, flapping_link_every_seconds=60.0, ib_traffic_bytes_per_second=20e9),
         SimNode("gpu-a100-01", "infer-a100", A100, ib_traffic_bytes_per_second=1e8),
         SimNode("gpu-a100-02", "infer-a100", A100, fault_gpu=5, ib_traffic_bytes_per_second=1e6),
-        SimNode("gpu-h100-03", "reserve-h100", H100, ib_traffic_bytes_per_second=1e6),
+        SimNode("gpu-h100-03", "reserve-h100", H100, ib_traffic_bytes_per_second=1e6, downtrained_gpu=(2, 8)),
         SimNode("gpu-h100-04", "train-h100", H100, ib_traffic_bytes_per_second=6e9),
         SimNode("gpu-h100-05", "train-h100", H100, ib_traffic_bytes_per_second=6e9),
-        SimNode("gpu-h100-06", "train-h100", H100, ib_traffic_bytes_per_second=6e9),
+        SimNode("gpu-h100-06", "train-h100", H100, ib_traffic_bytes_per_second=6e9, reader="dcgm"),
         SimNode("gpu-mi300x-01", "train-mi300x", MI300X, ib_traffic_bytes_per_second=6e9),
+        SimNode("gpu-b200-01", "train-b200", B200, ib_traffic_bytes_per_second=12e9),
     )
     llama2_13b = ModelShape("llama2-13b", 13.0e9, layers=40, heads=40, head_dim=128, seq_len=4096)
     jobs = (
@@ -531,6 +544,21 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
             step_seconds=2.0,
             checkpoint_every_seconds=every,
             slow_gpu=("gpu-h100-06", 5),
+        ),
+        SimJob(
+            job_id="pretrain-llama3-70b-b200",
+            name="llama3-70b pretraining (B200)",
+            team="foundation",
+            pool="train-b200",
+            kind="training",
+            profile="training",
+            gpu_model=B200,
+            target_mfu=0.36,
+            model=ModelShape("llama3-70b", 70.6e9, layers=80, heads=64, head_dim=128, seq_len=8192),
+            placement=_on("gpu-b200-01", range(8)),
+            step_seconds=6.0,
+            comm_fraction=0.07,
+            checkpoint_every_seconds=every,
         ),
     )
     pending = (

@@ -187,8 +187,8 @@ def test_busy_but_not_reporting_fires_for_the_unwrapped_job_and_the_stray_gpu(pr
         "eval-harness-b": 1,
     }
     states = {r["metric"]["state"]: float(r["value"][1]) for r in instant_query(prometheus, "cluster:mfumon_gpus:max")}
-    # 88 GPUs, each in one state: the shared one once; the MI300X node's 8 reporting.
-    assert states == {"reporting": 55, "unreported": 16, "idle": 17, "down": 0}
+    # 96 GPUs, each in one state: the shared one once; the MI300X node's 8 and the B200 node's 8 reporting.
+    assert states == {"reporting": 63, "unreported": 16, "idle": 17, "down": 0}
 
 
 def test_drain_alert_fires_for_the_flapping_link_and_the_pending_remap_only(prometheus: str) -> None:

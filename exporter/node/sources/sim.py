@@ -62,6 +62,9 @@ class GpuModelSpec:
     power_limit_watts: float
     idle_power_watts: float
     nvlink_bytes_per_second: float  # per direction, all links (XGMI on AMD)
+    #: the host link's maximum PCIe generation and width (None: the source reads no link state)
+    pcie_generation: int | None = None
+    pcie_width: int = 16
     #: counters this vendor's source does not send (amdsmi: no tensor/SM activity, XIDs, remapped rows, energy ...)
     absent: frozenset[str] = frozenset()
 
@@ -90,15 +93,17 @@ AMDSMI_ABSENT: frozenset[str] = frozenset(
     }
 )
 
-#: Board figures from NVIDIA datasheets (H100 SXM 700 W, NVLink4 900 GB/s; A100 SXM 400 W, NVLink3 600 GB/s);
-#: memory totals and idle clocks as NVML/dcgm-exporter report them.
+#: Board figures from NVIDIA datasheets (H100 SXM 700 W, NVLink4 900 GB/s, PCIe Gen5 x16; A100 SXM 400 W, NVLink3
+#: 600 GB/s, PCIe Gen4 x16; HGX B200 1000 W, NVLink5 1.8 TB/s, 1965 MHz boost); memory totals and idle clocks as
+#: NVML/dcgm-exporter report them (B200: memory total from nvidia-smi output, its idle clock and power assumed).
 GPU_MODELS: dict[str, GpuModelSpec] = {
     spec.name: spec
     for spec in (
-        GpuModelSpec("NVIDIA H100 80GB HBM3", 81559 * _MIB, 1980e6, 345e6, 700.0, 70.0, 450e9),
-        GpuModelSpec("NVIDIA H200", 143771 * _MIB, 1980e6, 345e6, 700.0, 75.0, 450e9),
-        GpuModelSpec("NVIDIA A100-SXM4-80GB", 81920 * _MIB, 1410e6, 210e6, 400.0, 55.0, 300e9),
-        GpuModelSpec("NVIDIA A100-SXM4-40GB", 40960 * _MIB, 1410e6, 210e6, 400.0, 50.0, 300e9),
+        GpuModelSpec("NVIDIA H100 80GB HBM3", 81559 * _MIB, 1980e6, 345e6, 700.0, 70.0, 450e9, pcie_generation=5),
+        GpuModelSpec("NVIDIA H200", 143771 * _MIB, 1980e6, 345e6, 700.0, 75.0, 450e9, pcie_generation=5),
+        GpuModelSpec("NVIDIA A100-SXM4-80GB", 81920 * _MIB, 1410e6, 210e6, 400.0, 55.0, 300e9, pcie_generation=4),
+        GpuModelSpec("NVIDIA A100-SXM4-40GB", 40960 * _MIB, 1410e6, 210e6, 400.0, 50.0, 300e9, pcie_generation=4),
+        GpuModelSpec("NVIDIA B200", 183359 * _MIB, 1965e6, 600e6, 1000.0, 140.0, 900e9, pcie_generation=5),
         # AMD MI300X page: 192 GB HBM3, 2100 MHz peak engine clock, 750 W; Infinity Fabric 7 x 128 GB/s links,
         # 448 GB/s per direction. Read through amdsmi: what that source cannot send is absent.
         GpuModelSpec("AMD Instinct MI300X", 196608 * _MIB, 2100e6, 132e6, 750.0, 140.0, 448e9, absent=AMDSMI_ABSENT),
@@ -203,6 +208,7 @@ class SimSource:
         self._clock = clock
         self._workloads = [workload or SimWorkload()] * count
         self._lost = [False] * count
+        self._link_width = [spec.pcie_width] * count  # a GPU's PCIe link may train at fewer lanes than it has
         self._uuids = [self._uuid(node, i) for i in range(count)]
         self._streams = [_stream(uuid) for uuid in self._uuids]
         self._faults: dict[int, float] = {}  # GPU index -> time its uncorrectable error happens
@@ -227,6 +233,10 @@ class SimSource:
     def share(self, index: int, shares: tuple[JobShare, ...]) -> None:
         """GPU ``index`` is shared by these jobs (time-slicing) from now on; its workload is their sum."""
         self._shares[index] = shares
+
+    def downtrain(self, index: int, width: int) -> None:
+        """GPU ``index``'s PCIe link trains at ``width`` lanes (a reseat or a bad riser), at any load."""
+        self._link_width[index] = width
 
     def set_lost(self, index: int, lost: bool = True) -> None:
         """Make GPU ``index`` fall off the bus (or come back)."""
@@ -305,6 +315,14 @@ class SimSource:
             row_remap_failure=0,
             last_xid=0,
         )
+        if spec.pcie_generation is not None:
+            # An idle GPU drops its link to Gen1 to save power; it trains back up to its maximum under load.
+            counters.update(
+                pcie_link_gen=1 if work.profile == "idle" else spec.pcie_generation,
+                pcie_link_gen_max=spec.pcie_generation,
+                pcie_link_width=self._link_width[index],
+                pcie_link_width_max=spec.pcie_width,
+            )
         fault_at = self._faults.get(index)
         if fault_at is not None and t >= fault_at:  # a DBE: XID 48, then the row remap is recorded (XID 63)
             counters.update(
