@@ -21,6 +21,7 @@ class GpuFacts:
     tensor_active: float | None = None
     sm_clock_hz: float | None = None
     max_sm_clock_hz: float | None = None
+    power_watts: float | None = None
     throttle_reasons: tuple[str, ...] = ()  # the throttling ones only (power, thermal, hardware slowdown)
     failing: tuple[str, ...] = ()  # GPU health checks it fails
     node_failing: tuple[str, ...] = ()  # node health checks its node fails (links: InfiniBand, RoCE)
@@ -34,6 +35,18 @@ class GpuFacts:
         if self.sm_clock_hz is None or not self.max_sm_clock_hz:
             return None
         return self.sm_clock_hz / self.max_sm_clock_hz
+
+
+@dataclass(frozen=True, slots=True)
+class EngineEstimateFacts:
+    """A serving job's last interval counted twice: our FLOP/s and its engine's own (--enable-mfu-metrics)."""
+
+    ours_flops_per_second: float
+    engine_flops_per_second: float
+    engine: str | None = None  # vllm | sglang: whose FLOPs convention
+    ours_mfu: float | None = None
+    engine_mfu: float | None = None
+    ours_convention: str = "2N"  # 2N | 2N+attention | override (the job's model.flops_per_token)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +77,7 @@ class JobFacts:
     # 0 with busy GPUs: a job seen only through its hardware counters; None: not known (facts built by hand)
     reports_received: int | None = None
     profile: ProfileFigures | None = None  # the job's latest on-demand profile (issue 32)
+    engine_estimate: EngineEstimateFacts | None = None  # serving jobs whose engine estimates its own FLOPs
 
     @property
     def total(self) -> float:

@@ -12,7 +12,9 @@ from collections.abc import Callable
 from statistics import fmean, median
 
 from mfumon.api.diagnosis.facts import Finding, GpuFacts, JobFacts
+from mfumon.api.diagnosis.peers import PEER_RULES
 from mfumon.api.diagnosis.profile import PROFILE_RULES
+from mfumon.api.diagnosis.serving import SERVING_RULES
 from mfumon.mfu import AGREEMENT_OVER_CLAIM, AGREEMENT_UNDER_CLAIM
 
 Rule = Callable[[JobFacts], Finding | None]
@@ -404,6 +406,7 @@ RULES: tuple[Rule, ...] = (
     tensor_cores_idle,
     throttling,
     stragglers,
+    *PEER_RULES,
     checkpoint_overhead,
     failures,
     slow_startup,
@@ -411,6 +414,7 @@ RULES: tuple[Rule, ...] = (
     below_baseline,
     accounting_suspect,
     *PROFILE_RULES,
+    *SERVING_RULES,
 )
 
 

@@ -37,6 +37,10 @@ JOB_FAMILIES = declare(
         "job_mbu_ratio",
         "Model bandwidth utilization: bytes read per second / (GPUs x peak memory bandwidth) while decoding.",
     ),
+    gauge(
+        "job_engine_mfu_ratio",
+        "The serving engine's own MFU estimate, beside ours: its FLOP/s / (GPUs x the same dense peak).",
+    ),
     gauge("job_phase_mfu_ratio", "A phase's model FLOP/s / the job's dense peak; the phases add up to the MFU."),
     gauge(
         "job_phase_active_mfu_ratio",
@@ -161,6 +165,7 @@ def _add_inference(add: Callable[..., None], job: JobView, latest: ReportOutcome
         return
     ident = [("job_id", job.job_id), ("kind", job.kind)]
     add("mfumon_job_mbu_ratio", inference.mbu)
+    add("mfumon_job_engine_mfu_ratio", inference.engine_mfu)
     for phase, values in sorted(inference.phases.items()):
         phase_labels = labels_text([*ident, ("phase", phase)])
         add("mfumon_job_phase_tokens_per_second", values.tokens_per_second, phase_labels)

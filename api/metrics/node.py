@@ -1,15 +1,15 @@
 """A node's and its GPUs' series on ``/metrics``: the families, and the per-GPU template they are filled into.
 
-A node's series are rendered once per push (:func:`render_node`, on the ingest path) and cached by the store, so
-scrapes only join them. Most of them are GPU lines, which differ from one push to the next only in their values
-and, now and then, in their *shape*: which GPUs are up and which counters and checks each reports. Their labels
-(node, GPU, UUID, model, job) are arguments like the values. So the lines of every node of one shape, nearly every
-node of a cluster, come from one template, one ``%``-format string per metric family, built the first time the shape
-is seen; a push only collects its labels and values in line order and fills each family in one C-level ``%``, and a
-family whose arguments did not change since the node's last push (total memory, error counters, flags, checks) is
-reused as it was rendered. Measured against building each line in Python: 1.1-1.3x cheaper for the bench's push of
-123 lines, 1.5x for one with every counter NVML reads on Hopper (371 lines; ``bench/results/cpu-2026-12-02a``), for
-a list of arguments per node and a few shared templates.
+A node's series are rendered once per push (:func:`render_node`, on the ingest path) and cached by the store, so scrapes
+only join them. Most of them are GPU lines, which differ from one push to the next only in their values and, now and
+then, in their *shape*: which GPUs are up and which counters and checks each reports. Their labels (node, GPU, UUID,
+model, job, the hardware estimate's source) are arguments like the values. So the lines of every node of one shape,
+nearly every node of a cluster, come from one template, one ``%``-format string per metric family, built the first time
+the shape is seen; a push only collects its labels and values in line order and fills each family in one C-level ``%``,
+and a family whose arguments did not change since the node's last push (total memory, error counters, flags, checks) is
+reused as it was rendered. Measured against building each line in Python: 1.1-1.3x cheaper for the bench's push of 123
+lines, 1.5x for one with every counter NVML reads on Hopper (371 lines; ``bench/results/cpu-2026-12-02a``), for a list
+of arguments per node and a few shared templates.
 
 Values are written with ``%.15g``: whole numbers below 10**15 exactly, other values to 15 significant digits (every
 decimal an exporter sends survives the round trip); flags (``up``, ``busy``, checks) are booleans, written 1 or 0.
@@ -37,6 +37,11 @@ GPU_FAMILIES = declare(
     gauge("gpu_sm_active_ratio", "Fraction of time SMs had at least one warp (profiling/GPM)."),
     gauge("gpu_sm_occupancy_ratio", "Warps resident / maximum warps (profiling/GPM)."),
     gauge("gpu_tensor_active_ratio", "Fraction of cycles the tensor pipes were active (profiling/GPM)."),
+    gauge(
+        "gpu_tensor_precision_active_ratio",
+        "Fraction of cycles the tensor pipes ran matrix ops of one precision: hmma (fp16, bf16, tf32, fp8), imma "
+        "(integer), dmma (fp64) (DCGM profiling).",
+    ),
     gauge("gpu_dram_active_ratio", "Fraction of cycles device memory was busy (profiling/GPM)."),
     gauge("gpu_memory_used_bytes", "Device memory in use."),
     gauge("gpu_memory_total_bytes", "Device memory size."),
@@ -48,6 +53,15 @@ GPU_FAMILIES = declare(
     gauge("gpu_nvlink_rx_bytes_per_second", "NVLink receive throughput."),
     gauge("gpu_pcie_tx_bytes_per_second", "PCIe transmit throughput."),
     gauge("gpu_pcie_rx_bytes_per_second", "PCIe receive throughput."),
+    gauge("gpu_pcie_link_generation", "PCIe link generation now; below the maximum, the link has downtrained."),
+    gauge("gpu_pcie_link_max_generation", "Highest PCIe link generation the GPU and its slot support."),
+    gauge("gpu_pcie_link_width_lanes", "PCIe link width now, in lanes; below the maximum, the link has downtrained."),
+    gauge("gpu_pcie_link_max_width_lanes", "Widest PCIe link the GPU and its slot support."),
+    gauge(
+        "gpu_fabric_health_summary",
+        "GPU fabric (NVLink/NVSwitch) health, NVML: 0 not supported, 1 healthy, 2 unhealthy, 3 limited capacity.",
+    ),
+    gauge("gpu_fabric_manager_status", "Fabric manager status as DCGM reports it (dcgmFabricManagerStatus_t)."),
     counter("gpu_xid_errors_total", "XID errors seen by the exporter."),
     counter("gpu_ecc_uncorrected_total", "Uncorrectable ECC errors."),
     counter("gpu_ecc_corrected_total", "Corrected ECC errors."),
@@ -55,6 +69,10 @@ GPU_FAMILIES = declare(
     gauge("gpu_busy", "1 when compute work runs on the GPU (processes, else kernel activity), 0 when it is free."),
     gauge("gpu_jobs", "Jobs on the GPU: 2 or more when jobs share it (time-slicing, MPS), 1 with one job, 0 without."),
     gauge("gpu_hardware_mfu_ratio", "Hardware MFU estimate: tensor-pipe activity x SM clock / max SM clock."),
+    gauge(
+        "gpu_hardware_estimate_source",
+        "1 for the source the hardware estimate used: `cycle_counters` or `ratio_clock`.",
+    ),
     gauge("node_info", "Node metadata; value 1."),
     gauge("node_last_seen_timestamp_seconds", "Unix time the node's exporter last pushed."),
 )
@@ -66,6 +84,9 @@ COUNTER_METRICS: dict[str, str] = {
     "sm_occupancy": "mfumon_gpu_sm_occupancy_ratio",
     "tensor_active": "mfumon_gpu_tensor_active_ratio",
     "dram_active": "mfumon_gpu_dram_active_ratio",
+    "hmma_active": "mfumon_gpu_tensor_precision_active_ratio",
+    "imma_active": "mfumon_gpu_tensor_precision_active_ratio",
+    "dmma_active": "mfumon_gpu_tensor_precision_active_ratio",
     "memory_used_bytes": "mfumon_gpu_memory_used_bytes",
     "memory_total_bytes": "mfumon_gpu_memory_total_bytes",
     "power_watts": "mfumon_gpu_power_watts",
@@ -79,6 +100,21 @@ COUNTER_METRICS: dict[str, str] = {
     "xid_errors_total": "mfumon_gpu_xid_errors_total",
     "ecc_uncorrected_total": "mfumon_gpu_ecc_uncorrected_total",
     "ecc_corrected_total": "mfumon_gpu_ecc_corrected_total",
+    "pcie_link_gen": "mfumon_gpu_pcie_link_generation",
+    "pcie_link_gen_max": "mfumon_gpu_pcie_link_max_generation",
+    "pcie_link_width": "mfumon_gpu_pcie_link_width_lanes",
+    "pcie_link_width_max": "mfumon_gpu_pcie_link_max_width_lanes",
+    "fabric_health_summary": "mfumon_gpu_fabric_health_summary",
+    "fabric_manager_status": "mfumon_gpu_fabric_manager_status",
+}
+# Not shown: tensor_active_exact (mfumon_gpu_hardware_estimate_source says it), fabric_health_mask (bits the summary
+# sums up; in the GPU's JSON).
+
+#: sample counter field -> the labels its line adds to the GPU's (where several fields share one family)
+COUNTER_LABELS: dict[str, str] = {
+    "hmma_active": 'precision="hmma"',
+    "imma_active": 'precision="imma"',
+    "dmma_active": 'precision="dmma"',
 }
 
 #: sample counter field -> the metric of its per-GPU line, GPU and health families alike (one lookup per counter)
@@ -181,6 +217,7 @@ def _walk(node: NodeView) -> tuple[tuple[Hashable, ...], list[Any]]:
             arguments.append(gpu.jobs)
             if estimate is not None:
                 arguments.append(estimate)
+                arguments.append(gpu.hardware_estimate_source)  # a label: a flip of source keeps the shape
         reasons = counters.get("throttle_reasons")
         if reasons is not None:
             active = set(reasons)
@@ -197,12 +234,17 @@ def _gpu_lines(gpu: GpuView, checks: dict[str, bool]) -> list[tuple[str | None, 
     lines.append(("mfumon_gpu_up", "mfumon_gpu_up{%s} %.15g\n"))
     for field in gpu.counters:
         metric = GPU_LINE_METRICS.get(field)
-        lines.append((metric, f"{metric}{{%s}} %.15g\n" if metric is not None else ""))
+        extra = COUNTER_LABELS.get(field)
+        labels = "%s" if extra is None else f"%s,{extra}"
+        lines.append((metric, f"{metric}{{{labels}}} %.15g\n" if metric is not None else ""))
     if gpu.up:
         lines.append(("mfumon_gpu_busy", "mfumon_gpu_busy{%s} %.15g\n"))
         lines.append(("mfumon_gpu_jobs", "mfumon_gpu_jobs{%s} %.15g\n"))
         if gpu.hardware_mfu is not None:
             lines.append(("mfumon_gpu_hardware_mfu_ratio", "mfumon_gpu_hardware_mfu_ratio{%s} %.15g\n"))
+            # Like the info line, its "value" is a label (the source, an identifier: nothing to escape).
+            source = "mfumon_gpu_hardware_estimate_source"
+            lines.append((source, f'{source}{{%s,source="%s"}} 1\n'))
     if "throttle_reasons" in gpu.counters:
         for group in THROTTLE_GROUPS:
             lines.append(("mfumon_gpu_throttled", f'mfumon_gpu_throttled{{%s,reason="{group}"}} %.15g\n'))

@@ -74,6 +74,7 @@ def _public(
         gpu_share=account.gpu_share if account is not None else None,
         share_method=account.share_method if account is not None else None,
         hardware_mfu=account.hardware_mfu if account is not None else None,
+        hardware_estimate_source=account.hardware_estimate_source if account is not None else None,
         mfu_hardware_agreement=account.agreement if account is not None else None,
         accounting=accounting,
         model=job.model,

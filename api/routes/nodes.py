@@ -73,6 +73,7 @@ def _public(node: NodeView, reporting: Container[str]) -> NodePublic:
                 up=g.up,
                 state=gpu_state(g, reporting),
                 hardware_mfu=g.hardware_mfu,
+                hardware_estimate_source=g.hardware_estimate_source,
                 counters=g.counters,
                 sample_timestamp=g.sample_timestamp,
                 health=node.health.gpu_checks.get(g.uuid) if node.health else None,

@@ -28,6 +28,7 @@ from mfumon.api.schemas._common import (
     null,
 )
 from mfumon.api.schemas.profiles import ProfileRequestNotice
+from mfumon.mfu import JobEstimateSource
 
 _BIG = Annotated[Number, Field(gt=0, le=1e30)]
 _PARAMS = Annotated[float, ParamCount()]  # a number, or "7B", "8.03e9" as on the command line
@@ -36,6 +37,7 @@ _PEAK_FLOPS = Annotated[Number, Field(ge=1e9, le=1e30, description="FLOP/s, from
 _PEAK_BANDWIDTH = Annotated[Number, Field(ge=1e6, le=1e30, description="bytes/s, from 1e6 to 1e30")]
 _BUSY = Annotated[float, ZeroOr(1e-3, 1e9)]
 _TOKENS = Annotated[Number, Field(gt=0, le=1e9)]
+_ENGINE_ESTIMATE = Annotated[Number, Field(ge=0, le=1e30)]
 
 
 class ModelSpec(BaseModel):
@@ -126,6 +128,7 @@ class JobUpdate(JobFields):
 
 
 _PHASES = ("prefill_tokens", "decode_tokens")
+_ENGINE_FIELDS = ("engine_flops_per_gpu", "engine_bytes_per_gpu", "engine_estimator")  # only beside the phases
 
 
 class JobReportCreate(JobFields):
@@ -145,12 +148,12 @@ class JobReportCreate(JobFields):
                 {
                     "title": "rate",
                     **given("tokens_per_second", tokens_per_second="number"),
-                    "allOf": [null("tokens", "interval_seconds", *_PHASES)],
+                    "allOf": [null("tokens", "interval_seconds", *_PHASES, *_ENGINE_FIELDS)],
                 },
                 {
                     "title": "count",
                     **given("tokens", "interval_seconds", tokens="integer", interval_seconds="number"),
-                    "allOf": [null("tokens_per_second", *_PHASES)],
+                    "allOf": [null("tokens_per_second", *_PHASES, *_ENGINE_FIELDS)],
                 },
                 {
                     "title": "phases",
@@ -195,6 +198,16 @@ class JobReportCreate(JobFields):
     requests_running: Count | None = None
     requests_waiting: Count | None = None
     kv_cache_usage: Ratio | None = None
+    # The serving engine's own estimate over the interval (vLLM/SGLang --enable-mfu-metrics), the mean GPU's.
+    engine_flops_per_gpu: _ENGINE_ESTIMATE | None = Field(
+        None, description="FLOPs one GPU did in the interval as the serving engine estimates them (its own MFU)"
+    )
+    engine_bytes_per_gpu: _ENGINE_ESTIMATE | None = Field(
+        None, description="bytes one GPU read and wrote in the interval as the serving engine estimates them"
+    )
+    engine_estimator: Literal["vllm", "sglang"] | None = Field(
+        None, description="the engine whose estimate engine_flops_per_gpu is (each counts FLOPs its own way)"
+    )
 
     @field_validator("interval_seconds")
     @classmethod
@@ -223,6 +236,8 @@ class JobReportCreate(JobFields):
         has_count = self.tokens is not None or self.interval_seconds is not None
         if self.has_phases():
             return self._phase_throughput()
+        if any(getattr(self, name) is not None for name in _ENGINE_FIELDS):
+            raise ValueError(f"{', '.join(_ENGINE_FIELDS)} go with 'prefill_tokens'/'decode_tokens'")
         if has_rate and has_count:
             raise ValueError("give either 'tokens_per_second' or 'tokens' with 'interval_seconds', not both")
         if not has_rate and (self.tokens is None or self.interval_seconds is None):
@@ -282,6 +297,7 @@ class ReportResult(BaseModel):
     baseline_mfu: float | None = None
     baseline_signature: str | None = None
     mbu: float | None = None
+    engine_mfu: float | None = Field(None, description="the serving engine's own MFU estimate, beside ours (mfu)")
     inference: dict[str, Any] | None = None  # phases, MBU inputs, formulas and estimates (inference reports)
     comm_source: str | None = Field(None, description="what comm_ratio comes from: hooks, framework_timers or profile")
     profile_request: ProfileRequestNotice | None = Field(
@@ -361,6 +377,11 @@ class JobPublic(BaseModel):
     )
     hardware_mfu: float | None = Field(
         default=None, description="tensor-pipe activity x SM clock / max SM clock, mean over the job's GPUs"
+    )
+    hardware_estimate_source: JobEstimateSource | None = Field(
+        default=None,
+        description="where hardware_mfu came from: cycle_counters or ratio_clock when every GPU behind it used that "
+        "source (exact cycle-counter differences, or a sampled ratio), mixed otherwise; null without an estimate",
     )
     mfu_hardware_agreement: float | None = Field(default=None, description="reported MFU / hardware_mfu")
     accounting: AccountingPublic | None = None

@@ -13,6 +13,7 @@ from mfumon.api.crud import events as event_crud
 from mfumon.api.crud import jobs as crud
 from mfumon.api.db.tables import JobRow
 from mfumon.api.diagnosis import Finding, GpuFacts, JobFacts, diagnose
+from mfumon.api.diagnosis.facts import EngineEstimateFacts
 from mfumon.api.state.aggregate import JobAccount, summarize
 from mfumon.api.state.health import THROTTLING
 from mfumon.api.state.outcome import ReportOutcome
@@ -47,6 +48,7 @@ def _gpus(ctx: AppContext, job_id: str, now: float) -> tuple[GpuFacts, ...]:
                     tensor_active=c.get("tensor_active"),
                     sm_clock_hz=c.get("sm_clock_hz"),
                     max_sm_clock_hz=c.get("max_sm_clock_hz"),
+                    power_watts=c.get("power_watts"),
                     throttle_reasons=tuple(sorted(THROTTLING & set(c.get("throttle_reasons") or ()))),
                     failing=tuple(health.failing(gpu.uuid)) if health else (),
                     node_failing=node_failing,
@@ -68,6 +70,31 @@ def _hardware_only(ctx: AppContext, job_id: str, now: float) -> JobFacts | None:
         tensor_spread=account.tensor_active_spread,
         gpus=_gpus(ctx, job_id, now),
         reports_received=0,
+    )
+
+
+def _engine_estimate(job: JobRow, latest: ReportOutcome) -> EngineEstimateFacts | None:
+    """Our serving FLOP/s and the engine's own over the last interval, when the engine exports an estimate."""
+    inference = latest.inference
+    if job.kind != "inference" or inference is None or latest.model_flops_per_second is None:
+        return None
+    if inference.engine_flops_per_second is None:
+        return None
+    model = job.model or {}
+    convention = "2N"
+    if model.get("flops_per_token") is not None:
+        convention = "override"
+    elif inference.context_tokens is not None and all(
+        model.get(k) is not None for k in ("layers", "heads", "head_dim")
+    ):
+        convention = "2N+attention"
+    return EngineEstimateFacts(
+        ours_flops_per_second=latest.model_flops_per_second,
+        engine_flops_per_second=inference.engine_flops_per_second,
+        engine=inference.engine_estimator,
+        ours_mfu=latest.mfu,
+        engine_mfu=inference.engine_mfu,
+        ours_convention=convention,
     )
 
 
@@ -121,6 +148,7 @@ def job_facts(ctx: AppContext, job_id: str) -> JobFacts | None:
         gpus=_gpus(ctx, job_id, now) if running else (),
         reports_received=job.reports_received or 0,
         profile=ProfileFigures.from_json(job.profile),
+        engine_estimate=_engine_estimate(job, latest),
     )
 
 

@@ -78,6 +78,8 @@ def record_report(
         )
         mfu, hfu, reason = result.mfu, result.hfu, result.reason
         inference = None if result.serving is None else result.serving.as_json(shape)
+        if inference is not None:
+            inference["engine_estimator"] = report.engine_estimator  # whose FLOPs convention engine_mfu follows
         peak_flops_per_second = result.peak_flops_per_second
         if num_gpus is None:
             mfu = hfu = peak_flops_per_second = None
@@ -173,6 +175,7 @@ def record_report(
         baseline_mfu=held.mfu if held else None,
         baseline_signature=signature,
         mbu=None if inference is None else inference["mbu"],
+        engine_mfu=None if inference is None else inference["engine_mfu"],
         inference=inference,
         comm_source=comm_source,
         profile_request=notice,
@@ -198,6 +201,8 @@ def _serving_window(job: JobRow, report: JobReportCreate) -> ServingWindow | Non
         prompt_tokens=report.mean_prompt_tokens,
         prefill_seconds=report.prefill_busy_seconds,
         decode_seconds=report.decode_busy_seconds,
+        engine_flops_per_gpu=report.engine_flops_per_gpu,
+        engine_bytes_per_gpu=report.engine_bytes_per_gpu,
     )
 
 
@@ -206,7 +211,8 @@ def _without_utilization(inference: dict[str, Any] | None, reason: str) -> dict[
     if inference is None:
         return None
     phases = {name: {**values, "mfu": None, "active_mfu": None} for name, values in inference["phases"].items()}
-    return {**inference, "phases": phases, "mfu": None, "mbu": None, "mbu_reason": reason}
+    engine = {"engine_flops_per_second": None, "engine_mfu": None, "engine_memory_bytes_per_second": None}
+    return {**inference, **engine, "phases": phases, "mfu": None, "mbu": None, "mbu_reason": reason, "engine_mbu": None}
 
 
 def _phase_history(inference: dict[str, Any] | None) -> dict[str, float | None]:

@@ -39,7 +39,7 @@ from mfumon.api.state.capacity import Capacity, capacity
 from mfumon.api.state.outcome import ReportOutcome
 from mfumon.api.state.store import Snapshot
 from mfumon.api.state.views import SHARE_METHODS, GpuView, JobShare, JobView, NodeView
-from mfumon.mfu import agreement_ratio
+from mfumon.mfu import JobEstimateSource, agreement_ratio, job_estimate_source
 
 STATES: tuple[str, ...] = ("reporting", "unreported", "idle", "down")
 
@@ -100,6 +100,7 @@ class JobHardware:
     gpus_attributed: int = 0
     estimated: int = 0  # of those, GPUs with a hardware estimate
     estimate_sum: float = 0.0
+    estimated_exact: int = 0  # of those, GPUs whose estimate came from cycle counters
     pool: str | None = None  # the first, by name, of the pools of the nodes holding its GPUs
     tensor_count: int = 0  # GPUs with tensor activity, and its range (mfumon.api.accounting.stragglers)
     tensor_min: float | None = None
@@ -112,6 +113,7 @@ class JobHardware:
         self.gpus_attributed += share.gpus
         self.estimated += share.estimated
         self.estimate_sum += share.estimate_sum
+        self.estimated_exact += share.estimated_exact
         self.add_tensor_range(share)
         self.gpus_shared += share.shared
         self.gpu_share += share.gpu_share
@@ -125,6 +127,11 @@ class JobHardware:
     def hardware_mfu(self) -> float | None:
         """Mean hardware estimate over the job's GPUs that have one; None when none has."""
         return self.estimate_sum / self.estimated if self.estimated else None
+
+    @property
+    def hardware_estimate_source(self) -> JobEstimateSource | None:
+        """Where that mean came from: ``cycle_counters`` or ``ratio_clock`` for all its GPUs, else ``mixed``."""
+        return job_estimate_source(self.estimated, self.estimated_exact)
 
     def add_tensor_range(self, share: JobShare) -> None:
         if share.tensor_min is None or share.tensor_max is None:
@@ -155,6 +162,7 @@ class JobAccount:
     gpus_shared: int = 0  # of the attributed GPUs, those other jobs use too
     gpu_share: float | None = None  # GPU-equivalents (whole GPUs + shares of shared ones); None without GPUs
     share_method: str | None = None  # how the shares were measured (the least precise), None when nothing is shared
+    hardware_estimate_source: JobEstimateSource | None = None  # cycle_counters | ratio_clock | mixed, with the estimate
 
     @property
     def gpus_held(self) -> int:
@@ -393,6 +401,7 @@ def summarize(snapshot: Snapshot) -> Summary:
             gpus_attributed=account.gpus_attributed,
             gpus_reported=job.num_gpus,
             hardware_mfu=account.hardware_mfu,
+            hardware_estimate_source=account.hardware_estimate_source,
             mfu=job.latest.mfu if job.latest and _reporting(job) else None,
             dtype=job.dtype,
             pool=account.pool,
@@ -417,6 +426,7 @@ def summarize(snapshot: Snapshot) -> Summary:
                 gpus_attributed=account.gpus_attributed,
                 gpus_reported=None,
                 hardware_mfu=account.hardware_mfu,
+                hardware_estimate_source=account.hardware_estimate_source,
                 pool=account.pool,
                 **_sharing(account),
             )

@@ -53,6 +53,11 @@ class InferenceOutcome:
     decode_step_kv_cache_bytes: float | None = None
     batch_size: float | None = None
     context_tokens: float | None = None
+    # the serving engine's own estimate (vLLM/SGLang --enable-mfu-metrics), beside ours
+    engine_flops_per_second: float | None = None
+    engine_mfu: float | None = None
+    engine_mbu: float | None = None
+    engine_estimator: str | None = None  # vllm | sglang: whose FLOPs convention
     document: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -67,6 +72,10 @@ class InferenceOutcome:
             decode_step_kv_cache_bytes=_number(step_bytes.get("kv_cache")),
             batch_size=_number(stored.get("batch_size")),
             context_tokens=_number(stored.get("context_tokens")),
+            engine_flops_per_second=_number(stored.get("engine_flops_per_second")),
+            engine_mfu=_number(stored.get("engine_mfu")),
+            engine_mbu=_number(stored.get("engine_mbu")),
+            engine_estimator=stored.get("engine_estimator"),
             document=dict(stored),
         )
 
@@ -105,6 +114,15 @@ class ReportOutcome:
         return None if self.inference is None else self.inference.mbu
 
     @property
+    def engine_mfu(self) -> float | None:
+        """The serving engine's own MFU estimate over the same dense peak as ``mfu``."""
+        return None if self.inference is None else self.inference.engine_mfu
+
+    @property
+    def engine_mbu(self) -> float | None:
+        return None if self.inference is None else self.inference.engine_mbu
+
+    @property
     def tokens_per_second_per_gpu(self) -> float | None:
         """Throughput per GPU as the MFU implies it (MFU x peak ÷ FLOPs per token), when all three are known."""
         if self.mfu is None or not self.peak_flops_per_gpu or not self.flops_per_token:
@@ -131,6 +149,8 @@ class ReportOutcome:
             "step": self.step,
             "signature": self.signature,
             "mbu": self.mbu,
+            "engine_mfu": self.engine_mfu,
+            "engine_mbu": self.engine_mbu,
             "inference": None if self.inference is None else dict(self.inference.document),
             "requests_running": self.requests_running,
             "requests_waiting": self.requests_waiting,

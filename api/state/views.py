@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 from mfumon.api.schemas.nodes import IbPortSample
 from mfumon.api.state.outcome import ReportOutcome
 from mfumon.api.state.profiles import ProfileFigures
-from mfumon.mfu import hardware_mfu
+from mfumon.mfu import CYCLE_COUNTERS, EstimateSource, estimate_source, hardware_mfu
 
 
 # GpuView and NodeView are built for every push (one per GPU): they are never changed once built, but not frozen,
@@ -40,6 +40,8 @@ class GpuView:
     # the JSON all read them, for every push.
     busy: bool  # gpu_busy(counters)
     hardware_mfu: float | None  # mfumon.mfu.hardware_mfu of the counters; None without tensor activity
+    # Where that estimate came from (mfumon.mfu.estimate_source): None exactly when hardware_mfu is None.
+    hardware_estimate_source: EstimateSource | None = None
     shares: tuple[ShareView, ...] | None = None  # jobs sharing the GPU (two or more), as the exporter measured them
 
     @property
@@ -88,6 +90,7 @@ class JobShare:
     gpu_share: float = 0.0
     shared: int = 0
     share_method: str | None = None  # the least precise method among its shared GPUs
+    estimated_exact: int = 0  # of the ``estimated`` GPUs, those whose estimate came from cycle counters
 
     @property
     def gpus(self) -> int:
@@ -184,6 +187,10 @@ def gpu_views(
         if gpu.shares is not None and gpu.up:
             shares = tuple(ShareView(s.job_id, s.share, s.method) for s in gpu.shares)
             job_id = job_id or max(shares, key=lambda s: s.share).job_id
+        estimate = hardware_mfu(
+            counters.get("tensor_active"), counters.get("sm_clock_hz"), counters.get("max_sm_clock_hz")
+        )
+        source = None if estimate is None else estimate_source(counters.get("tensor_active_exact"))
         # By position, in GpuView's field order: half the cost of keywords, for every GPU of every push.
         views.append(
             GpuView(
@@ -199,9 +206,8 @@ def gpu_views(
                 device,
                 peak,
                 gpu_busy(counters),
-                hardware_mfu(
-                    counters.get("tensor_active"), counters.get("sm_clock_hz"), counters.get("max_sm_clock_hz")
-                ),
+                estimate,
+                source,
                 shares,
             )
         )
@@ -253,7 +259,7 @@ def build_node_view(
                 _add_shared(groups.setdefault(share.job_id, _entry(gpu)), gpu, share)
             continue
         entry = groups.setdefault(
-            gpu.job_id, [0, gpu.name, gpu.mig_profile, 0.0, 0, 0.0, 0.0, 0.0, 0, None, None, 0.0, 0, None]
+            gpu.job_id, [0, gpu.name, gpu.mig_profile, 0.0, 0, 0.0, 0.0, 0.0, 0, None, None, 0.0, 0, None, 0]
         )
         entry[0] += 1
         entry[11] += 1.0
@@ -262,6 +268,8 @@ def build_node_view(
         if estimate is not None:
             entry[4] += 1
             entry[5] += estimate
+            if gpu.hardware_estimate_source == CYCLE_COUNTERS:
+                entry[14] += 1
             if gpu.bf16_peak_flops:
                 entry[6] += estimate * gpu.bf16_peak_flops
                 entry[7] += gpu.bf16_peak_flops
@@ -293,7 +301,7 @@ def build_node_view(
 
 def _entry(gpu: GpuView) -> list[Any]:
     """A JobShare's fields, in order, before any GPU is added."""
-    return [0, gpu.name, gpu.mig_profile, 0.0, 0, 0.0, 0.0, 0.0, 0, None, None, 0.0, 0, None]
+    return [0, gpu.name, gpu.mig_profile, 0.0, 0, 0.0, 0.0, 0.0, 0, None, None, 0.0, 0, None, 0]
 
 
 def _add_shared(entry: list[Any], gpu: GpuView, share: ShareView) -> None:
@@ -306,6 +314,8 @@ def _add_shared(entry: list[Any], gpu: GpuView, share: ShareView) -> None:
     if estimate is not None:
         entry[4] += 1
         entry[5] += estimate * fraction
+        if gpu.hardware_estimate_source == CYCLE_COUNTERS:
+            entry[14] += 1
         if peak:
             entry[6] += estimate * peak * fraction
             entry[7] += peak * fraction

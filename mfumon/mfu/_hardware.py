@@ -17,11 +17,34 @@ to the dense peak of whatever dtype the pipes ran. Where it is wrong: a job that
 does twice the FLOPs per busy cycle (its estimate reads half its true bf16-relative rate); 2:4 sparse matmuls do
 twice the dense FLOPs per busy cycle; FLOPs outside the tensor pipes (fp32 without TF32, elementwise, softmax) are
 invisible. A GPU without tensor counters (no GPM, no DCGM profiling) gives no estimate, never 0.
+
+Two sources of ``tensor_active``, one formula; a GPU view says which it used (:func:`estimate_source`):
+
+- ``cycle_counters``: DCGM 4.6+ keeps raw monotonic counters, ``DCGM_FI_PROF_MMA_CYCLES_ACTIVE_TOTAL`` (1086, "Raw
+  monotonic counter of GPU SM MMA (any tensor) cycles active") and ``DCGM_FI_PROF_SM_CYCLES_ELAPSED_TOTAL`` (1084).
+  The exporter sends their differences' ratio over the push interval, tensor cycles ÷ elapsed cycles, and
+  ``tensor_active_exact`` = 1: every cycle of the interval counted, no sampling gap. Only the clock factor is still
+  sampled (the SM clock now, against its maximum).
+- ``ratio_clock``: every other source (GPM ``ANY_TENSOR_UTIL``, DCGM ``PROF_PIPE_TENSOR_ACTIVE``) samples the ratio
+  over a window of its own, which can miss bursts between samples; the estimate is that sampled ratio x the sampled
+  clock factor.
+
+A job's estimate is the mean over its GPUs; its source is ``cycle_counters`` or ``ratio_clock`` when every one of
+those GPUs used that source, else ``mixed`` (:func:`job_estimate_source`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final, Literal
+
+#: Where one GPU's estimate came from: exact cycle-counter differences, or a sampled ratio (see the module docstring).
+EstimateSource = Literal["cycle_counters", "ratio_clock"]
+#: Where a job's estimate came from: one source for all its GPUs, or ``mixed``.
+JobEstimateSource = Literal["cycle_counters", "ratio_clock", "mixed"]
+CYCLE_COUNTERS: Final = "cycle_counters"
+RATIO_CLOCK: Final = "ratio_clock"
+MIXED: Final = "mixed"
 
 #: Reported ÷ hardware MFU above this claims clearly more model FLOPs than the tensor pipes executed: the estimate
 #: was within +3 % of the truth on every calibrated matmul and counts recompute on top, so an honest report sits at or
@@ -41,6 +64,21 @@ def hardware_mfu(
     if sm_clock_hz is None or max_sm_clock_hz is None or max_sm_clock_hz <= 0:
         return float(tensor_active)
     return float(tensor_active) * min(sm_clock_hz / max_sm_clock_hz, 1.0)
+
+
+def estimate_source(tensor_active_exact: int | None) -> EstimateSource:
+    """The source of a GPU's estimate: ``cycle_counters`` when the exporter flags ``tensor_active`` exact."""
+    return CYCLE_COUNTERS if tensor_active_exact else RATIO_CLOCK
+
+
+def job_estimate_source(estimated: int, from_cycle_counters: int) -> JobEstimateSource | None:
+    """The source of a mean over ``estimated`` GPU estimates, ``from_cycle_counters`` of them exact; None without
+    any estimate."""
+    if not estimated:
+        return None
+    if from_cycle_counters == estimated:
+        return CYCLE_COUNTERS
+    return RATIO_CLOCK if from_cycle_counters == 0 else MIXED
 
 
 def agreement_ratio(reported_mfu: float | None, estimate: float | None) -> float | None:

@@ -22,6 +22,11 @@ T = mean prompt length in prefill and mean context in decode, over the job's who
 phases add up to the job's MFU. Where the engine says how long it was busy in a phase (TGI's forward time per
 method), the phase's *active* MFU divides that phase's FLOPs by its busy time instead: how well the phase uses
 the GPUs while it runs, the number that judges prefill.
+
+Engines that estimate their own FLOPs (vLLM 0.17+, SGLang 0.5.10+ with ``--enable-mfu-metrics``) are shown beside
+ours, over the same dense peak: engine MFU = engine FLOP/s / (num_gpus x dense peak), engine MBU = engine bytes
+read and written per second / (num_gpus x peak bandwidth). Their FLOPs count differently (see
+docs/operators/inference.md), so the two need not match; a ratio above 1 is not shown, the FLOP/s are.
 """
 
 from __future__ import annotations
@@ -54,6 +59,8 @@ FORMULAS: dict[str, str] = {
     "kv_cache_bytes_per_token": "2 * L * H_kv * Q * b_kv",
     "decode_step_bytes": "N * b_w + B * T * 2 * L * H_kv * Q * b_kv",
     "mbu": "decode_step_bytes * decode tokens/s / B / (num_gpus * peak memory bandwidth per GPU)",
+    "engine_mfu": "engine FLOPs per GPU / interval_seconds / dense peak FLOP/s per GPU (the engine's own count)",
+    "engine_mbu": "engine bytes read and written per GPU / interval_seconds / peak memory bandwidth per GPU",
 }
 
 
@@ -102,7 +109,8 @@ class ServingWindow:
     `prefill_tokens` are prompt tokens actually computed (prefix-cache hits excluded); `batch_size` is the mean
     number of sequences in a decode step of one model replica; `context_tokens` the mean tokens of context of a
     sequence being decoded; `prompt_tokens` the mean prompt length; `*_seconds` the time the engine was busy in
-    each phase, when it says so.
+    each phase, when it says so; `engine_*_per_gpu` the engine's own estimate of one GPU's FLOPs and bytes moved
+    over the interval, when it exports one.
     """
 
     interval_seconds: float
@@ -113,10 +121,13 @@ class ServingWindow:
     prompt_tokens: float | None = None
     prefill_seconds: float | None = None
     decode_seconds: float | None = None
+    engine_flops_per_gpu: float | None = None
+    engine_bytes_per_gpu: float | None = None
 
     def __post_init__(self) -> None:
         check_at_least("interval_seconds", self.interval_seconds, 0.0, strictly=True)
-        for name in ("prefill_tokens", "decode_tokens", "prefill_seconds", "decode_seconds"):
+        fields = ("prefill_tokens", "decode_tokens", "prefill_seconds", "decode_seconds")
+        for name in (*fields, "engine_flops_per_gpu", "engine_bytes_per_gpu"):
             value = getattr(self, name)
             if value is not None:
                 check_at_least(name, value, 0.0)
@@ -144,6 +155,49 @@ class PhaseResult:
 
 
 @dataclass(frozen=True)
+class EngineEstimate:
+    """The serving engine's own estimate over the window, for the whole job, beside ours (same peaks).
+
+    A ratio above 1 is left out (None): the engine's count is then wrong for this model or parallelism (SGLang
+    does not divide the MLP by tensor parallelism), and the FLOP/s still show by how much.
+    """
+
+    flops_per_second: float | None
+    mfu: float | None
+    memory_bytes_per_second: float | None
+    mbu: float | None
+
+
+def engine_estimate(
+    window: ServingWindow, num_gpus: int, peak_flops_per_gpu: float | None, peak_bandwidth_per_gpu: float | None
+) -> EngineEstimate | None:
+    """The engine's FLOP/s and bytes/s for the job and their share of the peaks; None when it exports neither."""
+    if window.engine_flops_per_gpu is None and window.engine_bytes_per_gpu is None:
+        return None
+    check_num_gpus(num_gpus)
+    per_gpu_flops = (
+        None if window.engine_flops_per_gpu is None else window.engine_flops_per_gpu / window.interval_seconds
+    )
+    per_gpu_bytes = (
+        None if window.engine_bytes_per_gpu is None else window.engine_bytes_per_gpu / window.interval_seconds
+    )
+    return EngineEstimate(
+        flops_per_second=None if per_gpu_flops is None else per_gpu_flops * num_gpus,
+        mfu=_share(per_gpu_flops, peak_flops_per_gpu),
+        memory_bytes_per_second=None if per_gpu_bytes is None else per_gpu_bytes * num_gpus,
+        mbu=_share(per_gpu_bytes, peak_bandwidth_per_gpu),
+    )
+
+
+def _share(per_gpu: float | None, peak_per_gpu: float | None) -> float | None:
+    """per GPU / peak per GPU (the same as whole job / (num_gpus x peak)); None when unknown or above 1."""
+    if per_gpu is None or not peak_per_gpu:
+        return None
+    share = per_gpu / peak_per_gpu
+    return share if share <= 1 else None
+
+
+@dataclass(frozen=True)
 class ServingResult:
     """Phases, combined MFU and MBU of one report, with the inputs and estimates behind them."""
 
@@ -164,6 +218,7 @@ class ServingResult:
     peak_memory_bytes_per_second: float | None
     bandwidth_source: str | None
     assumptions: tuple[str, ...] = field(default_factory=tuple)
+    engine: EngineEstimate | None = None
 
     @property
     def decode_step_bytes(self) -> float | None:
@@ -206,6 +261,10 @@ class ServingResult:
                 "b_kv": BYTES_PER_ELEMENT[self.kv_cache_dtype],
             },
             "assumptions": list(self.assumptions),
+            "engine_flops_per_second": None if self.engine is None else self.engine.flops_per_second,
+            "engine_mfu": None if self.engine is None else self.engine.mfu,
+            "engine_memory_bytes_per_second": None if self.engine is None else self.engine.memory_bytes_per_second,
+            "engine_mbu": None if self.engine is None else self.engine.mbu,
         }
 
 
@@ -279,6 +338,7 @@ def evaluate_serving(
         peak_memory_bytes_per_second=None if peak_bandwidth_per_gpu is None else num_gpus * peak_bandwidth_per_gpu,
         bandwidth_source=bandwidth_source,
         assumptions=tuple(assumptions),
+        engine=engine_estimate(window, num_gpus, peak_flops_per_gpu, peak_bandwidth_per_gpu),
     )
     if window.decode_tokens == 0 and peak_bandwidth_per_gpu is not None:
         return replace(result, mbu=0.0, memory_bytes_per_second=0.0)  # no decode step ran: nothing was read

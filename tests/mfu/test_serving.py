@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -321,6 +322,11 @@ def test_the_json_of_a_window() -> None:
         "formulas": FORMULAS,
         "symbols": {"N": 2**30, "L": 4, "H": 8, "H_kv": 2, "Q": 16, "B": 8, "T": 1024, "b_w": 2.0, "b_kv": 2.0},
         "assumptions": [],
+        # no estimate of the engine's own in this window
+        "engine_flops_per_second": None,
+        "engine_mfu": None,
+        "engine_memory_bytes_per_second": None,
+        "engine_mbu": None,
     }
     assert result.as_json(SMALL)["phases"]["decode"]["busy_seconds"] == 3
     mha = ModelShape(params=2**30, layers=4, heads=8, head_dim=16)
@@ -623,6 +629,8 @@ def test_weight_bytes_need_params() -> None:
         ("batch_size", 0.0, "batch_size must be a finite number > 0, got 0.0"),
         ("context_tokens", 0.0, "context_tokens must be a finite number > 0, got 0.0"),
         ("prompt_tokens", -3.0, "prompt_tokens must be a finite number > 0, got -3.0"),
+        ("engine_flops_per_gpu", -1.0, "engine_flops_per_gpu must be a finite number >= 0, got -1.0"),
+        ("engine_bytes_per_gpu", math.nan, "engine_bytes_per_gpu must be a finite number >= 0, got nan"),
     ],
 )
 def test_serving_window_refuses_bad_inputs(field: str, value: float, message: str) -> None:
@@ -650,3 +658,77 @@ def test_compute_mbu_boundaries() -> None:
     ]:
         with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
             compute_mbu(*args)  # type: ignore[arg-type]
+
+
+# --- the engine's own estimate (vLLM/SGLang --enable-mfu-metrics), beside ours ---
+
+
+def test_the_engine_estimate_over_the_same_peaks_by_hand() -> None:
+    # 2 GPUs, 4 s. The engine says one GPU did 2^43 FLOPs and moved 2^39 bytes in the interval:
+    # per GPU 2^41 FLOP/s / 2^42 peak = 0.5;  2^37 bytes/s / 2^38 peak = 0.5
+    # whole job: 2^41 x 2 = 2^42 FLOP/s;       2^37 x 2 = 2^38 bytes/s
+    window = replace(WINDOW, engine_flops_per_gpu=2.0**43, engine_bytes_per_gpu=2.0**39)
+    result = evaluate_serving(
+        shape=SMALL, window=window, num_gpus=2, peak_flops_per_gpu=PEAK_FLOPS, peak_bandwidth_per_gpu=PEAK_BANDWIDTH
+    )
+    assert result.engine is not None
+    assert result.engine.flops_per_second == 2.0**42
+    assert result.engine.mfu == 0.5
+    assert result.engine.memory_bytes_per_second == 2.0**38
+    assert result.engine.mbu == 0.5
+    assert result.mfu == 0.375244140625  # ours is unchanged by theirs
+    document = result.as_json(SMALL)
+    assert (document["engine_mfu"], document["engine_mbu"]) == (0.5, 0.5)
+    assert document["engine_flops_per_second"] == 2.0**42
+
+
+def test_engine_mfu_and_ours_share_one_denominator() -> None:
+    # Through evaluate and the peak table: engine MFU / our MFU is engine FLOP/s / our FLOP/s.
+    engine_flops_per_gpu = 0.25 * H100_SXM_BF16 * 10  # a quarter of the peak for 10 s
+    window = ServingWindow(
+        interval_seconds=10,
+        prefill_tokens=0,
+        decode_tokens=20_000,
+        batch_size=32,
+        context_tokens=2048,
+        engine_flops_per_gpu=engine_flops_per_gpu,
+    )
+    result = evaluate(
+        kind="inference",
+        shape=LLAMA_70B,
+        tokens_per_second=window.tokens_per_second,
+        num_gpus=8,
+        device_name="NVIDIA H100 80GB HBM3",
+        serving=window,
+    )
+    assert result.serving is not None and result.serving.engine is not None and result.mfu is not None
+    engine = result.serving.engine
+    assert engine.mfu == pytest.approx(0.25)
+    assert engine.mfu / result.mfu == pytest.approx(engine.flops_per_second / result.model_flops_per_second)
+    assert engine.mbu is None and engine.memory_bytes_per_second is None  # no bytes sent
+
+
+def test_an_engine_ratio_above_one_is_not_shown_but_its_flops_are() -> None:
+    window = replace(WINDOW, engine_flops_per_gpu=2.0**45, engine_bytes_per_gpu=2.0**41)  # 4x both peaks
+    result = evaluate_serving(
+        shape=SMALL, window=window, num_gpus=2, peak_flops_per_gpu=PEAK_FLOPS, peak_bandwidth_per_gpu=PEAK_BANDWIDTH
+    )
+    assert result.engine is not None
+    assert result.engine.mfu is None and result.engine.mbu is None
+    assert result.engine.flops_per_second == 2.0**44
+
+
+def test_an_engine_estimate_without_a_peak_keeps_its_flops() -> None:
+    window = replace(WINDOW, engine_flops_per_gpu=2.0**43)
+    result = evaluate_serving(
+        shape=SMALL, window=window, num_gpus=2, peak_flops_per_gpu=None, peak_bandwidth_per_gpu=None
+    )
+    assert result.engine is not None
+    assert (result.engine.flops_per_second, result.engine.mfu) == (2.0**42, None)
+
+
+def test_no_engine_estimate_without_its_counters() -> None:
+    result = evaluate_serving(
+        shape=SMALL, window=WINDOW, num_gpus=2, peak_flops_per_gpu=PEAK_FLOPS, peak_bandwidth_per_gpu=PEAK_BANDWIDTH
+    )
+    assert result.engine is None

@@ -19,6 +19,10 @@ The text is parsed with ``prometheus_client.parser`` (which names every counter 
   real TGI does not print it) and capacity in tokens (vLLM ``cache_config_info`` num_gpu_blocks x block_size,
   ``sglang:max_total_num_tokens``), KV tokens in use (``sglang:num_used_tokens``; vLLM usage x capacity), SGLang's
   ``decode_sum_seq_lens`` (the context being decoded).
+- the engine's own MFU estimate, printed with ``--enable-mfu-metrics`` (vLLM 0.17+, SGLang 0.5.10+): counters of
+  estimated FLOPs and bytes read and written *per GPU* of one replica, ``{vllm,sglang}:estimated_flops_per_gpu_total``
+  and ``estimated_{read,write}_bytes_per_gpu_total``. Summed over replicas like the others; the interval divides by
+  the replicas (window.py), which gives the mean GPU's.
 
 Series of one engine are combined across replicas the engine labels (vLLM's ``engine``, SGLang's ``dp_rank``): counters
 and request gauges add up, usage is averaged; series repeated per tensor/pipeline rank are counted once (max).
@@ -83,6 +87,19 @@ _COUNTERS: dict[str, dict[str, tuple[Selector, ...]]] = {
         "tgi": (("tgi_request_generated_tokens_count", {}),),
     },
     "decode_steps": {"tgi": (("tgi_batch_inference_count_total", {"method": "decode"}),)},
+    # the engine's own estimate (--enable-mfu-metrics), per GPU of one replica: see the module docstring
+    "engine_flops_per_gpu": {
+        "vllm": (("vllm:estimated_flops_per_gpu_total", {}),),
+        "sglang": (("sglang:estimated_flops_per_gpu_total", {}),),
+    },
+    "engine_read_bytes_per_gpu": {
+        "vllm": (("vllm:estimated_read_bytes_per_gpu_total", {}),),
+        "sglang": (("sglang:estimated_read_bytes_per_gpu_total", {}),),
+    },
+    "engine_write_bytes_per_gpu": {
+        "vllm": (("vllm:estimated_write_bytes_per_gpu_total", {}),),
+        "sglang": (("sglang:estimated_write_bytes_per_gpu_total", {}),),
+    },
     "prefill_busy_seconds": {"tgi": (("tgi_batch_forward_duration_sum", {"method": "prefill"}),)},
     "decode_busy_seconds": {"tgi": (("tgi_batch_forward_duration_sum", {"method": "decode"}),)},
 }

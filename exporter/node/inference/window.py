@@ -8,6 +8,11 @@ prints a counter only once it was first incremented, a labelled child appears wi
 it happened since the previous scrape. A counter whose source changed between the scrapes (SGLang prints
 ``realtime_tokens_total{mode="decode"}`` only after its first log interval, until then its
 ``generation_tokens_total`` stands in) gives no increase for that interval: the two count differently.
+
+The engine's own FLOPs and bytes estimate (``--enable-mfu-metrics``) is rated the same way and sent as the mean GPU's
+increase over the interval (summed over replicas, divided by them). It is left out where it cannot be trusted: a
+counter that did not grow while tokens were made means the engine could not build its estimator for this model
+(vLLM keeps the counters at 0 then), not that the GPUs did no work.
 """
 
 from __future__ import annotations
@@ -43,6 +48,9 @@ class ServingInterval:
     requests_running: int | None = None
     requests_waiting: int | None = None
     kv_cache_usage: float | None = None
+    engine_flops_per_gpu: float | None = None
+    engine_bytes_per_gpu: float | None = None
+    engine_estimator: str | None = None  # the engine whose estimate engine_* are (its FLOPs convention)
 
     def report_fields(self) -> dict[str, Any]:
         """The fields of ``POST /v1/jobs/{id}/reports`` this interval fills (unknown ones left out)."""
@@ -58,6 +66,9 @@ class ServingInterval:
             "requests_running": self.requests_running,
             "requests_waiting": self.requests_waiting,
             "kv_cache_usage": self.kv_cache_usage,
+            "engine_flops_per_gpu": self.engine_flops_per_gpu,
+            "engine_bytes_per_gpu": self.engine_bytes_per_gpu,
+            "engine_estimator": self.engine_estimator,
         }
         return {key: value for key, value in fields.items() if value is not None}
 
@@ -117,12 +128,17 @@ def serving_interval(previous: EngineReading, current: EngineReading, interval_s
         return increase(previous, current, key, restarted)
 
     decode = grew("generation_tokens") or 0.0
+    prefill = _computed_prompt_tokens(grew)
+    made_tokens = decode + prefill > 0
+    read, written = grew("engine_read_bytes_per_gpu"), grew("engine_write_bytes_per_gpu")
+    engine_flops = _per_gpu(grew("engine_flops_per_gpu"), current.replicas, made_tokens)
+    engine_bytes = _per_gpu(None if read is None or written is None else read + written, current.replicas, made_tokens)
     gauges = current.gauges
     running = gauges.get("requests_running")
     waiting = gauges.get("requests_waiting")
     return ServingInterval(
         interval_seconds=interval_seconds,
-        prefill_tokens=round(_computed_prompt_tokens(grew)),
+        prefill_tokens=round(prefill),
         decode_tokens=round(decode),
         restarted=restarted,
         requests_finished=None if (finished := grew("finished_generation_requests")) is None else round(finished),
@@ -134,7 +150,21 @@ def serving_interval(previous: EngineReading, current: EngineReading, interval_s
         requests_running=None if running is None else round(running),
         requests_waiting=None if waiting is None else round(waiting),
         kv_cache_usage=None if gauges.get("kv_cache_usage") is None else min(1.0, max(0.0, gauges["kv_cache_usage"])),
+        engine_flops_per_gpu=engine_flops,
+        engine_bytes_per_gpu=engine_bytes,
+        engine_estimator=None if engine_flops is None and engine_bytes is None else current.engine,
     )
+
+
+def _per_gpu(total: float | None, replicas: int, made_tokens: bool) -> float | None:
+    """The mean GPU's share of an engine estimate summed over replicas; None when unknown or not running.
+
+    A counter that stayed put while tokens were made is an estimator that never ran (vLLM leaves it at 0 when it
+    cannot parse the model's config), so its 0 is not sent as a figure.
+    """
+    if total is None or total < 0 or (total == 0 and made_tokens):
+        return None
+    return total / max(1, replicas)
 
 
 def _computed_prompt_tokens(grew: Any) -> float:

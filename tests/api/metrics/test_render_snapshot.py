@@ -67,6 +67,21 @@ _HEALTH_COUNTERS = {
     "last_xid": 79,
 }
 
+# Issue 53: tensor activity from DCGM 4.6+ cycle counters (the estimate's source), by precision, PCIe link, fabric.
+_DCGM_46_COUNTERS = {
+    "tensor_active_exact": 1,
+    "hmma_active": 0.5,
+    "imma_active": 0.0,
+    "dmma_active": 0.0625,
+    "pcie_link_gen": 4,
+    "pcie_link_gen_max": 5,
+    "pcie_link_width": 16,
+    "pcie_link_width_max": 16,
+    "fabric_health_summary": 1,
+    "fabric_health_mask": 0,
+    "fabric_manager_status": 3,
+}
+
 
 def _gpu(uuid: str, index: int, job_id: str | None, **counters: object) -> GpuSample:
     return GpuSample.model_validate({"uuid": uuid, "index": index, "name": H100, "job_id": job_id, **counters})
@@ -131,6 +146,7 @@ def _nodes(a1_seen: float = NOW - 4.5, a1_watts: float = 612.25) -> tuple[NodeVi
             "train-1",
             **_busy(throttle_reasons=["hw_thermal", "sw_power_cap"], power_watts=a1_watts),
             **_HEALTH_COUNTERS,
+            **_DCGM_46_COUNTERS,
         ),
         _gpu(uuid(1), 1, "train-1", **_busy(tensor_active=0.31, xid_errors_total=2)),
         _gpu(uuid(2), 2, "train-1", **_busy(tensor_active=0.6, throttle_reasons=[])),
@@ -269,6 +285,7 @@ def _jobs() -> tuple[JobView, ...]:
                 "decode": PhaseOutcome(tokens_per_second=1_400.0, mfu=0.02, active_mfu=None),
             },
             mbu=0.58,
+            engine_mfu=0.06,
             memory_bytes_per_second=3.9e12,
             peak_memory_bytes_per_second=6.7e12,
             decode_step_weight_bytes=1.4e10,

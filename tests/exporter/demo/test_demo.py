@@ -22,9 +22,12 @@ def test_job_sizes_give_the_target_mfu_with_the_dense_peaks() -> None:
         per_token = (6 * m.params + 12 * attention) if job.kind == "training" else (2 * m.params + 4 * attention)
         peak = (
             job.num_gpus
-            * {"NVIDIA H100 80GB HBM3": 989e12, "NVIDIA A100-SXM4-80GB": 312e12, "AMD Instinct MI300X": 1307.4e12}[
-                job.gpu_model
-            ]
+            * {
+                "NVIDIA H100 80GB HBM3": 989e12,
+                "NVIDIA A100-SXM4-80GB": 312e12,
+                "AMD Instinct MI300X": 1307.4e12,
+                "NVIDIA B200": 2250e12,
+            }[job.gpu_model]
         )
         assert job.tokens_per_second(job.target_mfu) * per_token / peak == pytest.approx(job.target_mfu)
 
@@ -32,10 +35,10 @@ def test_job_sizes_give_the_target_mfu_with_the_dense_peaks() -> None:
 def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -> None:
     cluster = default_cluster(checkpoints=False)
     result = demo.run_simulation(live_server.url, duration_seconds=3.0, interval_seconds=0.5, cluster=cluster)
-    # Every reporting job (7 of the 8 running ones) posts once a cycle, but the resilient one is still starting up
+    # Every reporting job (8 of the 9 running ones) posts once a cycle, but the resilient one is still starting up
     # (its first 20 s); a loaded machine fits fewer cycles in 3 s.
     assert result.report_failures == 0 and result.cycles >= 2
-    assert result.reports_posted == 7 * result.cycles
+    assert result.reports_posted == 8 * result.cycles
     assert result.batches_delivered >= 8 * 2
     with httpx.Client(base_url=live_server.url, timeout=5) as client:
         jobs = {j["job_id"]: j for j in client.get("/v1/jobs").json()["data"]}
@@ -48,6 +51,7 @@ def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -
         "pretrain-llama3-8b": (0.45, 8, 0.1),
         "finetune-13b-commbound": (0.20, 4, 0.2),
         "serve-llama3-70b": (0.07, 8, 0.25),
+        "pretrain-llama3-70b-b200": (0.36, 8, 0.1),
     }
     for job_id, (target, gpus, tolerance) in targets.items():
         job = jobs[job_id]
@@ -71,9 +75,17 @@ def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -
     assert 'mfumon_pool_fragmented_gpus{pool="research-h100"} 4' in text
     assert 'mfumon_pool_largest_free_block_gpus{pool="research-h100"} 3' in text
 
-    assert len(nodes) == 11 and all(len(n["gpus"]) == 8 for n in nodes.values())
+    assert len(nodes) == 12 and all(len(n["gpus"]) == 8 for n in nodes.values())
     pools_seen = {n["pool"] for n in nodes.values()}
-    assert pools_seen == {"train-h100", "infer-a100", "reserve-h100", "research-h100", "train-mi300x"}
+    assert pools_seen == {"train-h100", "infer-a100", "reserve-h100", "research-h100", "train-mi300x", "train-b200"}
+    # The B200 job's MFU is against the B200's own dense bf16 peak; the node read through a current dcgm-exporter
+    # (canonical names) sends what a directly read node sends, its tensor activity from cycle counters.
+    assert jobs["pretrain-llama3-70b-b200"]["latest"]["device"] == "b200"
+    dcgm_node = nodes["gpu-h100-06"]["gpus"]
+    assert all(g["counters"]["tensor_active_exact"] == 1 for g in dcgm_node)
+    assert all(g["hardware_estimate_source"] == "cycle_counters" for g in dcgm_node)
+    assert {g["hardware_estimate_source"] for g in nodes["gpu-h100-01"]["gpus"]} == {"ratio_clock"}
+    assert set(dcgm_node[0]["counters"]) >= {"sm_clock_hz", "memory_used_bytes", "energy_joules_total", "pcie_link_gen"}
     idle = [*nodes["gpu-h100-02"]["gpus"][4:7], *nodes["gpu-h100-03"]["gpus"]]
     assert all(g["job_id"] is None and g["counters"]["tensor_active"] == 0 and g["state"] == "idle" for g in idle)
     # The GPUs' tensor activity is consistent with their job's MFU: the pipe is ~1.15x busier than MFU, and this
