@@ -9,7 +9,10 @@ the aggregator's MBU lands near the target:
     decode tokens/s       = target MBU x GPUs x peak bandwidth x batch / bytes per decode step
     prefill tokens/s      = decode tokens/s x prompt length / output length    (every request: one of each)
 
-A TGI-style engine also reports the time it spends in prefill, set by a target active prefill MFU. The metrics are
+A vLLM-style engine also exports its own MFU estimate (``--enable-mfu-metrics``, vLLM 0.17+): FLOPs per GPU by its
+own convention (the matmuls and attention over each token's context, scheduled tokens only), which lands within a
+few percent of ours, and the bytes it reads and writes. A TGI-style engine also reports the time it spends in prefill, set by a target active
+prefill MFU. The metrics are
 registered with prometheus_client under the engines' own names and labels (vLLM V1: ``vllm:*{model_name,engine}``
 and ``cache_config_info``; TGI: ``tgi_*``), not the engines' exact text.
 """
@@ -196,6 +199,15 @@ class SimulatedEngine:
             m["running"].set(round(running))
             m["waiting"].set(round(waiting))
             m["kv"].set(job.kv_cache_usage * running / job.batch)
+            # The engine's convention: 2N per token plus attention over each token's whole context (no causal half).
+            attention = 4 * job.layers * job.heads * job.head_dim
+            computed = prompt * (1.0 - job.prefix_cache_hit_ratio)  # it counts scheduled tokens: no cache hits
+            flops = computed * (2 * job.params + attention * job.prompt_tokens)
+            flops += decode * (2 * job.params + attention * job.context_tokens)
+            m["engine_flops"].inc(flops / job.num_gpus)
+            steps = decode / job.batch  # one weight read per decode step, split over the GPUs
+            m["engine_read"].inc(steps * 2 * job.params / job.num_gpus)
+            m["engine_write"].inc(decode * 2 * job.layers * job.kv_heads * job.head_dim * 2 / job.num_gpus)
         else:
             m["tgi"].advance(finished, decode, dt, running, waiting)
 
@@ -232,6 +244,15 @@ def _vllm_metrics(registry: CollectorRegistry, job: SimServingJob) -> dict[str, 
         "generation": counter("vllm:generation_tokens", "Number of generation tokens processed."),
         "request_prompt": histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed."),
         "request_generation": histogram("vllm:request_generation_tokens", "Number of generation tokens processed."),
+        "engine_flops": counter(
+            "vllm:estimated_flops_per_gpu", "Estimated number of floating point operations per GPU"
+        ),
+        "engine_read": counter(
+            "vllm:estimated_read_bytes_per_gpu", "Estimated number of bytes read from memory per GPU"
+        ),
+        "engine_write": counter(
+            "vllm:estimated_write_bytes_per_gpu", "Estimated number of bytes written to memory per GPU"
+        ),
     }
 
 

@@ -81,6 +81,9 @@ def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -
     # The B200 job's MFU is against the B200's own dense bf16 peak; the node read through a current dcgm-exporter
     # (canonical names) sends what a directly read node sends, its tensor activity from cycle counters.
     assert jobs["pretrain-llama3-70b-b200"]["latest"]["device"] == "b200"
+    # The vLLM-style engine's own MFU estimate sits beside ours, within the tolerance that would make a finding.
+    serve = jobs["serve-chat-70b"]["latest"]
+    assert serve["engine_mfu"] == pytest.approx(serve["mfu"], rel=0.1)
     dcgm_node = nodes["gpu-h100-06"]["gpus"]
     assert all(g["counters"]["tensor_active_exact"] == 1 for g in dcgm_node)
     assert all(g["hardware_estimate_source"] == "cycle_counters" for g in dcgm_node)
