@@ -63,6 +63,16 @@ def inference() -> dict[str, Any]:
             description="Each phase's model FLOP/s over the job's dense peak; stacked, they are the job's MFU.",
         ),
         timeseries(
+            "MFU: ours vs the engine's own",
+            targets(
+                (_per_job(f"job_id:mfumon_job_mfu_ratio:max{{{JOBS}}}"), "{{job_id}} mfu-monitor"),
+                (_per_job(f"max by (job_id) (mfumon_job_engine_mfu_ratio{{{JOBS}}})"), "{{job_id}} engine"),
+            ),
+            unit="percentunit",
+            description="vLLM/SGLang with --enable-mfu-metrics count FLOPs their own way; the job page's diagnosis "
+            "names both conventions when the two differ by more than 0.8-1.25x.",
+        ),
+        timeseries(
             "Active MFU by phase",
             targets((_per_job(f"job_id:mfumon_job_phase_active_mfu_ratio:max{{{JOBS}}}"), "{{job_id}} {{phase}}")),
             unit="percentunit",
