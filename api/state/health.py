@@ -52,8 +52,10 @@ CHECKS: dict[str, Check] = {
         Check("row_remap_uncorrectable", "gpu", True, "HBM rows remapped for uncorrectable errors grew: reset the GPU"),
         Check("ecc_deferred", "gpu", True, "deferred (poisoned) uncorrectable ECC errors grew (AMD): reset the GPU"),
         Check("nvlink_recovery", "gpu", True, "NVLink recovery errors grew: a link is flapping"),
+        Check("fabric", "gpu", True, "the NVLink fabric is unhealthy or at limited capacity, or its manager failed"),
         Check("nvlink_errors", "gpu", False, "NVLink CRC or replay errors grew: retransmissions slow collectives"),
         Check("pcie_replays", "gpu", False, "PCIe replays grew: host-device transfers are retransmitted"),
+        Check("pcie_downtrained", "gpu", False, "the PCIe link trained below its width (or generation, while busy)"),
         Check("thermal", "gpu", False, "clocks held down for temperature"),
         Check("hw_slowdown", "gpu", False, "clocks held down by a hardware slowdown or power brake"),
         Check("ib_ports_active", "node", True, "an InfiniBand/RoCE port is not ACTIVE"),
@@ -96,6 +98,33 @@ _GPU_COUNTER_CHECKS = (  # a check on error counters, and the counters any growt
     ("pcie_replays", _PCIE),
 )
 _PORT_TRACKED = (*_IB_DOWNED, *_IB_ERRORS)
+#: The GPU's NVLink fabric (``fabric``): NVML's health summary (``nvmlGpuFabricInfo_v3.healthSummary``, DCGM field
+#: 175), its health mask (174) and the fabric manager's status (170, ``dcgmFabricManagerStatus_t``). A drain: on an
+#: NVSwitch system (HGX, NVL72) an unhealthy or limited-capacity fabric cuts the NVLink bandwidth of every job placed
+#: on the GPU, for as long as the GPU stays in the fabric, and a fabric manager that failed leaves its GPUs out of
+#: the NVLink domain; nothing a job can do routes around either, and the repair (fabric manager restart, GPU reset,
+#: tray or cable service) needs the node empty.
+_FABRIC = ("fabric_health_summary", "fabric_health_mask", "fabric_manager_status")
+_FABRIC_SUMMARY_KNOWN = frozenset({1, 2, 3})  # NVML_GPU_FABRIC_HEALTH_SUMMARY_*: 0 is "not supported"
+_FABRIC_SUMMARY_FAILING = frozenset({2, 3})  # UNHEALTHY, LIMITED_CAPACITY
+_FABRIC_MANAGER_KNOWN = frozenset({1, 2, 3, 4})  # NotStarted, InProgress, Success, Failure: a fabric manager runs
+_FABRIC_MANAGER_FAILURE = 4
+#: NVML_GPU_FABRIC_HEALTH_MASK_*: 2-bit fields (0 not supported, 1 true, 2 false) at these shifts. Bandwidth degraded
+#: (shift 0) and route unhealthy (shift 4) fail the check; route recovery (2) and access-timeout recovery (6) are
+#: repairs in progress, and evidence only that the mask is supported. The mask is all that drivers without the
+#: summary (``nvmlGpuFabricInfo_v2``) report.
+_FABRIC_MASK_FAILING = (0, 4)
+_FABRIC_MASK_FIELDS = (0, 2, 4, 6)
+#: The PCIe link (``pcie_downtrained``): its generation and width now and at most (NVML's maximum is that of the
+#: device *and* the system: a Gen5 GPU in a Gen4 slot reports 4, so only a link that trained below what it could
+#: reach fails). Width below its maximum is a downtrained link at any load. The generation is not: the GPU drops the
+#: link to Gen1 at idle to save power, so a generation below its maximum is evidence only while the GPU is busy.
+#: Not a drain: the GPU still computes right and at full speed, and jobs that do not stream over PCIe barely notice;
+#: jobs that do (host-device copies, data loading, offload, GPUDirect RDMA to the NIC beside it) lose up to half
+#: their bandwidth on that GPU. The fix (reseat, a reset or reboot to retrain the link) waits for the node to empty,
+#: so the node is marked degraded for the operator to service at its next idle moment, not taken from its jobs.
+_PCIE_LINK = ("pcie_link_gen", "pcie_link_gen_max", "pcie_link_width", "pcie_link_width_max")
+_LINK_BUSY = ("utilization", "sm_active", "compute_processes")
 _GPU_TRACKED_SET = frozenset(_GPU_TRACKED)
 _THERMAL = frozenset({"sw_thermal", "hw_thermal"})
 _SLOWDOWN = frozenset({"hw_slowdown", "hw_power_brake"})
@@ -176,6 +205,44 @@ def _quiet(key: str, names: Iterable[str], present: Mapping[str, Any], grew_at: 
     return quiet
 
 
+def _fabric_ok(c: Mapping[str, Any]) -> bool | None:
+    """``None`` when nothing the GPU sends speaks for its fabric (none sent, summary 0, no mask field supported),
+    else whether the fabric and its manager are healthy."""
+    summary = c.get("fabric_health_summary")
+    manager = c.get("fabric_manager_status")
+    mask = c.get("fabric_health_mask") or 0
+    if (
+        summary not in _FABRIC_SUMMARY_KNOWN
+        and manager not in _FABRIC_MANAGER_KNOWN
+        and not any((mask >> shift) & 3 for shift in _FABRIC_MASK_FIELDS)
+    ):
+        return None
+    if summary in _FABRIC_SUMMARY_FAILING or manager == _FABRIC_MANAGER_FAILURE:
+        return False
+    return not any((mask >> shift) & 3 == 1 for shift in _FABRIC_MASK_FAILING)
+
+
+def _link_gen_ok(c: Mapping[str, Any]) -> bool | None:
+    """Whether the PCIe link runs at its top generation; ``None`` when unknown, or below it on an idle GPU (power
+    saving, not evidence). Busy: any utilization or SM activity, or a compute process. Part of a GPU's health inputs
+    (:func:`advance`): the busy-ness it reads changes every push, this verdict seldom does."""
+    gen, top = c.get("pcie_link_gen"), c.get("pcie_link_gen_max")
+    if gen is None or not top:
+        return None
+    if gen >= top:
+        return True
+    return False if any((c.get(name) or 0) > 0 for name in _LINK_BUSY) else None
+
+
+def _pcie_link_ok(c: Mapping[str, Any], gen_ok: bool | None) -> bool | None:
+    """``None`` when neither the width nor the generation (``gen_ok``, :func:`_link_gen_ok`) can be judged."""
+    width, top = c.get("pcie_link_width"), c.get("pcie_link_width_max")
+    width_ok = None if width is None or not top else width >= top
+    if gen_ok is None:
+        return width_ok
+    return gen_ok and width_ok is not False
+
+
 def _gpu_checks(gpu: GpuView, grew_at: Mapping[Tracker, float], tracked: bool = True) -> dict[str, bool]:
     """``tracked``: whether the GPU reports any error counter a check tracks (without one, no such check applies)."""
     if not gpu.up:
@@ -195,6 +262,12 @@ def _gpu_checks(gpu: GpuView, grew_at: Mapping[Tracker, float], tracked: bool = 
             quiet = _quiet(gpu.uuid, counters, c, grew_at)
             if quiet is not None:
                 checks[check] = quiet
+    fabric = _fabric_ok(c)
+    if fabric is not None:
+        checks["fabric"] = fabric
+    link = _pcie_link_ok(c, _link_gen_ok(c))
+    if link is not None:
+        checks["pcie_downtrained"] = link
     reasons = c.get("throttle_reasons")
     if reasons is not None:
         checks["thermal"] = not (_THERMAL & set(reasons))
@@ -240,7 +313,10 @@ def _fails_drain(checks: Mapping[str, bool]) -> bool:
     return not all(checks.values()) and any(not ok and name in DRAIN_CHECKS for name, ok in checks.items())
 
 
-#: What a GPU's checks depend on besides the window: up, the values the checks read and every tracked counter.
+#: What a GPU's checks depend on besides the window: up, the values the checks read and every tracked counter; and,
+#: appended by :func:`advance`, the verdict on the link's generation (:func:`_link_gen_ok`), the only way the checks
+#: read the generation and the GPU's busy-ness (the raw utilization would differ on nearly every push and defeat
+#: the shortcut).
 _INPUTS = (
     "ecc_uncorrected_total",
     "row_remap_failure",
@@ -248,8 +324,11 @@ _INPUTS = (
     "last_xid",
     "throttle_reasons",
     *_GPU_TRACKED,
+    *_FABRIC,
+    "pcie_link_width",
+    "pcie_link_width_max",
 )
-_INPUTS_SET = frozenset(_INPUTS)
+_INPUTS_SET = frozenset((*_INPUTS, *_PCIE_LINK))
 
 
 def advance(held: NodeView | None, view: NodeView, window_seconds: float) -> NodeView:
@@ -267,7 +346,11 @@ def advance(held: NodeView | None, view: NodeView, window_seconds: float) -> Nod
         # A GPU that reports none of them: a constant tuple, shared by every such GPU
         gpu.uuid: ((True,) if gpu.up else (False,))
         if _INPUTS_SET.isdisjoint(gpu.counters)
-        else (gpu.up, *map(gpu.counters.get, _INPUTS))
+        else (
+            gpu.up,
+            *map(gpu.counters.get, _INPUTS),
+            _link_gen_ok(gpu.counters) if "pcie_link_gen" in gpu.counters else None,
+        )
         for gpu in view.gpus
     }
     settled = not old_grew and all(old_inputs.get(uuid) == values for uuid, values in inputs.items())

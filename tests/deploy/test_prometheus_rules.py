@@ -65,6 +65,13 @@ def test_promtool_unit_tests_pass(promtool: str) -> None:
         ("mfumon-cluster-truth.yml", "max by (cluster, job_id, kind) (incr", "sum by (cluster, job_id, kind) (incr"),
         ("mfumon-cluster-truth.yml", "max by (cluster, node) (increase(", "sum by (cluster, node) (increase("),
         ("mfumon-goodput.yml", "for: 15m", "for: 5m"),  # a straggler for 10 minutes would page
+        ("mfumon-health.yml", "for: 15m", "for: 5m"),  # a PCIe link caught mid-change for 10 minutes would page
+        # one replica's view of a downtrained link is enough: pages before every replica sees it
+        (
+            "mfumon-health.yml",
+            "max by (cluster, node, gpu, uuid) (mfumon_gpu_health",
+            "min by (cluster, node, gpu, uuid) (mfumon_gpu_health",
+        ),
         ("mfumon-goodput.yml", "max by (cluster, job_id, category)", "sum by (cluster, job_id, category)"),  # replicas
         ("mfumon-recording.yml", 'category!~"idle|unreported"', 'category!="idle"'),  # unreported GPUs as waste
     ],
@@ -136,6 +143,10 @@ def test_required_alerts_exist_and_watch_the_right_metrics() -> None:
             "job_id:mfumon_job_requests_waiting:max > 0",
         ],
         "MfumonNodeDrain": ["node:mfumon_node_drain:max", "node:mfumon_node_info:topk1"],
+        "MfumonGPUPcieDowntrained": [
+            'mfumon_gpu_health{check="pcie_downtrained"}) == 0',
+            "node:mfumon_node_info:topk1",
+        ],
         "MfumonMFUAccountingSuspect": ["job_id:mfumon_job_mfu_hardware_agreement_ratio:avg10m > 1.2", "< 0.5"],
         "MfumonGPUsBusyNotReporting": [
             "job_id:mfumon_job_unreported_seconds:sum1d",

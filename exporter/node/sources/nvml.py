@@ -20,7 +20,7 @@ from typing import Any
 from mfumon.exporter.errors import CounterUnsupported, DeviceError, GpuLost
 from mfumon.exporter.node.attribution import GpuProcess, JobResolver
 from mfumon.exporter.node.sharing import split_gpu
-from mfumon.exporter.node.sources.nvml_api import DeviceInfo, NvlinkTotals, NvmlApi
+from mfumon.exporter.node.sources.nvml_api import DeviceInfo, NvlinkTotals, NvmlApi, PcieLink
 from mfumon.exporter.node.sources.xid import XidWatcher
 from mfumon.exporter.samples import GpuSample, JobShare
 
@@ -39,6 +39,7 @@ class _DeviceState:
     unsupported: set[str] = field(default_factory=set)
     lost: bool = False
     max_sm_clock_hz: float | None = None
+    pcie_link_max: PcieLink | None = None
     gpm_samples: list[Any] = field(default_factory=list)
     gpm_taken_at: float | None = None
     nvlink_prev: NvlinkTotals | None = None
@@ -248,9 +249,10 @@ class NvmlSource:
     def _health(self, device: DeviceInfo, state: _DeviceState, board: Any) -> dict[str, Any]:
         """Error counters that explain a slow or failing GPU, and energy; each left out where unsupported.
 
-        Remapped rows, PCIe replays and NVLink errors belong to the board, so a MIG instance reports its parent's
-        (each instance of a failing board is unhealthy). Energy is read on the device's own handle: a MIG instance
-        has none, so its idle energy is not counted twice.
+        Remapped rows, PCIe replays and link, NVLink errors and the fabric belong to the board, so a MIG instance
+        reports its parent's (each instance of a failing board is unhealthy). Energy is read on the device's own
+        handle: a MIG instance has none, so its idle energy is not counted twice. The link's maximum is static: read
+        once.
         """
         api, out = self._api, {}
         out["energy_joules_total"] = self._read(device, state, "energy", lambda: api.energy_joules(device.handle))
@@ -262,6 +264,19 @@ class NvmlSource:
             out["row_remap_pending"] = rows.pending
             out["row_remap_failure"] = rows.failure
         out.update(self._read(device, state, "nvlink_errors", lambda: api.nvlink_errors(board)) or {})
+        link = self._read(device, state, "pcie_link", lambda: api.pcie_link(board))
+        if link is not None:
+            out["pcie_link_gen"], out["pcie_link_width"] = link.generation, link.width
+            if state.pcie_link_max is None:
+                state.pcie_link_max = self._read(
+                    device, state, "pcie_link_max", lambda: api.pcie_link(board, maximum=True)
+                )
+            top = state.pcie_link_max
+            if top is not None:
+                out["pcie_link_gen_max"], out["pcie_link_width_max"] = top.generation, top.width
+        fabric = self._read(device, state, "fabric", lambda: api.fabric_health(board))
+        if fabric is not None:
+            out.update(fabric.counters())
         if device.physical_uuid in self._xid.registered:  # 0: no XID since the exporter started
             out["last_xid"] = self._xid.last_xid(device.physical_uuid) or 0
         return out

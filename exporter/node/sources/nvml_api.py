@@ -9,6 +9,7 @@ MiB/s -> B/s, KiB -> bytes. Handles stay opaque to the rest of the exporter.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib
 import re
 from collections.abc import Callable, Sequence
@@ -19,7 +20,7 @@ from typing import Any, TypeVar
 from mfumon.exporter.errors import CounterUnsupported, DeviceError, GpuLost, SourceUnavailable
 from mfumon.exporter.samples import THROTTLE_REASONS
 
-__all__ = ["DeviceInfo", "GpmMetrics", "NvmlApi", "RemappedRows", "XidEvent"]
+__all__ = ["DeviceInfo", "FabricHealth", "GpmMetrics", "NvmlApi", "PcieLink", "RemappedRows", "XidEvent"]
 
 T = TypeVar("T")
 
@@ -39,6 +40,14 @@ _NVLINK_ERROR_FIELDS: dict[str, tuple[int, ...]] = {
     "nvlink_replay_errors_total": (52, 161),  # REPLAY_ERROR_COUNT_TOTAL, else ERROR_DL_REPLAY
     "nvlink_recovery_errors_total": (59, 162),  # RECOVERY_ERROR_COUNT_TOTAL, else ERROR_DL_RECOVERY
 }
+#: nvmlGpuFabricState_t (NVML_GPU_FABRIC_STATE_*) of a GPU outside any NVLink fabric, and of a finished probe
+_FABRIC_STATE_NOT_SUPPORTED = 0
+_FABRIC_STATE_COMPLETED = 3
+#: The probe's state as dcgmFabricManagerStatus_t, the way DCGM derives its DCGM_FI_DEV_FABRIC_MANAGER_STATUS from the
+#: same struct: not started 1, in progress 2, completed 3 (Success) unless its status is an error (4, Failure)
+_FABRIC_MANAGER_STATUS = {1: 1, 2: 2}
+_FABRIC_MANAGER_SUCCESS, _FABRIC_MANAGER_FAILURE, _FABRIC_MANAGER_UNRECOGNIZED = 3, 4, 5
+_ARGUMENT_VERSION_MISMATCH = 25  # NVML_ERROR_ARGUMENT_VERSION_MISMATCH: the driver does not know this struct version
 #: nvmlValueType_t -> the member of c_nvmlValue_t that holds the value
 _VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 _MIG_NAME = re.compile(r"\bMIG\s+(\S+)\s*$")
@@ -123,6 +132,35 @@ class RemappedRows:
     failure: bool
 
 
+@dataclass(frozen=True, slots=True)
+class PcieLink:
+    """A GPU's PCIe link: generation (1-6) and lane width (x1-x16), now or at most."""
+
+    generation: int
+    width: int
+
+
+@dataclass(frozen=True, slots=True)
+class FabricHealth:
+    """``nvmlDeviceGetGpuFabricInfoV``: the GPU's standing in its NVLink fabric, as the sample's fabric fields.
+
+    ``manager_status`` is the registration probe's state and status as ``dcgmFabricManagerStatus_t``;
+    ``health_mask`` the NVML_GPU_FABRIC_HEALTH_MASK_* fields; ``health_summary`` NVML_GPU_FABRIC_HEALTH_SUMMARY_*
+    (``nvmlGpuFabricInfo_v3`` only). NVML's 0, "not supported", is ``None``: left out, like an unsupported counter.
+    """
+
+    manager_status: int
+    health_mask: int | None
+    health_summary: int | None
+
+    def counters(self) -> dict[str, int | None]:
+        return {
+            "fabric_manager_status": self.manager_status,
+            "fabric_health_mask": self.health_mask,
+            "fabric_health_summary": self.health_summary,
+        }
+
+
 def _text(value: Any) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
@@ -140,6 +178,9 @@ class NvmlApi:
             module.NVML_ERROR_FUNCTION_NOT_FOUND,
         }
         self._timeout = module.NVML_ERROR_TIMEOUT
+        # nvmlGpuFabricInfo versions to try, newest first; one the driver does not know is dropped for every device
+        structs = (getattr(module, "c_nvmlGpuFabricInfo_v3_t", None), getattr(module, "c_nvmlGpuFabricInfoV_t", None))
+        self._fabric_structs = [struct for struct in dict.fromkeys(structs) if struct is not None]
 
     @classmethod
     def load(cls) -> NvmlApi:
@@ -307,6 +348,50 @@ class NvmlApi:
     def pcie_replays(self, handle: Any) -> int:
         """PCIe replays (link-level retransmissions) counted by the GPU."""
         return int(self._call(self._nvml.nvmlDeviceGetPcieReplayCounter, handle))
+
+    def pcie_link(self, handle: Any, *, maximum: bool = False) -> PcieLink:
+        """The PCIe link now, or at most: ``maximum`` is what the device *and* the system can reach (a Gen5 GPU in a
+        Gen4 slot: 4). The current generation drops at idle to save power (nvmlDeviceGetCurrPcieLinkGeneration)."""
+        nvml = self._nvml
+        if maximum:
+            generation, width = nvml.nvmlDeviceGetMaxPcieLinkGeneration, nvml.nvmlDeviceGetMaxPcieLinkWidth
+        else:
+            generation, width = nvml.nvmlDeviceGetCurrPcieLinkGeneration, nvml.nvmlDeviceGetCurrPcieLinkWidth
+        return PcieLink(int(self._call(generation, handle)), int(self._call(width, handle)))
+
+    def fabric_health(self, handle: Any) -> FabricHealth:
+        """The GPU's NVLink fabric health (Hopper and newer on an NVSwitch system), through the versioned query:
+        ``nvmlGpuFabricInfo_v3`` (health summary) where the driver knows it, else ``_v2`` (mask only).
+
+        ``CounterUnsupported`` for a GPU outside any fabric (probe state NOT_SUPPORTED), on a driver that knows
+        neither version, or with a pynvml that lacks the query.
+        """
+        nvml = self._nvml
+        query = getattr(nvml, "nvmlDeviceGetGpuFabricInfoV", None)
+        if query is None or not self._fabric_structs:
+            raise CounterUnsupported("nvmlDeviceGetGpuFabricInfoV: not in this pynvml, or no struct version known")
+        mismatch = getattr(nvml, "NVML_ERROR_ARGUMENT_VERSION_MISMATCH", _ARGUMENT_VERSION_MISMATCH)
+        while True:
+            info = self._fabric_structs[0]()  # its constructor sets ``version``
+            try:
+                self._call(query, handle, ctypes.byref(info))  # an out-parameter, as in C
+                break
+            except DeviceError as exc:
+                if exc.code != mismatch:
+                    raise
+                self._fabric_structs.pop(0)  # a driver older than this version: the previous one, from now on
+                if not self._fabric_structs:
+                    raise CounterUnsupported("nvmlDeviceGetGpuFabricInfoV: the driver knows no struct version") from exc
+        state = int(info.state) & 0xFF  # nvml.h: an unsigned char; pynvml declares a c_uint over its padding
+        if state == _FABRIC_STATE_NOT_SUPPORTED:
+            raise CounterUnsupported("nvmlDeviceGetGpuFabricInfoV: the GPU is in no NVLink fabric")
+        if state == _FABRIC_STATE_COMPLETED:
+            failed = int(info.status) != self._ok
+            manager = _FABRIC_MANAGER_FAILURE if failed else _FABRIC_MANAGER_SUCCESS
+        else:
+            manager = _FABRIC_MANAGER_STATUS.get(state, _FABRIC_MANAGER_UNRECOGNIZED)
+        summary = int(getattr(info, "healthSummary", 0))
+        return FabricHealth(manager, int(info.healthMask) or None, summary or None)
 
     def remapped_rows(self, handle: Any) -> RemappedRows:
         """Remapped HBM rows; NOT_SUPPORTED before Ampere (those parts retire pages instead)."""

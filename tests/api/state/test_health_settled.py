@@ -1,6 +1,7 @@
 """A node's health advanced by its shortcut (every GPU sends what its checks read as last time, nothing grew within
 the window: the previous checks are reused) equals the health worked out in full, push after push, whatever the
-counters do: grow, reset, appear, vanish, throttle, go down, sit idle."""
+counters do: grow, reset, appear, vanish, throttle, go down, sit idle; whatever the PCIe link and the NVLink fabric
+report, busy or idle (an idle GPU's Gen1 link is no evidence, a busy one's is)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,19 @@ COUNTERS = (
     "pcie_replays_total",
     "remapped_rows_uncorrectable_total",
     "ecc_deferred_total",
+)
+
+#: What the link and fabric checks read, and the busy-ness that makes a slow link generation count (None: absent)
+LINK_VALUES: tuple[tuple[str, list[Any]], ...] = (
+    ("utilization", [None, 0.0, 0.0, 0.9]),
+    ("sm_active", [None, 0.0, 0.4]),
+    ("pcie_link_gen", [None, 1, 4, 5]),
+    ("pcie_link_gen_max", [None, 5, 5]),
+    ("pcie_link_width", [None, 8, 16, 16]),
+    ("pcie_link_width_max", [None, 16]),
+    ("fabric_health_summary", [None, 0, 1, 1, 2, 3]),
+    ("fabric_health_mask", [None, 0, 0b10101010, 0b10101001]),
+    ("fabric_manager_status", [None, 0, 3, 4]),
 )
 
 
@@ -57,10 +71,13 @@ def gpu_state(draw: st.DrawFn, index: int) -> dict[str, Any]:
         ("last_xid", [None, 0, 13, 79]),
         ("row_remap_pending", [None, 0, 1]),
         ("throttle_reasons", [None, [], ["hw_slowdown"], ["sw_thermal", "hw_slowdown"]]),
+        *LINK_VALUES,
     ):
         value = draw(st.sampled_from(values))
         if value is not None:
             body[name] = value
+        else:
+            body.pop(name, None)  # the factory's utilization and SM activity too: absent, not busy
     return body
 
 
@@ -75,6 +92,14 @@ def pushes(draw: st.DrawFn) -> list[tuple[float, dict[str, Any]]]:
         if draw(st.integers(0, 2)) == 0:
             k = draw(st.integers(0, len(gpus) - 1))
             gpus[k] = draw(gpu_state(k))
+        elif draw(st.integers(0, 1)) == 0:  # one link or fabric figure, or the busy-ness, changes: nothing else
+            k = draw(st.integers(0, len(gpus) - 1))
+            name, values = draw(st.sampled_from(LINK_VALUES))
+            value = draw(st.sampled_from(values))
+            if gpus[k]["up"]:
+                gpus[k] = {n: v for n, v in gpus[k].items() if n != name}
+                if value is not None:
+                    gpus[k][name] = value
         if ports is not None and draw(st.integers(0, 3)) == 0:
             ports = [ib_port("mlx5_0", 1, link_downed_total=draw(st.integers(0, 2)), state="ACTIVE")]
         body: dict[str, Any] = {"gpus": [dict(g) for g in gpus]}

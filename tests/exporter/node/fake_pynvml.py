@@ -20,6 +20,16 @@ accounting is disabled. The pynvml wrappers' names and arguments are nvidia-ml-p
 (``nvmlDeviceGetProcessUtilization(handle, timeStamp)`` returns a list, empty when the count is 0;
 ``nvmlDeviceGetAccountingStats(handle, pid)`` returns a ``c_nvmlAccountingStats_t``).
 
+PCIe link and NVLink fabric (issue 53) follow the same guide and nvidia-ml-py 13.615.71: the four
+``nvmlDevice{Get,}{Curr,Max}PcieLink{Generation,Width}(handle)`` return an unsigned int ("max" is what the device *and*
+the system can reach) and raise ``NVML_ERROR_NOT_SUPPORTED`` "if PCIe link information is not available";
+``nvmlDeviceGetGpuFabricInfoV(device, gpuFabricInfo)`` fills the struct the caller passes by reference, whose first
+field, ``version``, it must set (``nvmlGpuFabricInfo_v2`` = 0x02000024, ``_v3`` = 0x3000028: the struct's size | the
+version << 24); a version the driver does not know answers ``NVML_ERROR_ARGUMENT_VERSION_MISMATCH``, a device without
+fabric support ``NVML_ERROR_NOT_SUPPORTED``. v3 adds ``healthSummary`` (NVML_GPU_FABRIC_HEALTH_SUMMARY_*) to v2's
+``healthMask`` (2-bit NVML_GPU_FABRIC_HEALTH_MASK_* fields: 0 not supported, 1 true, 2 false); ``status`` matters only
+once ``state`` is COMPLETED. nvml.h declares ``state`` an unsigned char, pynvml a ``c_uint`` (the padding after it).
+
 The devices are plain dataclasses (:class:`FakeGpu`, :class:`FakeMig`) a test builds and mutates through
 :func:`reset` and the module-level :data:`STATE`.
 """
@@ -41,11 +51,13 @@ from ctypes import (
     c_int64,
     c_longlong,
     c_uint,
+    c_uint8,
     c_uint32,
     c_ulong,
     c_ulonglong,
     c_ushort,
     pointer,
+    sizeof,
 )
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,6 +85,7 @@ NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
 NVML_ERROR_IN_USE = 19
 NVML_ERROR_MEMORY = 20
 NVML_ERROR_NO_DATA = 21
+NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
 NVML_ERROR_UNKNOWN = 999
 
 NVML_TEMPERATURE_GPU = 0
@@ -135,6 +148,32 @@ NVML_GPM_METRIC_MAX = 477
 NVML_GPM_METRICS_GET_VERSION = 1
 NVML_GPM_SUPPORT_VERSION = 1
 _NVML_NVLINK_MAX_LINKS = 18
+
+NVML_GPU_FABRIC_UUID_LEN = 16
+NVML_GPU_FABRIC_STATE_NOT_SUPPORTED = 0
+NVML_GPU_FABRIC_STATE_NOT_STARTED = 1
+NVML_GPU_FABRIC_STATE_IN_PROGRESS = 2
+NVML_GPU_FABRIC_STATE_COMPLETED = 3
+NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_NOT_SUPPORTED = 0
+NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_TRUE = 1
+NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_FALSE = 2
+NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_DEGRADED_BW = 0
+NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_DEGRADED_BW = 0x3
+NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_RECOVERY_TRUE = 1
+NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_RECOVERY_FALSE = 2
+NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ROUTE_RECOVERY = 2
+NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_UNHEALTHY_TRUE = 1
+NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_UNHEALTHY_FALSE = 2
+NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ROUTE_UNHEALTHY = 4
+NVML_GPU_FABRIC_HEALTH_MASK_ACCESS_TIMEOUT_RECOVERY_TRUE = 1
+NVML_GPU_FABRIC_HEALTH_MASK_ACCESS_TIMEOUT_RECOVERY_FALSE = 2
+NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ACCESS_TIMEOUT_RECOVERY = 6
+NVML_GPU_FABRIC_HEALTH_SUMMARY_NOT_SUPPORTED = 0
+NVML_GPU_FABRIC_HEALTH_SUMMARY_HEALTHY = 1
+NVML_GPU_FABRIC_HEALTH_SUMMARY_UNHEALTHY = 2
+NVML_GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY = 3
+nvmlGpuFabricInfo_v2 = 0x02000024
+nvmlGpuFabricInfo_v3 = 0x3000028
 
 
 # -- errors: the mechanics of nvidia-ml-py -------------------------------------------------------------------------
@@ -318,6 +357,42 @@ class c_nvmlGpmSupport_t(_PrintableStructure):
     _fields_ = [("version", c_uint), ("isSupportedDevice", c_uint)]
 
 
+_nvmlReturn_t = c_uint
+_nvmlGpuFabricState_t = c_uint
+
+
+class c_nvmlGpuFabricInfo_v2_t(_PrintableStructure):
+    _fields_ = [
+        ("version", c_uint),
+        ("clusterUuid", c_uint8 * NVML_GPU_FABRIC_UUID_LEN),
+        ("status", _nvmlReturn_t),
+        ("cliqueId", c_uint32),
+        ("state", _nvmlGpuFabricState_t),
+        ("healthMask", c_uint32),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__(version=nvmlGpuFabricInfo_v2)
+
+
+c_nvmlGpuFabricInfoV_t = c_nvmlGpuFabricInfo_v2_t
+
+
+class c_nvmlGpuFabricInfo_v3_t(_PrintableStructure):
+    _fields_ = [
+        ("version", c_uint),
+        ("clusterUuid", c_uint8 * NVML_GPU_FABRIC_UUID_LEN),
+        ("status", _nvmlReturn_t),
+        ("cliqueId", c_uint32),
+        ("state", _nvmlGpuFabricState_t),
+        ("healthMask", c_uint32),
+        ("healthSummary", c_uint8),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__(version=nvmlGpuFabricInfo_v3)
+
+
 class nvmlFriendlyObject:
     def __init__(self, dictionary: dict[str, Any]) -> None:
         for key, value in dictionary.items():
@@ -340,6 +415,32 @@ class FakeMig:
     memory_used_bytes: int = 0
     processes: list[tuple[int, int | None]] = field(default_factory=list)
     gpm_values: dict[int, float] = field(default_factory=dict)
+
+
+def fabric_mask(
+    degraded_bw: int = NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_FALSE,
+    route_recovery: int = NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_RECOVERY_FALSE,
+    route_unhealthy: int = NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_UNHEALTHY_FALSE,
+    access_timeout_recovery: int = NVML_GPU_FABRIC_HEALTH_MASK_ACCESS_TIMEOUT_RECOVERY_FALSE,
+) -> int:
+    """A health mask from its fields (each NOT_SUPPORTED 0, TRUE 1 or FALSE 2), as NVML_GPU_FABRIC_HEALTH_GET reads."""
+    return (
+        degraded_bw << NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_DEGRADED_BW
+        | route_recovery << NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ROUTE_RECOVERY
+        | route_unhealthy << NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ROUTE_UNHEALTHY
+        | access_timeout_recovery << NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ACCESS_TIMEOUT_RECOVERY
+    )
+
+
+@dataclass
+class FakeFabric:
+    """A GPU's place in an NVLink fabric (NVSwitch systems): the registration probe and the fabric's health."""
+
+    state: int = NVML_GPU_FABRIC_STATE_COMPLETED
+    status: int = NVML_SUCCESS  # the probe's error, once COMPLETED
+    clique_id: int = 32766
+    health_mask: int = field(default_factory=fabric_mask)
+    health_summary: int = NVML_GPU_FABRIC_HEALTH_SUMMARY_HEALTHY
 
 
 @dataclass
@@ -382,6 +483,13 @@ class FakeGpu:
     process_samples: list[tuple[int, int, int, int]] = field(default_factory=list)
     accounting_enabled: bool = False
     accounting: dict[int, tuple[int, bool]] = field(default_factory=dict)
+    # PCIe link (generation, width) now and at most: the H200's answers (nvml_calls.json), Gen5 x16 in P0. The fabric:
+    # None is a GPU in no NVLink fabric, answering NOT_SUPPORTED (the H200 VM: nvidia-smi's "Fabric" section all
+    # N/A); ``fabric_versions`` are the nvmlGpuFabricInfo versions the driver knows (v3 added the health summary).
+    pcie_link: tuple[int, int] = (5, 16)
+    pcie_link_max: tuple[int, int] = (5, 16)
+    fabric: FakeFabric | None = None
+    fabric_versions: tuple[int, ...] = (nvmlGpuFabricInfo_v2, nvmlGpuFabricInfo_v3)
 
 
 @dataclass
@@ -606,6 +714,51 @@ def nvmlDeviceGetTotalEnergyConsumption(handle: Any) -> int:
 def nvmlDeviceGetPcieReplayCounter(handle: Any) -> int:
     gpu, _, _ = _resolve(handle, "nvmlDeviceGetPcieReplayCounter")
     return gpu.pcie_replays
+
+
+def nvmlDeviceGetCurrPcieLinkGeneration(handle: Any) -> int:
+    gpu, _, _ = _resolve(handle, "nvmlDeviceGetCurrPcieLinkGeneration")
+    return gpu.pcie_link[0]
+
+
+def nvmlDeviceGetMaxPcieLinkGeneration(handle: Any) -> int:
+    gpu, _, _ = _resolve(handle, "nvmlDeviceGetMaxPcieLinkGeneration")
+    return gpu.pcie_link_max[0]
+
+
+def nvmlDeviceGetCurrPcieLinkWidth(handle: Any) -> int:
+    gpu, _, _ = _resolve(handle, "nvmlDeviceGetCurrPcieLinkWidth")
+    return gpu.pcie_link[1]
+
+
+def nvmlDeviceGetMaxPcieLinkWidth(handle: Any) -> int:
+    gpu, _, _ = _resolve(handle, "nvmlDeviceGetMaxPcieLinkWidth")
+    return gpu.pcie_link_max[1]
+
+
+def nvmlDeviceGetGpuFabricInfoV(device: Any, gpuFabricInfo: Any) -> int:
+    gpu, _, _ = _resolve(device, "nvmlDeviceGetGpuFabricInfoV")
+    info = getattr(gpuFabricInfo, "_obj", None)  # byref(struct)
+    if info is None and hasattr(gpuFabricInfo, "contents"):  # pointer(struct)
+        info = gpuFabricInfo.contents
+    if not isinstance(info, c_nvmlGpuFabricInfo_v2_t | c_nvmlGpuFabricInfo_v3_t):
+        raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)  # C reads a pointer: a struct by value is garbage to it
+    if gpu.fabric is None:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    if info.version not in gpu.fabric_versions:
+        raise NVMLError(NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+    if sizeof(info) < info.version & 0xFFFFFF:  # the driver would write past the caller's struct
+        raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+    fabric = gpu.fabric
+    info.state, info.status, info.cliqueId, info.healthMask = (
+        fabric.state,
+        fabric.status,
+        fabric.clique_id,
+        fabric.health_mask,
+    )
+    if info.version == nvmlGpuFabricInfo_v3:
+        info.healthSummary = fabric.health_summary
+    return NVML_SUCCESS
 
 
 def nvmlDeviceGetRemappedRows(device: Any) -> tuple[int, int, int, int]:

@@ -300,6 +300,10 @@ def test_health_counters_as_the_h200_answered_them(fake_nvml: ModuleType, caplog
     assert body["last_xid"] == 0  # registered for XID events, none seen
     for absent in ("nvlink_crc_flit_errors_total", "nvlink_replay_errors_total", "nvlink_recovery_errors_total"):
         assert absent not in body  # unsupported: left out, never 0
+    # Gen5 x16 of Gen5 x16, as nvmlDeviceGetCurr/MaxPcieLink* answered; no NVLink fabric (nvidia-smi: all N/A)
+    link = ("pcie_link_gen", "pcie_link_gen_max", "pcie_link_width", "pcie_link_width_max")
+    assert tuple(body[name] for name in link) == (5, 5, 16, 16)
+    assert "fabric_health_summary" not in body and "fabric_manager_status" not in body
     # One call for the NVLink error fields and one for the throughput fields: each tried once, then remembered
     # as unsupported (no call per cycle for counters that never answer).
     assert fake_nvml.STATE.calls["nvmlDeviceGetFieldValues"] == 2
@@ -451,3 +455,119 @@ def test_equal_split_is_the_stated_fallback_and_mig_instances_are_never_split(
         ("4242", 0.5, "equal_split"),
     ]
     assert slice_.mig_profile == "3g.40gb" and slice_.shares is None and slice_.job_id == "infer-1"  # explicit wins
+
+
+# -- PCIe link and NVLink fabric (issue 53) -------------------------------------------------------------------------
+
+
+def test_pcie_link_now_and_at_most_the_maximum_read_once(fake_nvml: ModuleType) -> None:
+    downtrained = fake_nvml.FakeGpu(uuid="GPU-D", gpm_supported=False, pcie_link=(4, 8), pcie_link_max=(5, 16))
+    source = _source(fake_nvml, [downtrained])
+    try:
+        first = source.collect()[0]
+        downtrained.pcie_link = (1, 8)  # idle: the generation drops to save power
+        again = [source.collect()[0] for _ in range(2)][-1]
+    finally:
+        source.close()
+    assert (first.pcie_link_gen, first.pcie_link_width) == (4, 8)
+    assert (first.pcie_link_gen_max, first.pcie_link_width_max) == (5, 16)
+    assert (again.pcie_link_gen, again.pcie_link_width, again.pcie_link_gen_max) == (1, 8, 5)
+    assert fake_nvml.STATE.calls["nvmlDeviceGetCurrPcieLinkGeneration"] == 3
+    assert fake_nvml.STATE.calls["nvmlDeviceGetMaxPcieLinkGeneration"] == 1  # static: read once
+    assert fake_nvml.STATE.calls["nvmlDeviceGetMaxPcieLinkWidth"] == 1
+
+
+def test_pcie_link_not_available_is_left_out_and_not_asked_again(fake_nvml: ModuleType) -> None:
+    gpu = fake_nvml.FakeGpu(uuid="GPU-1", gpm_supported=False, unsupported={"nvmlDeviceGetCurrPcieLinkWidth"})
+    source = _source(fake_nvml, [gpu])
+    try:
+        bodies = [source.collect()[0].to_json() for _ in range(3)]
+    finally:
+        source.close()
+    for body in bodies:
+        assert not {"pcie_link_gen", "pcie_link_width", "pcie_link_gen_max", "pcie_link_width_max"} & set(body)
+    assert fake_nvml.STATE.calls["nvmlDeviceGetCurrPcieLinkWidth"] == 1
+    assert "nvmlDeviceGetMaxPcieLinkGeneration" not in fake_nvml.STATE.calls
+    assert source.error_count == 0
+
+
+def test_fabric_health_from_the_v3_struct(fake_nvml: ModuleType) -> None:
+    mask = fake_nvml.fabric_mask(degraded_bw=fake_nvml.NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_TRUE)
+    limited = fake_nvml.FakeFabric(
+        health_mask=mask, health_summary=fake_nvml.NVML_GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY
+    )
+    source = _source(fake_nvml, [fake_nvml.FakeGpu(uuid="GPU-F", gpm_supported=False, fabric=limited)])
+    try:
+        body = source.collect()[0].to_json()
+    finally:
+        source.close()
+    assert body["fabric_health_summary"] == 3  # LIMITED_CAPACITY
+    assert body["fabric_health_mask"] == mask and mask & 0b11 == 1  # bandwidth degraded: true
+    assert body["fabric_manager_status"] == 3  # the probe completed without error: Success
+
+
+def test_fabric_health_on_a_driver_without_the_summary_falls_back_to_v2_once(fake_nvml: ModuleType) -> None:
+    older = [
+        fake_nvml.FakeGpu(
+            uuid=f"GPU-{k}",
+            gpm_supported=False,
+            fabric=fake_nvml.FakeFabric(),
+            fabric_versions=(fake_nvml.nvmlGpuFabricInfo_v2,),
+        )
+        for k in range(2)
+    ]
+    source = _source(fake_nvml, older)
+    try:
+        bodies = [[s.to_json() for s in source.collect()] for _ in range(3)]
+    finally:
+        source.close()
+    for body in (b for cycle in bodies for b in cycle):
+        assert "fabric_health_summary" not in body  # v2 has none: left out, not 0
+        assert body["fabric_health_mask"] == fake_nvml.fabric_mask()
+        assert body["fabric_manager_status"] == 3
+    # v3 refused once (ARGUMENT_VERSION_MISMATCH), then v2 for every GPU and cycle: 1 + 2 x 3 calls
+    assert fake_nvml.STATE.calls["nvmlDeviceGetGpuFabricInfoV"] == 7
+    assert source.error_count == 0
+
+
+@pytest.mark.parametrize(
+    ("state", "status", "manager"),
+    [
+        pytest.param(1, 0, 1, id="not-started"),
+        pytest.param(2, 0, 2, id="in-progress"),
+        pytest.param(3, 0, 3, id="success"),
+        pytest.param(3, 10, 4, id="completed-with-an-error"),  # NVML_ERROR_TIMEOUT as the probe's status
+    ],
+)
+def test_the_probe_state_is_the_fabric_manager_status(
+    fake_nvml: ModuleType, state: int, status: int, manager: int
+) -> None:
+    fabric = fake_nvml.FakeFabric(state=state, status=status)
+    source = _source(fake_nvml, [fake_nvml.FakeGpu(uuid="GPU-F", gpm_supported=False, fabric=fabric)])
+    try:
+        body = source.collect()[0].to_json()
+    finally:
+        source.close()
+    assert body["fabric_manager_status"] == manager
+
+
+@pytest.mark.parametrize(
+    "fabric",
+    [
+        pytest.param(None, id="not-supported-error"),  # pre-Hopper: NVML_ERROR_NOT_SUPPORTED
+        pytest.param("outside", id="state-not-supported"),  # Hopper with no NVSwitch: the probe says NOT_SUPPORTED
+    ],
+)
+def test_a_gpu_in_no_fabric_sends_no_fabric_fields_and_is_not_asked_again(
+    fake_nvml: ModuleType, fabric: str | None
+) -> None:
+    state = fake_nvml.FakeFabric(state=0, health_mask=0, health_summary=0) if fabric else None
+    source = _source(fake_nvml, [fake_nvml.FakeGpu(uuid="GPU-1", gpm_supported=False, fabric=state)])
+    try:
+        bodies = [source.collect()[0].to_json() for _ in range(3)]
+    finally:
+        source.close()
+    for body in bodies:
+        assert not {"fabric_health_summary", "fabric_health_mask", "fabric_manager_status"} & set(body)
+    assert fake_nvml.STATE.calls["nvmlDeviceGetGpuFabricInfoV"] == 1
+    assert source.error_count == 0
