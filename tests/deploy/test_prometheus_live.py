@@ -59,6 +59,8 @@ SERVING_JOBS = ("serve-chat-70b", "serve-code-8b", "serve-rag-32b")  # behind si
 RESILIENT_JOB = "pretrain-3b-resilient"  # saves a third of its time, fails once and restarts
 DATA_BOUND_JOB = "finetune-8b-databound"  # waits 35% of each step on its input
 STRAGGLER_JOB = "pretrain-13b-straggler"  # one GPU at 60% of its clock sets the pace
+B200_JOB = "pretrain-llama3-70b-b200"  # on B200s, against the B200's own dense peak
+DOWNTRAINED_GPU = ("gpu-h100-03", "2")  # an idle reserve GPU whose PCIe link trained at x8 of x16
 
 
 def _config(work: Path, aggregator: LiveServer) -> dict[str, Any]:
@@ -161,7 +163,16 @@ def test_cross_check_fires_for_the_over_claiming_job_only(prometheus: str) -> No
         r["metric"]["job_id"]: float(r["value"][1])
         for r in instant_query(prometheus, "job_id:mfumon_job_mfu_hardware_agreement_ratio:avg10m")
     }
-    honest = {HEALTHY_JOB, LOW_MFU_JOB, INFERENCE_JOB, *SERVING_JOBS, RESILIENT_JOB, DATA_BOUND_JOB, STRAGGLER_JOB}
+    honest = {
+        HEALTHY_JOB,
+        LOW_MFU_JOB,
+        INFERENCE_JOB,
+        *SERVING_JOBS,
+        RESILIENT_JOB,
+        DATA_BOUND_JOB,
+        STRAGGLER_JOB,
+        B200_JOB,
+    }
     assert set(agreement) == honest | {OVERCLAIM_JOB}
     assert not [(job, agreement[job]) for job in sorted(honest) if not 0.5 < agreement[job] < 1.2]
 
@@ -201,6 +212,15 @@ def test_drain_alert_fires_for_the_flapping_link_and_the_pending_remap_only(prom
     assert {a["labels"]["node"] for a in firing} == {FLAPPING_NODE, REMAP_NODE}
     assert (FLAPPING_NODE, "ib_link_flapping") in reasons and (REMAP_NODE, "row_remap_pending") in reasons
     assert {a["labels"]["pool"] for a in firing} == {"train-h100", "infer-a100"}
+
+
+def test_pcie_downtrained_fires_for_the_narrow_link_only(prometheus: str) -> None:
+    """The reserve pool's GPUs idle at Gen1 (power saving, not a fault); one of them trained at x8 of x16."""
+    firing = wait_for("MfumonGPUPcieDowntrained to fire", lambda: firing_alerts(prometheus, "MfumonGPUPcieDowntrained"))
+    time.sleep(5)  # another GPU would be firing by now too (same warm-up, same `for`)
+    firing = firing_alerts(prometheus, "MfumonGPUPcieDowntrained")
+    assert {(a["labels"]["node"], a["labels"]["gpu"]) for a in firing} == {DOWNTRAINED_GPU}
+    assert {a["labels"]["pool"] for a in firing} == {"reserve-h100"}
 
 
 def test_goodput_alerts_fire_for_the_wasteful_jobs_only(prometheus: str) -> None:
