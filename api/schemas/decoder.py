@@ -123,7 +123,7 @@ class FastDecoder(Generic[M]):
                 patterns[name] = _python_pattern(text["pattern"])
                 field_schema = _without_pattern(field_schema)
             kind = self._type(model, name, field_schema, info)
-            if _is_text(info.annotation):
+            if _is_text(model, name, info):
                 stripped.append(name)
             if name in required:
                 fields.append((name, kind))
@@ -213,11 +213,41 @@ def _python_pattern(pattern: str) -> str:
     return body + r"\Z" if body != pattern else pattern
 
 
-def _is_text(annotation: Any) -> bool:
-    """Whether a field is free text (:class:`Text`), which pydantic strips of surrounding blanks once checked."""
+# String settings with which pydantic changes a value in a way its JSON schema does not show.
+_STR_TRANSFORMS = ("strip_whitespace", "to_lower", "to_upper")
+
+
+def _is_text(model: type[BaseModel], name: str, info: FieldInfo) -> bool:
+    """Whether a field is free text (:class:`Text`), which pydantic strips of surrounding blanks once checked.
+
+    The marker sits where pydantic leaves it: in ``info.metadata`` for a field whose annotation is ``Annotated``
+    (``name: Label``: pydantic unwraps it, leaving ``str``), inside the annotation for any other (``Label | None``).
+    A transformation the decoder cannot make (free text inside a list, ``to_lower``, ``str_strip_whitespace``) fails
+    the build, so no field can be decoded differently in silence."""
+    if any(model.model_config.get(f"str_{t}") for t in _STR_TRANSFORMS):
+        raise TypeError(f"{model.__name__}: string transformations in the config are not decoded fast")
+    found = [(m, False) for m in info.metadata] + list(_markers(info.annotation, inside=False))
+    for marker, inside in found:
+        if any(getattr(marker, t, None) for t in _STR_TRANSFORMS):
+            raise TypeError(f"{model.__name__}.{name}: {marker!r} changes the string; not decoded fast")
+        if isinstance(marker, Text) and inside:
+            raise TypeError(f"{model.__name__}.{name}: free text inside a container is not decoded fast")
+    return any(isinstance(marker, Text) for marker, _ in found)
+
+
+def _markers(annotation: Any, inside: bool) -> typing.Iterator[tuple[Any, bool]]:
+    """Each ``Annotated`` marker in ``annotation`` (a FieldInfo's own metadata too), and whether it sits inside a
+    container (a list's items) rather than on the value itself, ``X | None`` included."""
     if typing.get_origin(annotation) is Annotated:
-        return any(isinstance(m, Text) for m in annotation.__metadata__) or _is_text(typing.get_args(annotation)[0])
-    return any(_is_text(arg) for arg in typing.get_args(annotation))
+        for marker in annotation.__metadata__:
+            yield marker, inside
+            for nested in getattr(marker, "metadata", ()) if isinstance(marker, FieldInfo) else ():
+                yield nested, inside
+        yield from _markers(typing.get_args(annotation)[0], inside)
+        return
+    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    for arg in typing.get_args(annotation):
+        yield from _markers(arg, inside or not union)
 
 
 def _nested_model(annotation: Any, ref: str) -> type[BaseModel]:

@@ -1,0 +1,46 @@
+"""The report's bill: the job's waterfall tile closed with it, added to the pool, team and cluster counters."""
+
+from __future__ import annotations
+
+from mfumon.api.context import AppContext
+from mfumon.api.db.tables import JobRow
+from mfumon.api.services import accounting, lifecycle
+from mfumon.api.services.report_evaluation import ReportEvaluation
+from mfumon.api.state.views import JobShare
+
+
+def bill_report(ctx: AppContext, job: JobRow, evaluation: ReportEvaluation, increments: lifecycle.Increments) -> None:
+    """Close the job's waterfall tile with this report and add it to the pool, team and cluster counters.
+
+    The pool is that of the nodes exporters attribute the job's GPUs to (the first by name; the job's own pool when
+    those nodes are in it, as a scheduler's overlapping partitions make them), else the job's label.
+    """
+    outcome, shares = evaluation.outcome, evaluation.shares
+    pools_of = ctx.state.pools(evaluation.now).of
+    pools = sorted({pool for node, _ in shares for pool in pools_of(node)})
+    pool = job.pool if job.pool in pools else (pools[0] if pools else job.pool)
+    job.accounting = {**(job.accounting or {}), "pool": pool}
+    ledger = accounting.ledger_of(job)
+    known = outcome.mfu is not None
+    bill = ledger.report(
+        evaluation.now,
+        gpus=allocated_gpus(outcome.num_gpus, [share for _, share in shares]),
+        covered_seconds=evaluation.covered_seconds,
+        stalled=outcome.tokens_per_second == 0,
+        split=evaluation.split,
+        model_flops_per_second=outcome.model_flops_per_second if known else None,
+        peak_flops_per_gpu=outcome.peak_flops_per_gpu if known else None,
+        mfu=outcome.mfu,
+        max_gap_seconds=ctx.settings.JOB_TTL_SECONDS,
+    )
+    accounting.bill_job(job, ledger, bill, increments)
+
+
+def allocated_gpus(num_gpus: int | None, shares: list[JobShare]) -> float:
+    """GPU-equivalents the waterfall bills for a tile: the job's GPUs, each shared one counted at the job's share
+    of it (so two jobs on one GPU are billed one GPU-second per second between them, not two)."""
+    if not num_gpus:
+        return 0.0
+    shared = sum(share.shared for share in shares)
+    held = sum(share.gpu_share - share.count for share in shares)  # its share of the shared GPUs
+    return max(0.0, num_gpus - shared + held)
