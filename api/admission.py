@@ -3,8 +3,10 @@
 FastAPI reads and parses a request's body before it solves the route's dependencies, so a token checked in a
 dependency is checked too late: an unauthenticated client could make the server read, hold and parse a 60 MB body
 (and take one of the in-flight ingest slots while it trickled in) only to be told 401 afterwards. Here the head
-alone decides, from the method, the path, ``Authorization`` and ``Content-Length``:
+alone decides, from the method, the path, ``Authorization``, ``Content-Length`` and ``Transfer-Encoding``:
 
+- **one framing**: a head with both ``Content-Length`` and ``Transfer-Encoding`` gets 400 and its connection is
+  closed (RFC 9112, section 6.1: it may be an attempt at request smuggling);
 - **a token with the route's scope** (:data:`ROUTE_SCOPES`): 401 for a missing or wrong token, 403 for one without
   the scope. Every write needs a token once tokens are configured, a route with no entry here included (it then
   gets its 404 or 405 only after the token passed); reads need the ``read`` scope when ``READ_REQUIRES_TOKEN`` is on;
@@ -73,7 +75,7 @@ class Refusal:
 
     status: int
     detail: str
-    reason: str  # "unauthorized", "forbidden" or "too_large": the ingest counter's outcome
+    reason: str  # "unauthorized", "forbidden", "too_large" or "invalid": the ingest counter's outcome
     headers: tuple[tuple[bytes, bytes], ...] = ()
 
     def body(self) -> bytes:
@@ -96,6 +98,13 @@ _UNAUTHORIZED = Refusal(
     ((b"www-authenticate", b"Bearer"),),
 )
 
+
+_AMBIGUOUS_FRAMING = Refusal(
+    400,
+    "a request must not have both Content-Length and Transfer-Encoding (RFC 9112, section 6.1)",
+    "invalid",
+)
+"""Such a message may be an attempt at request smuggling: answered and its connection closed, never served."""
 
 _NOT_STARTED = Refusal(503, "the aggregator is starting; retry", "unavailable", ((b"retry-after", b"1"),))
 
@@ -124,9 +133,17 @@ class Admission:
         return self.max_body_bytes
 
     def check(
-        self, method: str, path: str, authorization: str | None, content_length: str | None
+        self,
+        method: str,
+        path: str,
+        authorization: str | None,
+        content_length: str | None,
+        transfer_encoding: bool = False,
     ) -> Principal | Refusal | None:
-        """The principal of a request that presented a token it needs, None for one that needs none, or why not."""
+        """The principal of a request that presented a token it needs, None for one that needs none, or why not.
+        ``transfer_encoding``: the head has a ``Transfer-Encoding`` (with a ``Content-Length`` too: 400)."""
+        if transfer_encoding and content_length is not None:
+            return _AMBIGUOUS_FRAMING
         principal: Principal | None = None
         scope = required_scope(method, path, reads_need_token=self.reads_need_token)
         if scope is not None and self.verifier.required:
@@ -178,12 +195,15 @@ class Admit:
         if admission is None:  # the app has not started (its tokens are read at startup): admit nothing
             return _NOT_STARTED
         authorization = content_length = None
+        transfer_encoding = False
         for name, value in scope["headers"]:
             if name == b"authorization":
                 authorization = value.decode("latin-1")
             elif name == b"content-length":
                 content_length = value.decode("latin-1")
-        verdict = admission.check(scope["method"], scope["path"], authorization, content_length)
+            elif name == b"transfer-encoding":
+                transfer_encoding = True
+        verdict = admission.check(scope["method"], scope["path"], authorization, content_length, transfer_encoding)
         if verdict is not None and not isinstance(verdict, Refusal):
             scope.setdefault("state", {})["principal"] = verdict
         return verdict

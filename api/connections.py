@@ -16,7 +16,11 @@ those three deadlines and a connection cap to uvicorn's own h11 protocol:
   in-flight slot, and its connection is closed;
 - ingest past the in-flight limit (:class:`mfumon.api.overload.IngestGate`), or read past the queue bound after the
   server learned of its bytes (:meth:`ConnectionGuard.arrival`), is refused at the door: answered 503 in the
-  callback that parsed its head, its body then read and dropped, the connection kept alive;
+  callback that parsed its head, its body then read and dropped, the connection kept alive; so is a request whose
+  body has yet to arrive once its token, team or (tokens off) client address holds its share of the slots with
+  such bodies (:meth:`mfumon.api.overload.IngestGate.hold_arriving`): one client's stalled bodies cannot refuse
+  another's pushes. Every answer written here has the reason phrase and the default headers (``date``,
+  ``server``) uvicorn writes, and none has a body after a HEAD;
 - a node push whose whole body came with its head is taken *in place* (:meth:`GuardedH11Protocol._take_in_place`):
   the app's fast door (:meth:`mfumon.api.fast_door.FastDoor.take_in_place`) takes it in the callback that parsed
   the head, the answer is written as h11 would write it, and the connection reads on with a fresh h11 state. No
@@ -30,6 +34,10 @@ those three deadlines and a connection cap to uvicorn's own h11 protocol:
   head (an untrusted one first; an idle or slow one, never one with a request in flight); if none waits, the new
   one gets 503.
 
+With ``MFUMON_IN_PLACE=0``, or when :func:`in_place_gaps` finds a member of uvicorn, h11 or asyncio missing that
+the door relies on (:data:`RELIED_ON`), the guard keeps its deadlines and caps but has no door: every request goes
+through the app's ASGI stack, whose middleware give the same answers.
+
 The request *body* deadline (408) is an ASGI middleware (:class:`mfumon.api.middleware.BodyTimeout`), so it works under
 any server. Counters of what was closed, and why, are on ``/metrics``.
 """
@@ -37,6 +45,9 @@ any server. Counters of what was closed, and why, are on ``/metrics``.
 from __future__ import annotations
 
 import asyncio
+import asyncio.selector_events
+import http
+import logging
 import threading
 import time
 from collections import Counter
@@ -45,27 +56,97 @@ from typing import Any, Protocol
 from urllib.parse import unquote
 
 import h11
-from uvicorn.protocols.http.h11_impl import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE, H11Protocol
+import uvicorn.config
+import uvicorn.server
+from uvicorn.protocols.http import h11_impl
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from mfumon.api.admission import Admission, Refusal
 from mfumon.api.core.security import Principal
 from mfumon.api.middleware import NODE_SAMPLES, endpoint_of
-from mfumon.api.overload import ARRIVED, HANDED_OVER, IngestGate
+from mfumon.api.overload import ARRIVED, HANDED_OVER, IngestGate, holders_of
 
 CLOSE_REASONS = ("header_timeout", "write_timeout", "evicted", "refused", "not_admitted")
+DEFAULT_MAX_INCOMPLETE_EVENT_SIZE: int = getattr(h11_impl, "DEFAULT_MAX_INCOMPLETE_EVENT_SIZE", 16 * 1024)
+
+logger = logging.getLogger(__name__)
+
+#: What the door (the in-place path: admission, the ingest gate and pushes taken in place, all in the protocol's
+#: callback) relies on in uvicorn, h11 and asyncio beyond their public interfaces: (owner, member). A member set in
+#: the owner's ``__init__`` counts as there when the constructor assigns it. :func:`in_place_gaps` checks them all
+#: as ``mfumon serve`` starts, which serves every request through the ASGI stack when one is missing.
+RELIED_ON: tuple[tuple[type, str], ...] = (
+    # uvicorn's h11 protocol: its connection, request cycle and shared state, and its keep-alive handling
+    (H11Protocol, "config"),
+    (H11Protocol, "conn"),
+    (H11Protocol, "cycle"),
+    (H11Protocol, "tasks"),
+    (H11Protocol, "connections"),
+    (H11Protocol, "loop"),
+    (H11Protocol, "transport"),
+    (H11Protocol, "client"),
+    (H11Protocol, "root_path"),
+    (H11Protocol, "server_state"),
+    (H11Protocol, "timeout_keep_alive"),
+    (H11Protocol, "timeout_keep_alive_task"),
+    (H11Protocol, "timeout_keep_alive_handler"),
+    (H11Protocol, "_unset_keepalive_if_required"),
+    (H11Protocol, "handle_events"),  # which reads the request heads through ``conn.next_event``: the door's hook
+    (H11Protocol, "on_response_complete"),
+    (h11_impl.RequestResponseCycle, "scope"),
+    (uvicorn.server.ServerState, "default_headers"),
+    (uvicorn.server.ServerState, "total_requests"),
+    (uvicorn.config.Config, "h11_max_incomplete_event_size"),
+    # h11: what was read past the request head, and the states the door answers in
+    (h11.Connection, "trailing_data"),
+    (h11.Connection, "our_state"),
+    (h11.Connection, "their_state"),
+    (h11.Connection, "next_event"),
+    # asyncio's socket transport: the bound method of itself that connection_lost breaks (a reference cycle)
+    (asyncio.selector_events._SelectorSocketTransport, "_read_ready_cb"),  # type: ignore[attr-defined]
+)
 
 
-def _raw_response(status: str, detail: str, extra: str = "") -> bytes:
+def _has(owner: type, name: str) -> bool:
+    if hasattr(owner, name):
+        return True
+    code = getattr(owner.__init__, "__code__", None)  # type: ignore[misc]
+    return code is not None and name in code.co_names
+
+
+def in_place_gaps() -> list[str]:
+    """The members of :data:`RELIED_ON` this process's uvicorn, h11 and asyncio lack (``Owner.member``), and the
+    module constant the door sizes its h11 connections by; empty when the in-place path can run."""
+    gaps = [f"{owner.__module__}.{owner.__qualname__}.{name}" for owner, name in RELIED_ON if not _has(owner, name)]
+    if not hasattr(h11_impl, "DEFAULT_MAX_INCOMPLETE_EVENT_SIZE"):
+        gaps.append(f"{h11_impl.__name__}.DEFAULT_MAX_INCOMPLETE_EVENT_SIZE")
+    return gaps
+
+
+def _reason(status: int) -> bytes:
+    """The standard reason phrase, as uvicorn writes it."""
+    try:
+        return http.HTTPStatus(status).phrase.encode()
+    except ValueError:
+        return b""
+
+
+def _header_lines(headers: Iterable[tuple[bytes, bytes]]) -> bytes:
+    return b"".join(name + b": " + value + b"\r\n" for name, value in headers)
+
+
+def _raw_response(status: int, detail: str, extra: str = "") -> tuple[bytes, bytes]:
+    """An answer written before any request was parsed (the connection then closes): its status line, and its own
+    headers and body; the server's default headers (``date``, ``server``) go between them as it is written."""
     body = ('{"detail":"' + detail + '"}').encode()
-    head = (
-        f"HTTP/1.1 {status}\r\ncontent-type: application/json\r\nconnection: close\r\n{extra}"
-        f"content-length: {len(body)}\r\n\r\n"
-    )
-    return head.encode() + body
+    rest = f"content-type: application/json\r\nconnection: close\r\n{extra}content-length: {len(body)}\r\n\r\n"
+    return b"HTTP/1.1 %d %s\r\n" % (status, _reason(status)), rest.encode() + body
 
 
-_HEADER_TIMEOUT = _raw_response("408 Request Timeout", "the request head did not arrive in time")
-_REFUSED = _raw_response("503 Service Unavailable", "too many connections", "retry-after: 1\r\n")
+_HEADER_TIMEOUT = _raw_response(408, "the request head did not arrive in time")
+_REFUSED = _raw_response(503, "too many connections", "retry-after: 1\r\n")
+_CLOSE = (b"connection", b"close")
+_END = h11.EndOfMessage()
 
 
 _head: tuple[list[tuple[bytes, bytes]] | None, bytes] = (None, b"")  # default headers, and the status line with them
@@ -101,11 +182,12 @@ class ConnectionGuard:
         self.in_place = in_place  # the app's taker of requests in place, once it has one (None before)
         self.admission = admission  # the app's admission, once it has started (None before)
         self.on_refused = on_refused  # (method, path, reason) of each request refused on admission
-        self.refusal: tuple[h11.Event, ...] = ()  # the door's 503, built once (h11 validates headers on creation)
+        # The door's 503: its head built once for each list of default headers (h11 validates headers on creation;
+        # uvicorn makes a new list, with a new date, every second), its body once.
+        self._refusal_head: tuple[list[tuple[bytes, bytes]] | None, h11.Response | None] = (None, None)
+        self.refusal_body = h11.Data(data=gate.body if gate is not None else b"")
         if gate is not None:
             gate.door = True  # every ingest request is counted, or refused, as its head is parsed
-            response = h11.Response(status_code=503, headers=gate.headers, reason=b"Service Unavailable")
-            self.refusal = (response, h11.Data(data=gate.body), h11.EndOfMessage())
         self.header_timeout_seconds = header_timeout_seconds
         self.write_timeout_seconds = write_timeout_seconds
         self.max_connections = max_connections
@@ -117,6 +199,19 @@ class ConnectionGuard:
         self.ended = 0  # connections ended, for whatever reason: memory to hand back after a storm (mfumon.api.main)
         self._closed: Counter[str] = Counter()
         self._lock = threading.Lock()  # the counters are read by /metrics from another thread
+
+    def refusal_head(self, default_headers: list[tuple[bytes, bytes]], close: bool) -> h11.Response:
+        """The head of the door's 503, as uvicorn writes the ingest gate's: the default headers, the gate's, and
+        ``connection: close`` when the request asked to close."""
+        assert self.gate is not None
+        if close:
+            headers = [*default_headers, *self.gate.headers, _CLOSE]
+            return h11.Response(status_code=503, headers=headers, reason=_reason(503))
+        cached, head = self._refusal_head
+        if cached is not default_headers or head is None:
+            head = h11.Response(status_code=503, headers=[*default_headers, *self.gate.headers], reason=_reason(503))
+            self._refusal_head = (default_headers, head)
+        return head
 
     def arrival(self, loop: asyncio.AbstractEventLoop) -> float:
         """When the server learned of the bytes a callback now reads: when the first read of this turn of the event
@@ -156,10 +251,12 @@ class ConnectionGuard:
         return True
 
     def admit(self, newcomer: GuardedH11Protocol) -> bool:
-        """Make room for a new (untrusted) connection by evicting one that waits; False if it must be refused."""
-        self.untrusted[newcomer] = None
-        if len(self.untrusted) > self.max_untrusted and not self.evict_one(newcomer, untrusted_only=True):
-            return False
+        """Make room for a new (untrusted) connection by evicting one that waits; False if it must be refused.
+        Without admission at the door (``MFUMON_IN_PLACE=0``) no token is seen here: no connection is told apart."""
+        if self.admission is not None:
+            self.untrusted[newcomer] = None
+            if len(self.untrusted) > self.max_untrusted and not self.evict_one(newcomer, untrusted_only=True):
+                return False
         return self.open <= self.max_connections or self.evict_one(newcomer)
 
 
@@ -219,6 +316,7 @@ class GuardedH11Protocol(H11Protocol):
         self._reading = False  # in data_received: where a request may be taken in place
         self._arrived = 0.0  # when the server learned of the bytes it is reading (ConnectionGuard.arrival)
         self._handed_over: Exception | None = None  # for the ASGI cycle of the request just let through
+        self._arriving: tuple[str, ...] | None = None  # who the body still arriving is counted against (the gate's)
         self._event_size = self.config.h11_max_incomplete_event_size or DEFAULT_MAX_INCOMPLETE_EVENT_SIZE
         if self.guard.gate is not None or self.guard.admission is not None:
             self.conn = _DoorConnection(self._event_size, self._refuse_at_door)
@@ -230,7 +328,7 @@ class GuardedH11Protocol(H11Protocol):
         if not guard.admit(self):
             guard.untrusted.pop(self, None)
             guard.count("refused")
-            transport.write(_REFUSED)
+            transport.write(_REFUSED[0] + _header_lines(self.server_state.default_headers) + _REFUSED[1])
             transport.close()
             return
         self._wait_for_head()
@@ -248,6 +346,8 @@ class GuardedH11Protocol(H11Protocol):
             if self._handed_over is not None:
                 self.cycle.scope[HANDED_OVER] = self._handed_over  # type: ignore[literal-required]
         self._handed_over = None
+        if self._arriving is not None and self.conn.their_state is not h11.SEND_BODY:
+            self._body_came()
         if self.conn.their_state is not h11.IDLE:
             self._head_arrived()
         elif self._head_timer is None and self.conn.trailing_data[0] and not self.transport.is_closing():
@@ -257,6 +357,8 @@ class GuardedH11Protocol(H11Protocol):
         """Admit a request as its head arrives (token, declared body size), then count an ingest request, or answer
         it 503 if the in-flight limit is reached or it waited past the queue bound; True when it was answered here
         (refused, or taken in place)."""
+        if self._arriving is not None:  # a new head: the body before it came whole
+            self._body_came()
         try:
             path = self.root_path + unquote(request.target.partition(b"?")[0].decode("ascii"))
             method = request.method.decode("ascii")
@@ -266,14 +368,17 @@ class GuardedH11Protocol(H11Protocol):
         principal: Principal | None = None
         if admission is not None:
             authorization = content_length = None
+            transfer_encoding = False
             for name, value in request.headers:
                 if name == b"authorization":
                     authorization = value.decode("latin-1")
                 elif name == b"content-length":
                     content_length = value.decode("latin-1")
-            verdict = admission.check(method, path, authorization, content_length)
+                elif name == b"transfer-encoding":
+                    transfer_encoding = True
+            verdict = admission.check(method, path, authorization, content_length, transfer_encoding)
             if isinstance(verdict, Refusal):
-                self._answer_and_close(verdict)
+                self._answer_and_close(verdict, request)
                 if self.guard.on_refused is not None:
                     self.guard.on_refused(method, path, verdict.reason)
                 return True
@@ -287,18 +392,46 @@ class GuardedH11Protocol(H11Protocol):
         queued = time.monotonic() - self._arrived if self._reading else 0.0
         if queued <= gate.max_queue_seconds and gate.admit(len(self.tasks)):
             # admitted (the app's Admit refuses everything until it has started); only a node push is taken in place
-            return (
+            if (
                 admission is not None
                 and endpoint == NODE_SAMPLES
                 and self._take_in_place(request, method, path, principal)
-            )
-        self.transport.write(b"".join(self.conn.send(event) or b"" for event in self.guard.refusal))
+            ):
+                return True
+            if not self._body_to_come(request):
+                return False
+            holders = holders_of(principal, self.client)
+            if gate.hold_arriving(holders):  # within its holders' share of the slots for bodies still arriving
+                self._arriving = holders
+                return False
+            gate.done()  # refused below: its slot ends
+        head = self.guard.refusal_head(self.server_state.default_headers, _CLOSE in request.headers)
+        self.transport.write(
+            (self.conn.send(head) or b"")
+            + (self.conn.send(self.guard.refusal_body) or b"")
+            + (self.conn.send(_END) or b"")
+        )
         gate.refused(endpoint)
         if self.conn.our_state is h11.MUST_CLOSE:
             self.conn.send(h11.ConnectionClosed())
             self.transport.close()
         self.on_response_complete()  # keep-alive deadline, as after any response
         return True
+
+    def _body_to_come(self, request: h11.Request) -> bool:
+        """Whether some of the request's body has yet to arrive (a chunked body: always, it is not parsed here)."""
+        for name, value in request.headers:
+            if name == b"content-length":
+                return len(self.conn.trailing_data[0]) < int(value)  # h11 checked it is digits
+            if name == b"transfer-encoding":
+                return True
+        return False
+
+    def _body_came(self) -> None:
+        """The body counted as still arriving came (or its request ended): its holders' count goes down."""
+        if self._arriving is not None and self.guard.gate is not None:
+            self.guard.gate.arrived(self._arriving)
+        self._arriving = None
 
     def _take_in_place(self, request: h11.Request, method: str, path: str, principal: Principal | None) -> bool:
         """Have the app take an admitted ingest request now, if its whole body is already here and nothing after it:
@@ -329,12 +462,16 @@ class GuardedH11Protocol(H11Protocol):
         self._wait_for_head(timed=False)
         return True
 
-    def _answer_and_close(self, refusal: Refusal) -> None:
-        """Answer a request refused on admission and close: its body, if any follows, is never read."""
-        response = h11.Response(status_code=refusal.status, headers=refusal.response_headers())
-        data = self.conn.send(response) or b""
-        data += self.conn.send(h11.Data(data=refusal.body())) or b""
-        data += self.conn.send(h11.EndOfMessage()) or b""
+    def _answer_and_close(self, refusal: Refusal, request: h11.Request) -> None:
+        """Answer a request refused on admission and close: its body, if any follows, is never read. The answer is
+        the one uvicorn writes for :class:`mfumon.api.admission.Admit`'s: the reason phrase, the server's default
+        headers first, and no body after a HEAD."""
+        headers = [*self.server_state.default_headers, *refusal.response_headers()]
+        data = self.conn.send(h11.Response(status_code=refusal.status, headers=headers, reason=_reason(refusal.status)))
+        data = data or b""
+        if request.method != b"HEAD":
+            data += self.conn.send(h11.Data(data=refusal.body())) or b""
+        data += self.conn.send(_END) or b""
         self.transport.write(data)
         self.conn.send(h11.ConnectionClosed())
         self.transport.close()
@@ -351,6 +488,7 @@ class GuardedH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._head_arrived()
+        self._body_came()
         self.guard.untrusted.pop(self, None)
         if isinstance(self.conn, _DoorConnection):
             self.conn.release()  # no cycle left: the protocol goes at once, not at the next full collection
@@ -397,7 +535,9 @@ class GuardedH11Protocol(H11Protocol):
         if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
             return
         if self.conn.trailing_data[0]:  # part of a request head came: tell the client why
-            self.transport.write(_HEADER_TIMEOUT)
+            self.transport.write(
+                _HEADER_TIMEOUT[0] + _header_lines(self.server_state.default_headers) + _HEADER_TIMEOUT[1]
+            )
         self.transport.close()
         self.guard.count("header_timeout")
 

@@ -18,7 +18,8 @@ calls (:data:`STANDS_IN_FOR` lists them; building the door fails when the app ha
 - :class:`~mfumon.api.admission.Admit`: :meth:`~mfumon.api.admission.Admit.verdict` (the token with the ``nodes``
   scope, the declared size; the principal kept in the scope's state); a refusal is declined, for Admit to answer
   and count;
-- :class:`~mfumon.api.overload.IngestLimit`: the gate's ``refuses`` (declined), ``enter`` and ``done``; under
+- :class:`~mfumon.api.overload.IngestLimit`: the gate's ``refuses`` (declined; asked before the body is awaited, then
+  ``reached``: the wait for the body is no queueing), ``enter`` and ``done``; under
   ``mfumon serve`` the door in :mod:`mfumon.api.connections` counted the request already and ``enter`` knows it;
 - :class:`~mfumon.api.middleware.BodyTimeout`: the first message is awaited within its deadline, which the
   middleware then keeps should the door decline; :class:`~mfumon.api.middleware.BodySizeLimit`: its ``limit``;
@@ -105,6 +106,11 @@ class FastDoor:
             await self.app(scope, receive, send)
             return
         node, length, authorization = head
+        gate = self.gate
+        if gate.refuses(scope):  # queued past the bound (or, under another server, past the limit): IngestLimit answers
+            await self.app(scope, receive, send)
+            return
+        gate.reached(scope)  # the wait for its body, if any, is no queueing: not refused for it below
         try:
             message = await self.body_timeout.receive_in_time(scope, receive)
         except asyncio.TimeoutError:  # BodyTimeout answers it, by the same deadline
@@ -112,7 +118,7 @@ class FastDoor:
             return
         body = self._whole_body(scope, message, length)
         sample = parse_push(body) if body is not None else None
-        if body is None or sample is None or self.gate.refuses(scope) or not self._granted(scope, authorization):
+        if body is None or sample is None or gate.refuses(scope) or not self._granted(scope, authorization):
             await self.app(scope, _replaying(message, receive), send)
             return
         await self._take(scope, receive, send, node, sample, body)

@@ -21,6 +21,13 @@ side by side (``bench/results/cpu-2026-12-01f/``): not clearly better at 2x capa
 and some windows at 80% of capacity at 100,000 GPUs refused 1-3% of pushes with them. Not kept: the count at the
 door and the queue bound are the whole rule.
 
+The wait for a body is no queueing time: the queue bound is checked once the app got to a request, before any of
+its body is awaited (:meth:`IngestGate.reached`), so a body that trickles in within the body deadline
+(``BODY_TIMEOUT_SECONDS``) is never refused as overload. A request whose body is still arriving holds its slot all
+the same (its body will be read and parsed), but at most a share of the slots (:data:`ARRIVING_SHARE`) may be held by
+one token's (one team's; with tokens off, one address's) bodies still arriving (:meth:`IngestGate.hold_arriving`,
+decided at the door under ``mfumon serve``): one client's stalled bodies cannot refuse another's pushes.
+
 Only ingest (``PUT``/``POST`` under ``/v1/``) counts and is refused; reads, ``/metrics`` and health checks always
 pass. The node push's fast door (:mod:`mfumon.api.fast_door`) takes and ends its pushes through the same gate
 (:meth:`IngestGate.refuses`, :meth:`IngestGate.enter`, :meth:`IngestGate.done`), leaving a refusal to this
@@ -31,14 +38,19 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from mfumon.api.core.security import Principal
 from mfumon.api.middleware import endpoint_of
 
 ARRIVED = "mfumon.arrived"  # scope key: time.monotonic() when the server learned of the request's bytes
 HANDED_OVER = "mfumon.push_error"  # scope key: the error taking a push in place raised, for the app to answer
+ARRIVING_SHARE = 4
+"""One token, one team, or (tokens off) one client address may hold at most ``1/ARRIVING_SHARE`` of the in-flight
+slots with requests whose bodies are still arriving (at least one)."""
 
 
 class IngestGate:
@@ -57,6 +69,8 @@ class IngestGate:
         self.max_queue_seconds = max_queue_seconds
         self.on_refused = on_refused  # called with the endpoint of each refusal (the ingest counter)
         self.pending = 0
+        self.arriving_limit = max(1, limit // ARRIVING_SHARE)  # bodies still arriving, per holder
+        self.arriving: Counter[str] = Counter()  # holder (token, team or address) -> its bodies still arriving
         self.door = False  # True when the server counts requests as it parses them (mfumon serve)
         self.retry_after = str(retry_after_seconds).encode()
         self.body = json.dumps(
@@ -89,6 +103,30 @@ class IngestGate:
         arrived = scope.get(ARRIVED)
         return arrived is not None and time.monotonic() - arrived > self.max_queue_seconds
 
+    def reached(self, scope: Scope) -> None:
+        """The app got to the request: its queueing ends here, and the wait for its body that may follow is none
+        (a later :meth:`refuses` checks only the in-flight limit)."""
+        scope.pop(ARRIVED, None)
+
+    def hold_arriving(self, holders: Iterable[str]) -> bool:
+        """Count one more body still arriving for each of ``holders`` (:func:`holders_of`), or False (nothing
+        counted) when one of them holds its share already; :meth:`arrived` once the body came or the request ended."""
+        holders = tuple(holders)
+        arriving = self.arriving
+        if any(arriving[holder] >= self.arriving_limit for holder in holders):
+            return False
+        for holder in holders:
+            arriving[holder] += 1
+        return True
+
+    def arrived(self, holders: Iterable[str]) -> None:
+        arriving = self.arriving
+        for holder in holders:
+            if arriving[holder] <= 1:
+                arriving.pop(holder, None)
+            else:
+                arriving[holder] -= 1
+
     def enter(self) -> None:
         """Count an ingest request taken (the door counted it already); :meth:`done` once it is answered."""
         if not self.door:
@@ -106,6 +144,15 @@ class IngestGate:
     def refused(self, endpoint: str) -> None:
         if self.on_refused is not None:
             self.on_refused(endpoint)
+
+
+def holders_of(principal: Principal | None, client: tuple[str, int] | None) -> tuple[str, ...]:
+    """Who a body still arriving is counted against: its token and each of the token's teams; with no token (tokens
+    off), the client's address."""
+    if principal is None:
+        return (f"address {client[0] if client else '?'}",)
+    teams = principal.teams or ()
+    return (f"token {principal.name}", *(f"team {team}" for team in sorted(teams)))
 
 
 class IngestLimit:

@@ -101,21 +101,43 @@ def short_gil_turns() -> None:
     sys.setswitchinterval(SWITCH_INTERVAL_S)
 
 
+def in_place(settings: Settings) -> bool:
+    """Whether to serve with the in-place path (``MFUMON_IN_PLACE``, on by default): off when the settings say so,
+    or, with one warning, when this process's uvicorn, h11 or asyncio lack a member it relies on
+    (:func:`mfumon.api.connections.in_place_gaps`); every request then goes through the ASGI stack."""
+    from mfumon.api.connections import in_place_gaps
+
+    if not settings.IN_PLACE:
+        return False
+    gaps = in_place_gaps()
+    if gaps:
+        logging.getLogger(__name__).warning(
+            "serving every request through the ASGI stack: the in-place path relies on %s, which this uvicorn/h11 "
+            "lacks (set MFUMON_IN_PLACE=0 to say so and silence this)",
+            ", ".join(gaps),
+        )
+        return False
+    return True
+
+
 def connection_guard(app: ASGIApp, settings: Settings, max_connections: int) -> ConnectionGuard:
-    """The connection guard :func:`run_app` serves ``app`` with: the settings' deadlines and caps, and the app's
-    ingest gate, admission and fast door (looked up as the app starts, when it has them)."""
+    """The connection guard :func:`run_app` serves ``app`` with: the settings' deadlines and caps, and, with the
+    in-place path (:func:`in_place`), the app's ingest gate, admission and fast door at the door (looked up as the
+    app starts, when it has them). Without it the guard keeps only its deadlines and caps: admission, the ingest
+    gate and every push are the app's middleware's, as under any other server."""
     from mfumon.api.connections import ConnectionGuard
 
     state = getattr(app, "state", None)
+    door = state if state is not None and in_place(settings) else None
     guard = ConnectionGuard(
         header_timeout_seconds=settings.HEADER_TIMEOUT_SECONDS,
         write_timeout_seconds=settings.WRITE_TIMEOUT_SECONDS,
         max_connections=max_connections,
         max_untrusted=max(1, int(max_connections * settings.UNAUTHENTICATED_CONNECTIONS_RATIO)),
-        gate=getattr(state, "ingest_gate", None),
-        admission=(lambda: getattr(state, "admission", None)) if state is not None else None,
-        on_refused=getattr(state, "on_admission_refused", None),
-        in_place=(lambda: getattr(state, "fast_door", None)) if state is not None else None,
+        gate=getattr(door, "ingest_gate", None),
+        admission=(lambda: getattr(door, "admission", None)) if door is not None else None,
+        on_refused=getattr(door, "on_admission_refused", None),
+        in_place=(lambda: getattr(door, "fast_door", None)) if door is not None else None,
     )
     if state is not None:
         state.connection_guard = guard  # for /metrics
@@ -148,5 +170,9 @@ def run_app(app: ASGIApp, settings: Settings, sock: socket.socket | None = None)
     config.connection_guard = guard  # type: ignore[attr-defined]
     limit_repeats(RepeatLimit(burst=settings.LOG_REPEATS_PER_MINUTE, period_seconds=60.0))
     print(f"{LISTENING_PREFIX}{url_of(sock)}", file=sys.stderr, flush=True)
-    logging.getLogger(__name__).info("at most %d connections", guard.max_connections)
+    logging.getLogger(__name__).info(
+        "at most %d connections; %s",
+        guard.max_connections,
+        "requests taken in place" if guard.admission is not None else "every request through the ASGI stack",
+    )
     uvicorn.Server(config).run(sockets=[sock])

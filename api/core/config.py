@@ -117,6 +117,10 @@ class Settings(BaseSettings):
     # The share of MAX_CONNECTIONS that connections on which no valid token was seen yet may hold (the oldest
     # waiting one is evicted past it), so an unauthenticated storm never closes an exporter's connection.
     UNAUTHENTICATED_CONNECTIONS_RATIO: float = Field(default=0.25, gt=0, le=1)
+    # The in-place path (api/connections.py): admission, the ingest gate and node pushes taken in the callback that
+    # read them, with no ASGI cycle. 0 serves every request through the ASGI stack (same answers, more CPU a push);
+    # mfumon serve also does so by itself, with one warning, when uvicorn or h11 lack what that path relies on.
+    IN_PLACE: bool = True
     LOG_REPEATS_PER_MINUTE: int = Field(default=10, ge=1)  # the same log line more often than this is counted
     PEAKS_FILE: Path | None = None
     LOG_LEVEL: str = "INFO"

@@ -38,11 +38,13 @@ def server(tmp_path: Path) -> Iterator[LiveServer]:
 
 @contextlib.contextmanager
 def _held_in_flight(server: LiveServer, count: int) -> Iterator[list[socket.socket]]:
-    """``count`` pushes whose bodies arrive only when the block ends: they stay in flight until then."""
+    """``count`` pushes whose bodies arrive only when the block ends: they stay in flight until then. Each comes from
+    an address of its own (127.0.0.2, ...): bodies still arriving from one address (with tokens off) hold at most a
+    share of the slots (``tests/api/server/test_door_defects.py``)."""
     body = json.dumps(node_sample(1)).encode()
     socks = []
     for k in range(count):
-        sock = socket.create_connection(("127.0.0.1", server.port))
+        sock = socket.create_connection(("127.0.0.1", server.port), source_address=(f"127.0.0.{k + 2}", 0))
         head = f"POST /v1/nodes/held-{k}/samples HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
         sock.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body[:10])
         socks.append(sock)
