@@ -48,7 +48,7 @@ def metrics_page() -> str:
     rows = sorted(_families(), key=lambda f: f.name)
     out = [
         "# Metrics reference\n\n",
-        GENERATED.format(source="the families declared in mfumon/api/metrics/"),
+        GENERATED.format(source="the families declared in api/metrics/"),
         f"Every metric family the aggregator serves on `GET /metrics`: {len(rows)} families. What each means and how ",
         "the rules and boards use them: [Metrics, rules and dashboards](../operators/metrics-rules-dashboards.md).\n\n",
         "| metric | type | help |\n|---|---|---|\n",

@@ -1,7 +1,8 @@
 """The package's imports run one way, its errors form one tree, and each concern lives in one place.
 
-Walks every module of ``mfumon`` (the repository's ``api/``, ``exporter/``, ``migrations/`` and ``mfumon/``) and
-fails on a forbidden arrow, naming the file and the import:
+Walks every module of ``mfumon`` (the repository's ``api/``, ``exporter/``, ``migrations/`` and ``mfumon/``, named
+as ``[tool.setuptools] package-dir`` in pyproject.toml installs them) and fails on a forbidden arrow, naming the file
+and the import:
 
 - the node side, the job side, the scheduler adapters and ``mfumon report`` never import each other's parts or the
   demo; nothing in ``exporter/`` imports the aggregator or its migrations (the demo starts ``mfumon serve`` as a
@@ -16,21 +17,24 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import inspect
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pytest's own dependency there
+    import tomli as tomllib
+
 REPO = Path(__file__).resolve().parents[1]
 
-#: repository folder -> the package name it is installed as
-PACKAGES = {
-    "api": "mfumon.api",
-    "exporter": "mfumon.exporter",
-    "migrations": "mfumon.migrations",
-    "mfumon": "mfumon",
-}
+_SETUPTOOLS = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+#: repository folder -> the package name it is installed as (pyproject.toml's package-dir, turned around)
+PACKAGES = {folder: package for package, folder in _SETUPTOOLS["package-dir"].items()}
 
 
 @dataclass(frozen=True)
@@ -41,8 +45,9 @@ class Module:
 
 
 def _module_name(path: Path) -> str:
-    top, *rest = path.with_suffix("").parts
-    parts = [*PACKAGES[top].split("."), *rest]
+    """The dotted name ``path`` (relative to the repository) is installed as, through the deepest mapped folder."""
+    folder = max((Path(f) for f in PACKAGES if path.is_relative_to(f)), key=lambda f: len(f.parts))
+    parts = [*PACKAGES[folder.as_posix()].split("."), *path.relative_to(folder).with_suffix("").parts]
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -68,8 +73,6 @@ def _walk() -> list[Module]:
     for top in PACKAGES:
         for path in sorted((REPO / top).rglob("*.py")):
             relative = path.relative_to(REPO)
-            if top == "mfumon" and relative.parts[1] in ("api", "exporter", "migrations"):
-                continue  # links to the folders above, walked there
             name = _module_name(relative)
             modules.append(Module(relative, name, _imports(path, name)))
     return modules
@@ -126,6 +129,18 @@ def test_the_walk_sees_every_part_and_the_rules_bite() -> None:
     names = {m.name for m in MODULES}
     for expected in ("mfumon.api.routes.jobs", "mfumon.exporter.node.agent", "mfumon.migrations.env", "mfumon.mfu"):
         assert expected in names
+    # The names are the ones Python imports the files as (the editable install maps them the same way).
+    sample = [
+        m for m in MODULES if m.name in ("mfumon.exporter.node.agent", "mfumon.migrations.versions", "mfumon.mfu")
+    ]
+    assert sorted(str(m.path) for m in sample) == [
+        "exporter/node/agent.py",
+        "mfumon/mfu/__init__.py",
+        "migrations/versions/__init__.py",
+    ]
+    for module in sample:
+        spec = importlib.util.find_spec(module.name)
+        assert spec is not None and spec.origin == str(REPO / module.path), module
     planted = [
         Module(Path("exporter/node/x.py"), "mfumon.exporter.node.x", frozenset({"mfumon.api.state.views"})),
         Module(Path("api/routes/x.py"), "mfumon.api.routes.x", frozenset({"mfumon.api.crud.jobs"})),
@@ -140,6 +155,15 @@ def test_the_walk_sees_every_part_and_the_rules_bite() -> None:
     ]
     relative = _imports(REPO / "mfumon/mfu/_mfu.py", "mfumon.mfu._mfu")
     assert "mfumon.mfu._flops" in relative
+
+
+def test_every_package_is_listed_for_the_wheel() -> None:
+    """pyproject.toml maps the folders (package-dir); a mapped folder's sub-packages cannot be found, so each is listed
+    by name in ``packages``: one missing there would be left out of the wheel (tests/test_packaging.py builds it)."""
+    packages = sorted(m.name for m in MODULES if m.path.name == "__init__.py")
+    assert "mfumon.api.routes" in packages and "mfumon.migrations.versions" in packages
+    assert packages == sorted(_SETUPTOOLS["packages"])
+    assert not any((REPO / "mfumon" / name).exists() for name in ("api", "exporter", "migrations"))  # no links
 
 
 def test_every_aggregator_error_derives_from_one_base() -> None:

@@ -15,8 +15,29 @@ from pathlib import Path
 
 import pytest
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pytest's own dependency there
+    import tomli as tomllib
+
 ROOT = Path(__file__).resolve().parents[1]
 SERVER_STACK = ("fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic")
+#: pyproject.toml's [tool.setuptools]: package-dir maps mfumon.api to api/ and so on; packages lists every package.
+SETUPTOOLS = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+
+
+def _installed_as(path: Path) -> str:
+    """The path in the wheel of the file at ``path`` (relative to the checkout), through the deepest mapped folder."""
+    package, folder = max(
+        ((p, Path(f)) for p, f in SETUPTOOLS["package-dir"].items() if path.is_relative_to(f)),
+        key=lambda pair: len(pair[1].parts),
+    )
+    return Path(*package.split("."), path.relative_to(folder)).as_posix()
+
+
+def _sources() -> list[Path]:
+    """Every Python file of the mapped folders (api/, exporter/, migrations/, mfumon/), relative to the checkout."""
+    return sorted(p.relative_to(ROOT) for f in SETUPTOOLS["package-dir"].values() for p in (ROOT / f).rglob("*.py"))
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +81,11 @@ def test_the_wheel_holds_exactly_one_import_package(wheel: Path) -> None:
     assert any(n.startswith("mfumon/migrations/versions/0001_") for n in names)
     # The pages' templates and stylesheet (issue 30 #3): package data, not Python, so listed in pyproject.toml.
     assert {"mfumon/api/pages/templates/job.html", "mfumon/api/pages/static/ui.css"} <= set(names)
+    pages = [p.relative_to(ROOT) for d in ("templates", "static") for p in (ROOT / "api/pages" / d).iterdir()]
+    assert not {_installed_as(p) for p in pages} - set(names)
+    # Every module, under the name it imports as (a package missing from pyproject.toml's list would be left out).
+    missing = {_installed_as(p) for p in _sources()} - set(names)
+    assert len(_sources()) > 250 and not missing, sorted(missing)
 
 
 def test_the_plain_install_leaves_the_server_stack_to_an_extra(wheel: Path) -> None:

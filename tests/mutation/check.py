@@ -8,8 +8,11 @@ tests/mutation/survivors.md, each with the reason it cannot change behaviour. A 
 function and its changed lines, not its number, so an edit elsewhere in the function does not unlist it.
 
 mutmut writes the mutated sources under ``mutants/`` of the folder it runs in. It runs here in a copy (the package
-with its links followed, the tests it needs, pyproject.toml): the work tree, which others test in, is never touched,
-and two runs can proceed at once. ``--workdir`` keeps the copy, to look at with ``mutmut browse`` there.
+laid out as the wheel has it, the tests it needs, pyproject.toml): the work tree, which others test in, is never
+touched, and two runs can proceed at once. ``--workdir`` keeps the copy, to look at with ``mutmut browse`` there.
+mutmut names a mutant by its file's path, so the copy puts each folder where pyproject.toml's package-dir installs
+it (api/ as mfumon/api/): api/accounting/ledger.py is mutated as mfumon/api/accounting/ledger.py, the module the tests
+import, mfumon.api.accounting.ledger.
 """
 
 from __future__ import annotations
@@ -25,6 +28,11 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pytest's own dependency there
+    import tomli as tomllib
 
 REPO = Path(__file__).resolve().parents[2]
 SURVIVORS_FILE = Path(__file__).with_name("survivors.md")
@@ -47,6 +55,7 @@ COPIED = (
     "tests/api/__init__.py",
     "tests/api/conftest.py",
     "tests/api/accounting",
+    "docs/reference",  # tests/mfu/test_docs_peak_table.py compares mfu.md with the peak table
 )
 #: A timed-out mutant made the tests hang or crawl: the tests noticed it, like a killed one.
 DETECTED = frozenset({"killed", "timeout", "caught by type check"})
@@ -66,9 +75,12 @@ class Survivor:
 
 
 def prepare(workdir: Path) -> None:
-    """Copy the package (links followed) and what the tests need into `workdir`."""
+    """Copy the package, laid out as installed (package-dir: api/ as mfumon/api/), and what the tests need into
+    `workdir`."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(REPO / "mfumon", workdir / "mfumon", ignore=ignore, dirs_exist_ok=True)
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    for package, folder in setuptools["package-dir"].items():
+        shutil.copytree(REPO / folder, workdir.joinpath(*package.split(".")), ignore=ignore, dirs_exist_ok=True)
     for relative in COPIED:
         source, target = REPO / relative, workdir / relative
         target.parent.mkdir(parents=True, exist_ok=True)
