@@ -35,6 +35,7 @@ class ReportEvaluation:
     job_id: str
     now: float
     outcome: ReportOutcome
+    tokens_per_second: float  # the report's whole-job throughput
     gpu_model: str | None  # the job's, else the first attributed GPU's name
     dtype: str
     unknown_device: bool  # a GPU name the peak table does not know (and no peak given): counted in self-metrics
@@ -127,6 +128,7 @@ def evaluate_report(ctx: AppContext, job: JobRow, report: JobReportCreate, now: 
         job_id=job.job_id,
         now=now,
         outcome=outcome,
+        tokens_per_second=tokens_per_second,
         gpu_model=gpu_name,
         dtype=job.dtype,
         unknown_device=unknown_device,

@@ -72,7 +72,7 @@ def report_result(
         model_flops_per_second=outcome.model_flops_per_second,
         peak_flops_per_second=outcome.peak_flops_per_second,
         peak_flops_per_gpu=outcome.peak_flops_per_gpu,
-        tokens_per_second=outcome.tokens_per_second,
+        tokens_per_second=evaluation.tokens_per_second,
         num_gpus=outcome.num_gpus,
         gpu_model=evaluation.gpu_model,
         device=outcome.device,

@@ -264,14 +264,13 @@ class SimDcgmSource:
         self._exporter = exporter
         self._reader = DcgmSource("http://dcgm-exporter.invalid/metrics")  # never fetched: text is handed over
         self._clock = clock
-
-    @property
-    def error_count(self) -> int:
-        return self._reader.error_count
+        self.error_count = 0
 
     def collect(self) -> list[GpuSample]:
         """What the real source makes of the exposition printed now."""
-        return self._reader.samples_from_text(self._exporter.render(self._clock()))
+        samples = self._reader.samples_from_text(self._exporter.render(self._clock()))
+        self.error_count = self._reader.error_count
+        return samples
 
     def close(self) -> None:
         self._reader.close()

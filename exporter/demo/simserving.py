@@ -11,10 +11,10 @@ the aggregator's MBU lands near the target:
 
 A vLLM-style engine also exports its own MFU estimate (``--enable-mfu-metrics``, vLLM 0.17+): FLOPs per GPU by its
 own convention (the matmuls and attention over each token's context, scheduled tokens only), which lands within a
-few percent of ours, and the bytes it reads and writes. A TGI-style engine also reports the time it spends in prefill, set by a target active
-prefill MFU. The metrics are
-registered with prometheus_client under the engines' own names and labels (vLLM V1: ``vllm:*{model_name,engine}``
-and ``cache_config_info``; TGI: ``tgi_*``), not the engines' exact text.
+few percent of ours, and the bytes it reads and writes. A TGI-style engine also reports the time it spends in
+prefill, set by a target active prefill MFU. The metrics are registered with prometheus_client under the engines'
+own names and labels (vLLM V1: ``vllm:*{model_name,engine}`` and ``cache_config_info``; TGI: ``tgi_*``), not the
+engines' exact text.
 """
 
 from __future__ import annotations
