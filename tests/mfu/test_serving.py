@@ -680,6 +680,27 @@ def test_the_engine_estimate_over_the_same_peaks_by_hand() -> None:
     document = result.as_json(SMALL)
     assert (document["engine_mfu"], document["engine_mbu"]) == (0.5, 0.5)
     assert document["engine_flops_per_second"] == 2.0**42
+    assert document["engine_memory_bytes_per_second"] == 2.0**38
+
+
+def test_an_engine_at_exactly_the_peak_is_shown() -> None:
+    # 2^42 FLOPs and 2^38 bytes per GPU per second: exactly one peak each, which a share of 1 shows
+    window = replace(WINDOW, engine_flops_per_gpu=2.0**44, engine_bytes_per_gpu=2.0**40)
+    result = evaluate_serving(
+        shape=SMALL, window=window, num_gpus=2, peak_flops_per_gpu=PEAK_FLOPS, peak_bandwidth_per_gpu=PEAK_BANDWIDTH
+    )
+    assert result.engine is not None
+    assert (result.engine.mfu, result.engine.mbu) == (1.0, 1.0)
+
+
+def test_an_engine_that_exports_only_bytes_has_no_flops() -> None:
+    window = replace(WINDOW, engine_bytes_per_gpu=2.0**39)
+    result = evaluate_serving(
+        shape=SMALL, window=window, num_gpus=2, peak_flops_per_gpu=PEAK_FLOPS, peak_bandwidth_per_gpu=PEAK_BANDWIDTH
+    )
+    assert result.engine is not None
+    assert (result.engine.flops_per_second, result.engine.mfu) == (None, None)
+    assert (result.engine.memory_bytes_per_second, result.engine.mbu) == (2.0**38, 0.5)
 
 
 def test_engine_mfu_and_ours_share_one_denominator() -> None:
