@@ -15,10 +15,12 @@ from fastapi import Depends, HTTPException, Path, Query, Request, status
 from fastapi.exceptions import RequestValidationError
 
 from mfumon.api.context import AppContext
-from mfumon.api.core.security import Principal, TokenVerifier
-from mfumon.api.middleware import NODE_SAMPLES, endpoint_of
+from mfumon.api.core.security import Principal, granted
+from mfumon.api.middleware import endpoint_of
 from mfumon.api.schemas._common import ID_PATTERN
 from mfumon.api.schemas.baselines import SIGNATURE_KEY_PATTERN
+from mfumon.api.services.ingest import limited
+from mfumon.api.services.ingest import reject_future_timestamp as reject_future_timestamp  # for the routes
 
 
 async def get_context(request: Request) -> AppContext:
@@ -28,8 +30,6 @@ async def get_context(request: Request) -> AppContext:
 ContextDep = Annotated[AppContext, Depends(get_context)]
 JobIdPath = Annotated[str, Path(pattern=ID_PATTERN, description="Scheduler job id, at most 128 characters.")]
 NodePath = Annotated[str, Path(pattern=ID_PATTERN, description="Node (host) name, at most 128 characters.")]
-NODE_NAME = re.compile(ID_PATTERN)
-"""What :data:`NodePath` accepts, for code that checks a name without FastAPI."""
 
 
 def authorized(request: Request, ctx: AppContext, scope: str) -> Principal | None:
@@ -37,19 +37,6 @@ def authorized(request: Request, ctx: AppContext, scope: str) -> Principal | Non
     counted or raised."""
     state = request.scope.setdefault("state", {})
     return granted(state, request.headers.get("authorization"), ctx.verifier, scope)
-
-
-def granted(state: dict[str, Any], authorization: str | None, verifier: TokenVerifier, scope: str) -> Principal | None:
-    """:func:`authorized` on an ASGI scope's ``state`` and its ``Authorization`` value: the principal admission
-    kept there (:mod:`mfumon.api.admission`), else the token's (anonymous while tokens are off), if it has
-    ``scope``; kept in ``state`` for the write audit. Also called by :mod:`mfumon.api.fast_door`."""
-    principal = state.get("principal")
-    if principal is None:
-        principal = verifier.principal(authorization)
-    if principal is None or not principal.allows(scope):
-        return None
-    state["principal"] = principal
-    return principal
 
 
 def authenticate(request: Request, ctx: AppContext, scope: str) -> Principal:
@@ -101,30 +88,6 @@ ProfileRequester = Annotated[Principal, Depends(_require("profile"))]
 IngestAuth = Depends(_require("jobs"))
 """For ``dependencies=[...]`` on a job write that needs no principal; prefer :data:`JobWriter`."""
 
-LIMITED_RETRY_AFTER_S = 60
-
-
-def _limited(ctx: AppContext, endpoint: str, limit: str, message: str) -> HTTPException:
-    """429 at a cardinality limit: counted by limit, and retried later by exporters and reporters (Retry-After)."""
-    ctx.self_metrics.count_refused(limit)
-    ctx.self_metrics.count_ingest(endpoint, "limited")
-    return HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, message, {"Retry-After": str(LIMITED_RETRY_AFTER_S)})
-
-
-def check_node_capacity(ctx: AppContext, node: str, gpus: int) -> None:
-    """GPUs per push (422 naming ``gpus``), then nodes and GPUs in all (429): the bounds on node and GPU series."""
-    settings = ctx.settings
-    if gpus > settings.MAX_GPUS_PER_NODE:
-        ctx.self_metrics.count_refused("gpus_per_node")
-        message = f"at most {settings.MAX_GPUS_PER_NODE} GPUs per node (MFUMON_MAX_GPUS_PER_NODE), got {gpus}"
-        raise RequestValidationError([{"type": "too_long", "loc": ("body", "gpus"), "msg": message, "input": gpus}])
-    held = ctx.state.node(node)
-    nodes, gpus_held, _ = ctx.state.sizes()
-    if held is None and nodes >= settings.MAX_NODES:
-        raise _limited(ctx, NODE_SAMPLES, "nodes", f"the aggregator holds {nodes} nodes (MFUMON_MAX_NODES)")
-    if gpus_held - (len(held.gpus) if held is not None else 0) + gpus > settings.MAX_GPUS:
-        raise _limited(ctx, NODE_SAMPLES, "gpus", f"the aggregator holds {gpus_held} GPUs (MFUMON_MAX_GPUS)")
-
 
 async def _require_job_capacity(
     request: Request, job_id: JobIdPath, ctx: ContextDep, _: JobWriter
@@ -132,7 +95,7 @@ async def _require_job_capacity(
     if not ctx.state.reserve_job(job_id, ctx.settings.MAX_ACTIVE_JOBS):
         jobs = ctx.state.sizes()[2]
         endpoint = endpoint_of(request.method, request.url.path) or "jobs"
-        raise _limited(ctx, endpoint, "active_jobs", f"the aggregator holds {jobs} jobs (MFUMON_MAX_ACTIVE_JOBS)")
+        raise limited(ctx, endpoint, "active_jobs", f"the aggregator holds {jobs} jobs (MFUMON_MAX_ACTIVE_JOBS)")
     try:
         yield  # the route writes and applies the job meanwhile
     finally:
@@ -242,24 +205,3 @@ def invalid_query(name: str, message: str, value: object) -> RequestValidationEr
     """The 422 for query parameter ``name`` that passed its declared type and pattern but breaks a rule between
     parameters (``since < until``, ``shard`` with ``shards``): raise it from the route, like FastAPI's own."""
     return RequestValidationError([{"type": "value_error", "loc": ("query", name), "msg": message, "input": value}])
-
-
-def reject_future_timestamp(ctx: AppContext, timestamp: float, field: str = "timestamp") -> None:
-    """422 naming ``field`` for a client timestamp further ahead of this server's clock than the allowed skew.
-
-    A sample from the future would otherwise outrank every real one that follows it.
-    """
-    skew = ctx.settings.MAX_CLOCK_SKEW_SECONDS
-    ahead = timestamp - ctx.clock()
-    if ahead > skew:
-        raise RequestValidationError(
-            [
-                {
-                    "type": "value_error",
-                    "loc": ("body", field),
-                    "msg": f"{field} is {ahead:.0f} s ahead of the aggregator's clock (at most {skew:g} s allowed, "
-                    "MFUMON_MAX_CLOCK_SKEW_SECONDS): check the sender's clock (NTP)",
-                    "input": timestamp,
-                }
-            ]
-        )

@@ -11,8 +11,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.types import ASGIApp
 
-from mfumon.api import fast_door, handlers, openapi
-from mfumon.api.admission import SCHEDULER_SYNC_PATH, Admission, Admit
+from mfumon.api import handlers, openapi
 from mfumon.api.context import AppContext
 from mfumon.api.core.config import Settings
 from mfumon.api.core.memory import Trimmer
@@ -31,7 +30,6 @@ from mfumon.api.middleware import (
     WriteAudit,
     endpoint_of,
 )
-from mfumon.api.overload import IngestGate, IngestLimit
 from mfumon.api.routes import (
     baselines,
     cluster,
@@ -49,6 +47,9 @@ from mfumon.api.routes import (
     ui,
     usage,
 )
+from mfumon.api.server import fast_door
+from mfumon.api.server.admission import SCHEDULER_SYNC_PATH, Admission, Admit
+from mfumon.api.server.overload import IngestGate, IngestLimit
 from mfumon.api.services.accounting import bill_gpu_states, maintain_hours
 from mfumon.api.services.expiry import expire_silent_jobs
 from mfumon.api.services.samples import SampleWriter
@@ -165,8 +166,8 @@ def _describe(tokens: list[Token]) -> str:
 
 
 class Aggregator(FastAPI):
-    """FastAPI with the node push's fast door (:mod:`mfumon.api.fast_door`) in its middleware stack, which Starlette
-    builds on the first request, once every middleware and exception handler is known."""
+    """FastAPI with the node push's fast door (:mod:`mfumon.api.server.fast_door`) in its middleware stack, which
+    Starlette builds on the first request, once every middleware and exception handler is known."""
 
     def build_middleware_stack(self) -> ASGIApp:
         return fast_door.install(self, super().build_middleware_stack())
@@ -256,7 +257,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         on_refused=lambda endpoint: _count_overloaded(app, endpoint),
     )
     app.add_middleware(IngestLimit, gate=app.state.ingest_gate)
-    # Outermost: the token and the declared body size are checked on the head, before any work (mfumon.api.admission).
+    # Outermost: the token and the declared body size are checked on the head, before any work
+    # (mfumon.api.server.admission).
     app.state.on_admission_refused = lambda method, path, reason: _count_admission_refused(app, method, path, reason)
     app.add_middleware(Admit, admission=lambda: admission, on_refused=app.state.on_admission_refused)
 

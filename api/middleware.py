@@ -272,7 +272,8 @@ async def _send_json(
 class BodySizeLimit:
     """413 for a body that grows past its route's limit as it streams in (chunked: no ``Content-Length``).
 
-    A ``Content-Length`` over the limit never gets here: admission (:mod:`mfumon.api.admission`) refuses it on the head.
+    A ``Content-Length`` over the limit never gets here: admission (:mod:`mfumon.api.server.admission`) refuses it on
+    the head.
     """
 
     def __init__(self, app: ASGIApp, limit_of: Callable[[str], int]) -> None:
@@ -317,7 +318,7 @@ class JsonContentType:
     gets 415 naming the header to send. FastAPI otherwise refused both with "Input should be a valid dictionary or
     object to extract fields from", which names neither the header nor the fix.
 
-    Only the ASGI scope's headers change: admission and the door (:mod:`mfumon.api.connections`) decided on the raw
+    Only the ASGI scope's headers change: admission and the door (:mod:`mfumon.api.server.door`) decided on the raw
     request head before this runs.
     """
 

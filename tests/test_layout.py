@@ -10,7 +10,10 @@ and the import:
 - the aggregator imports ``mfumon.migrations`` only in its migration runner, ``api/db/migrate.py``;
 - routes reach storage only through services (no route imports ``mfumon.api.crud``);
 - every exception class the aggregator defines derives from ``MfumonError``, and exception handlers are registered
-  in ``api/handlers.py`` alone.
+  in ``api/handlers.py`` alone;
+- one module, ``api/server/protocol.py``, touches uvicorn's, h11's or asyncio's internals (imports h11, uvicorn's
+  protocols or asyncio's transports, or uses a member they do not publish); the door of ``mfumon serve`` and the
+  app's fast door import no route and no route dependency (they call the ingest service).
 """
 
 from __future__ import annotations
@@ -85,6 +88,29 @@ def _under(name: str, prefix: str) -> bool:
     return name == prefix or name.startswith(prefix + ".")
 
 
+SERVER_INTERNALS = "mfumon.api.server.protocol"
+"""The one module of the aggregator that touches uvicorn's, h11's or asyncio's internals (its ``RELIED_ON``)."""
+INTERNAL_PACKAGES = ("h11", "uvicorn.protocols", "uvicorn.server", "uvicorn.config", "asyncio.selector_events")
+"""Modules whose use is the server's internals: what ``mfumon serve``'s protocol subclasses and patches."""
+INTERNAL_MEMBERS = frozenset(
+    {
+        "_read_ready_cb",  # asyncio's socket transport
+        "_unset_keepalive_if_required",  # uvicorn's H11Protocol
+        "timeout_keep_alive_handler",
+        "timeout_keep_alive_task",
+        "server_state",
+        "default_headers",
+        "total_requests",
+        "h11_max_incomplete_event_size",
+        "trailing_data",  # h11's Connection
+        "their_state",
+        "our_state",
+        "next_event",
+    }
+)
+"""Members of uvicorn, h11 and asyncio no public interface offers: used only by :data:`SERVER_INTERNALS`."""
+
+
 @dataclass(frozen=True)
 class Rule:
     """Modules under ``where`` (dotted) never import anything under one of ``never``, except modules in ``unless``."""
@@ -106,6 +132,8 @@ RULES = (
     Rule("mfumon.mfu", ("mfumon.api", "mfumon.exporter", "mfumon.migrations")),
     Rule("mfumon.api", ("mfumon.migrations",), unless=("mfumon.api.db.migrate",)),
     Rule("mfumon.api.routes", ("mfumon.api.crud",)),
+    Rule("mfumon.api", INTERNAL_PACKAGES, unless=(SERVER_INTERNALS,)),
+    Rule("mfumon.api.server", ("mfumon.api.routes", "mfumon.api.deps")),
 )
 
 
@@ -155,6 +183,44 @@ def test_the_walk_sees_every_part_and_the_rules_bite() -> None:
     ]
     relative = _imports(REPO / "mfumon/mfu/_mfu.py", "mfumon.mfu._mfu")
     assert "mfumon.mfu._flops" in relative
+
+
+def _internal_members(path: Path) -> set[str]:
+    """The :data:`INTERNAL_MEMBERS` the file uses as attributes, or names in ``getattr``/``hasattr`` strings."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Attribute) and node.attr in INTERNAL_MEMBERS:
+            found.add(node.attr)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in INTERNAL_MEMBERS:
+            found.add(node.value)
+    return found
+
+
+def test_one_module_touches_the_servers_internals() -> None:
+    """Exactly one module under api/ imports h11, uvicorn's protocols or asyncio's transports, or uses a member of
+    theirs that is no public interface: the rest of ``mfumon serve`` works through ``mfumon.api.server.interface``.
+    Every private member that module relies on is in its ``RELIED_ON``, checked as the server starts."""
+    touching = sorted(
+        str(module.path)
+        for module in MODULES
+        if _under(module.name, "mfumon.api")
+        and (
+            any(_under(imported, bad) for imported in module.imports for bad in INTERNAL_PACKAGES)
+            or _internal_members(REPO / module.path)
+        )
+    )
+    assert touching == ["api/server/protocol.py"]
+    pytest.importorskip("uvicorn")
+    from mfumon.api.server.protocol import RELIED_ON
+
+    relied = {name for _, name in RELIED_ON}
+    used_private = {name for name in _internal_members(REPO / "api/server/protocol.py") if name.startswith("_")}
+    assert used_private <= relied
+    planted = Module(Path("api/server/door.py"), "mfumon.api.server.door", frozenset({"h11", "mfumon.api.deps"}))
+    assert [v for rule in RULES for v in _violations([planted], rule)] == [
+        "api/server/door.py imports h11",
+        "api/server/door.py imports mfumon.api.deps",
+    ]
 
 
 def test_every_package_is_listed_for_the_wheel() -> None:

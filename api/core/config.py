@@ -76,7 +76,8 @@ class Settings(BaseSettings):
     # Timestamps sent by clients may run ahead of this server's clock by at most this much (422 beyond it).
     MAX_CLOCK_SKEW_SECONDS: float = Field(default=300.0, gt=0)
 
-    # Overload (api/overload.py): ingest past this many taken and not yet answered is refused as its head is read;
+    # Overload (api/server/overload.py): ingest past this many taken and not yet answered is refused as its head is
+    # read;
     # ingest that waited in this server's queue (from when its bytes were read to when the app got to it) longer
     # than the bound is refused before its body is validated. Both: 503 + Retry-After.
     MAX_INGEST_IN_FLIGHT: int = Field(default=64, ge=1)
@@ -102,7 +103,7 @@ class Settings(BaseSettings):
     # (api/metrics/scrapes.py), so back-to-back scrapers cannot take the CPU from ingest. 0: render every scrape.
     METRICS_MAX_AGE_SECONDS: float = Field(default=1.0, ge=0, le=60)
 
-    # Connections (mfumon serve): no idle, slow or silent client holds one for long (api/connections.py).
+    # Connections (mfumon serve): no idle, slow or silent client holds one for long (api/server/guard.py).
     # An idle kept-alive connection is closed after KEEPALIVE_TIMEOUT_SECONDS. It must be longer than any client's
     # interval (exporter 10 s, demo 5 s, scheduler 30 s, reporter 10-60 s): at 5 s, a client pushing every 5 s reused
     # connections the server was closing in that instant and got "Connection reset by peer" (issue 30). Idle kept-
@@ -117,9 +118,10 @@ class Settings(BaseSettings):
     # The share of MAX_CONNECTIONS that connections on which no valid token was seen yet may hold (the oldest
     # waiting one is evicted past it), so an unauthenticated storm never closes an exporter's connection.
     UNAUTHENTICATED_CONNECTIONS_RATIO: float = Field(default=0.25, gt=0, le=1)
-    # The in-place path (api/connections.py): admission, the ingest gate and node pushes taken in the callback that
-    # read them, with no ASGI cycle. 0 serves every request through the ASGI stack (same answers, more CPU a push);
-    # mfumon serve also does so by itself, with one warning, when uvicorn or h11 lack what that path relies on.
+    # The in-place path (api/server/door.py, api/server/protocol.py): admission, the ingest gate and node pushes
+    # taken in the callback that read them, with no ASGI cycle. 0 serves every request through the ASGI stack (same
+    # answers, more CPU a push); mfumon serve also does so by itself, with one warning, when uvicorn or h11 lack
+    # what that path relies on.
     IN_PLACE: bool = True
     LOG_REPEATS_PER_MINUTE: int = Field(default=10, ge=1)  # the same log line more often than this is counted
     PEAKS_FILE: Path | None = None

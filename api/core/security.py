@@ -27,6 +27,7 @@ import ipaddress
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from mfumon.api.errors import ForbiddenError, InsecureConfigError, TokenConfigError
 
@@ -200,3 +201,16 @@ class TokenVerifier:
     def verify(self, authorization: str | None) -> bool:
         """True when auth is off, or the header carries one of the tokens."""
         return self.principal(authorization) is not None
+
+
+def granted(state: dict[str, Any], authorization: str | None, verifier: TokenVerifier, scope: str) -> Principal | None:
+    """The principal of a request if its token has ``scope``: the one admission kept in the request's ``state``
+    (:mod:`mfumon.api.server.admission`), else the token of its ``Authorization`` value (anonymous while tokens are
+    off); kept in ``state`` for the write audit. None, with nothing counted or raised, when it lacks ``scope``."""
+    principal = state.get("principal")
+    if principal is None:
+        principal = verifier.principal(authorization)
+    if principal is None or not principal.allows(scope):
+        return None
+    state["principal"] = principal
+    return principal

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from mfumon.api.metrics._text import Rows, counter, declare, family_text, gauge
 
 if TYPE_CHECKING:
-    from mfumon.api.connections import ConnectionGuard
     from mfumon.api.metrics.scrapes import ScrapeCache
+    from mfumon.api.server.guard import ConnectionGuard
 
 try:
     _VERSION = version("mfu-monitor")

@@ -6,9 +6,9 @@ bytes (one pass, about half the work), and FastAPI takes a model instance as it 
 validate comes back as plain JSON instead, so FastAPI validates it again and words the errors as it always does;
 invalid JSON fails exactly as before.
 
-The node push, nearly every request, mostly never gets here: :mod:`mfumon.api.fast_door` answers a well-formed one
-ahead of the app's middleware, validating it in one pass the same way; what it declines comes through the whole
-stack to this route.
+The node push, nearly every request, mostly never gets here: :mod:`mfumon.api.server.fast_door` answers a
+well-formed one ahead of the app's middleware, validating it in one pass the same way; what it declines comes through
+the whole stack to this route.
 """
 
 from __future__ import annotations

@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Container
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
-from pydantic import ValidationError
 
-from mfumon.api.context import AppContext
-from mfumon.api.deps import (
-    ContextDep,
-    NodePath,
-    NodeWriter,
-    PageDep,
-    check_node_capacity,
-    reject_future_timestamp,
-)
-from mfumon.api.middleware import NODE_SAMPLES
+from mfumon.api.deps import ContextDep, NodePath, NodeWriter, PageDep
 from mfumon.api.routes._one_pass import OnePassJSONRoute
 from mfumon.api.schemas.nodes import (
     GpuPublic,
@@ -28,16 +17,12 @@ from mfumon.api.schemas.nodes import (
     NodeSampleCreate,
     NodesPublic,
     SampleAccepted,
-    decode_push,
 )
-from mfumon.api.services.samples import record_sample
+from mfumon.api.services.ingest import ingest_push
 from mfumon.api.state.aggregate import gpu_state, node_gpu_states, reporting_jobs
 from mfumon.api.state.views import NodeView
 
 JSON = "application/json"
-PUSH_PATH = re.compile(r"/v1/nodes/([^/]+)/samples")
-"""The node push's path, its group the node (as the route's ``{node}`` matches it): for the fast door
-(:mod:`mfumon.api.fast_door`)."""
 
 router = APIRouter(prefix="/v1/nodes", tags=["nodes"], route_class=OnePassJSONRoute)
 
@@ -85,35 +70,19 @@ def _public(node: NodeView, reporting: Container[str]) -> NodePublic:
     )
 
 
-def parse_push(body: bytes) -> NodeSampleCreate | None:
-    """A push body validated in one pass (:func:`decode_push`), or None for FastAPI's handler and its errors."""
-    try:
-        return decode_push(body)
-    except ValidationError:
-        return None
-
-
 @router.post("/{node}/samples", response_model=SampleAccepted)
 async def create_sample(node: NodePath, body: NodeSampleCreate, request: Request, _: NodeWriter) -> Response:
     """Push one collection cycle of a node's GPUs; stored within SAMPLE_FLUSH_SECONDS (see mfumon.api.services.samples).
 
     Runs on the event loop: it touches only memory, so it needs no thread. The token is checked first (a
     dependency), then the body, then what needs this server's clock and state. Well-formed pushes, nearly all of
-    them, are answered by :class:`mfumon.api.fast_door.FastDoor` ahead of the middleware, through
-    :func:`accept_push` as here.
+    them, are answered by :class:`mfumon.api.server.fast_door.FastDoor` ahead of the middleware, through
+    :func:`mfumon.api.services.ingest.ingest_push` as here.
     """
-    return Response(accept_push(request.app.state.ctx, node, body, await request.body()), media_type=JSON)
-
-
-def accept_push(ctx: AppContext, node: str, sample: NodeSampleCreate, body: bytes) -> bytes:
-    """Take a validated push (``body``: the bytes it was validated from) and count it; its answer's body. Raises
-    what the app's exception handlers answer: a timestamp from the future, a capacity limit, a backlog."""
-    reject_future_timestamp(ctx, sample.timestamp)
-    check_node_capacity(ctx, node, len(sample.gpus))
-    applied = record_sample(ctx, node, sample, body)
-    ctx.self_metrics.count_ingest(NODE_SAMPLES, "accepted")
-    # Written here rather than validated against the response model (which still documents it): two fields.
-    return f'{{"accepted":{len(sample.gpus)},"applied":{"true" if applied else "false"}}}'.encode()
+    state = request.scope.setdefault("state", {})
+    answer = ingest_push(request.app.state.ctx, state, None, node, await request.body(), body)
+    assert answer is not None  # validated by FastAPI and authorised by the dependency: never declined
+    return Response(answer, media_type=JSON)
 
 
 @router.get("", response_model=NodesPublic)

@@ -216,7 +216,7 @@ CLOCK_SKEW_RULE = (
     "Unix seconds, the sender's clock. At most MFUMON_MAX_CLOCK_SKEW_SECONDS (default 300) ahead of the "
     "aggregator's clock: a time further ahead is 422 naming this field (check the sender's NTP)."
 )
-"""The description of every client timestamp :func:`mfumon.api.deps.reject_future_timestamp` checks."""
+"""The description of every client timestamp :func:`mfumon.api.services.ingest.reject_future_timestamp` checks."""
 
 MAX_TOKENS_PER_SECOND = 1e15
 """Far above any job (10^5 GPUs x 10^5 tokens/s is 10^10); keeps every FLOP/s product finite."""

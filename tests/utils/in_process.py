@@ -11,8 +11,9 @@ from contextlib import contextmanager
 import uvicorn
 from starlette.types import ASGIApp
 
-from mfumon.api.connections import ConnectionGuard, GuardedH11Protocol
 from mfumon.api.server import bind_socket, url_of
+from mfumon.api.server.guard import ConnectionGuard
+from mfumon.api.server.protocol import GuardedH11Protocol
 
 
 @contextmanager

@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 
 from mfumon.api.accounting import Ledger
-from mfumon.api.connections import ConnectionGuard
 from mfumon.api.metrics import families
 from mfumon.api.metrics.scrapes import ScrapeCache
 from mfumon.api.metrics.self_metrics import SelfMetrics
 from mfumon.api.metrics.store import MetricsRenderer
 from mfumon.api.schemas.nodes import GpuSample, IbPortSample
+from mfumon.api.server.guard import ConnectionGuard
 from mfumon.api.state.aggregate import summarize
 from mfumon.api.state.counters import DurableCounters
 from mfumon.api.state.devices import DeviceResolver

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from mfumon.api.routes.nodes import parse_push
+from mfumon.api.services.ingest import parse_push
 from tests.utils.factories import gpu, ib_port, node_sample, report, scrape
 
 SIGNATURE = "training|llama-8b|h100-sxm|8|bf16"

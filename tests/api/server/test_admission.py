@@ -18,8 +18,8 @@ from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
 import mfumon.api.routes as routes_package
-from mfumon.api.admission import ANY_TOKEN, Admission, Refusal, required_scope
 from mfumon.api.core.security import TokenVerifier, parse_tokens
+from mfumon.api.server.admission import ANY_TOKEN, Admission, Refusal, required_scope
 from tests.utils.factories import metric_value, node_sample, report, scrape
 
 TOKEN = "admission-test-token-0123456789"

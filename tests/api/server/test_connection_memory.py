@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from mfumon.api.connections import ConnectionGuard, GuardedH11Protocol
 from mfumon.api.core.config import Settings
 from mfumon.api.main import create_app
+from mfumon.api.server.guard import ConnectionGuard
+from mfumon.api.server.protocol import GuardedH11Protocol
 from tests.utils.in_process import serve_in_process
 
 

@@ -1,4 +1,4 @@
-"""Issue 54: the door of ``mfumon serve`` (:mod:`mfumon.api.connections`), seen from a socket.
+"""Issue 54: the door of ``mfumon serve`` (:mod:`mfumon.api.server.door`), seen from a socket.
 
 - the wait for a body is no queueing time: a body that trickles in within the body deadline is never refused as
   overload on an idle server;

@@ -1,4 +1,4 @@
-"""The node push's fast door (:mod:`mfumon.api.fast_door`) answers only what needs no error, and what it answers,
+"""The node push's fast door (:mod:`mfumon.api.server.fast_door`) answers only what needs no error, and what it answers,
 and every side effect, is what the whole stack would have answered and done.
 
 Each request goes, as a raw ASGI call, to two apps with the same settings: one with the door, one built without it
@@ -26,11 +26,11 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mfumon.api import fast_door
 from mfumon.api.core.config import Settings
-from mfumon.api.fast_door import STANDS_IN_FOR, FastDoor
 from mfumon.api.main import create_app
-from mfumon.api.overload import ARRIVED
+from mfumon.api.server import fast_door
+from mfumon.api.server.fast_door import STANDS_IN_FOR, FastDoor
+from mfumon.api.server.overload import ARRIVED
 from tests.api.server._pushes import (
     BODY_TIMEOUT_S,
     GOOD,
@@ -174,15 +174,22 @@ def _nodes(client: TestClient) -> list[tuple[Any, ...]]:
 
 
 def _taken_by_door(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The nodes of the pushes the door took (it calls ``accept_push``; the declared route calls its own)."""
+    """The nodes of the pushes the door took: ``ingest_push``, called from the door's module, did not decline them
+    (the declared route calls it from its own)."""
     taken: list[str] = []
-    accept = fast_door.accept_push
+    ingest = fast_door.ingest_push
 
-    def counted(ctx: Any, node: str, *args: Any) -> bytes:
-        taken.append(node)
-        return accept(ctx, node, *args)
+    def counted(ctx: Any, state: Any, authorization: Any, node: str, *args: Any, **kwargs: Any) -> bytes | None:
+        try:
+            answer = ingest(ctx, state, authorization, node, *args, **kwargs)
+        except Exception:
+            taken.append(node)
+            raise
+        if answer is not None:
+            taken.append(node)
+        return answer
 
-    monkeypatch.setattr(fast_door, "accept_push", counted)
+    monkeypatch.setattr(fast_door, "ingest_push", counted)
     return taken
 
 
@@ -257,14 +264,14 @@ def test_the_accepted_answer_is_the_declared_routes(pair: Callable[..., tuple[Te
 
 def _gate_pending_during_push(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     seen: list[int] = []
-    accept = fast_door.accept_push
+    ingest = fast_door.ingest_push
     gate = client.app.state.ingest_gate  # type: ignore[attr-defined]
 
-    def watched(*args: Any) -> bytes:
+    def watched(*args: Any, **kwargs: Any) -> bytes | None:
         seen.append(gate.pending)
-        return accept(*args)
+        return ingest(*args, **kwargs)
 
-    monkeypatch.setattr(fast_door, "accept_push", watched)
+    monkeypatch.setattr(fast_door, "ingest_push", watched)
     return seen
 
 

@@ -1,5 +1,5 @@
 """Under ``mfumon serve`` a node push whose whole body came with its head is taken in place: in the protocol's
-callback, with no ASGI cycle (:meth:`mfumon.api.connections.GuardedH11Protocol._take_in_place`). What it answers,
+callback, with no ASGI cycle (:func:`mfumon.api.server.door.at_head`). What it answers,
 and every side effect, must be what the app's stack answers and does.
 
 Two servers run in-process on real sockets, the same settings and tokens: one as ``mfumon serve`` wires it, one
@@ -25,9 +25,9 @@ import httpx
 import pytest
 
 from mfumon.api.core.config import Settings
-from mfumon.api.fast_door import FastDoor
 from mfumon.api.main import create_app
 from mfumon.api.server import connection_guard
+from mfumon.api.server.fast_door import FastDoor
 from tests.api.server._pushes import LIMITS, SELF_SERIES, TOKENS, push_body, push_with_gpus
 from tests.utils.factories import node_sample
 from tests.utils.in_process import serve_in_process

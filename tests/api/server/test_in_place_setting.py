@@ -1,6 +1,6 @@
 """``MFUMON_IN_PLACE`` (issue 54): 0 serves every request through the ASGI stack, with the same answers; ``mfumon
 serve`` falls back to it by itself, with one warning, when uvicorn, h11 or asyncio lack a member the in-place path
-relies on (:func:`mfumon.api.connections.in_place_gaps`)."""
+relies on (:func:`mfumon.api.server.protocol.in_place_gaps`)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import httpx
 import pytest
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from mfumon.api.connections import RELIED_ON, in_place_gaps
 from mfumon.api.core.config import Settings
 from mfumon.api.server import connection_guard, in_place
+from mfumon.api.server.protocol import RELIED_ON, in_place_gaps
 from tests.api.server._served import Served, push_body, read_answer
 from tests.utils.in_process import serve_in_process
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mfumon.api.overload import IngestGate
+from mfumon.api.server.overload import IngestGate
 from mfumon.exporter.job.reporter import JobReporter
 from mfumon.exporter.node.push import RetryPolicy, Sender
 from mfumon.exporter.node.spool import MemorySpool

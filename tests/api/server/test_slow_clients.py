@@ -199,7 +199,8 @@ def test_repeat_limit_counts_what_it_drops() -> None:
 
 def test_a_client_that_stops_reading_is_dropped() -> None:
     """The write deadline, on the protocol itself: a response the client does not read for long is abandoned."""
-    from mfumon.api.connections import ConnectionGuard, GuardedH11Protocol
+    from mfumon.api.server.guard import ConnectionGuard
+    from mfumon.api.server.protocol import GuardedH11Protocol
 
     loop = asyncio.new_event_loop()
     try:

@@ -14,11 +14,11 @@ alone decides, from the method, the path, ``Authorization``, ``Content-Length`` 
 - **a body within the route's limit** (:data:`BODY_LIMITS`): 413 for a ``Content-Length`` over it (a chunked body
   is counted as it arrives, :class:`mfumon.api.middleware.BodySizeLimit`).
 
-``mfumon serve`` applies it at the door (:class:`mfumon.api.connections.GuardedH11Protocol`), in the callback that
+``mfumon serve`` applies it at the door (:class:`mfumon.api.server.protocol.GuardedH11Protocol`), in the callback that
 parsed the head: a refused request costs no task, no in-flight slot and no body, and its connection is closed. Under
 another server (or the test client) :class:`Admit`, the outermost middleware, applies the same rule before anything
-else. The node push's fast door (:mod:`mfumon.api.fast_door`), just outside it, asks :meth:`Admit.verdict` first and
-leaves every refusal to :class:`Admit`.
+else. The node push's fast door (:mod:`mfumon.api.server.fast_door`), just outside it, asks :meth:`Admit.verdict`
+first and leaves every refusal to :class:`Admit`.
 """
 
 from __future__ import annotations
@@ -190,7 +190,8 @@ class Admit:
 
     def verdict(self, scope: Scope) -> Principal | Refusal | None:
         """:meth:`Admission.check` on a request's head; an admitted principal is kept in ``scope["state"]``.
-        Counts nothing: :class:`mfumon.api.fast_door.FastDoor` asks too, and leaves a refusal to this middleware."""
+        Counts nothing: :class:`mfumon.api.server.fast_door.FastDoor` asks too, and leaves a refusal to this
+        middleware."""
         admission = self.admission()
         if admission is None:  # the app has not started (its tokens are read at startup): admit nothing
             return _NOT_STARTED

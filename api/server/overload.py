@@ -5,7 +5,7 @@ the queue only grows (at 2x capacity, p99 reached 18 s). Refusing the excess at 
 fast, and the clients, which spool and honour ``Retry-After``, come back later with jitter. Two signs of excess:
 
 - more than ``limit`` ingest requests taken and not yet answered. Under ``mfumon serve`` they are counted at the
-  door (:class:`mfumon.api.connections.GuardedH11Protocol`): as soon as a request head is parsed, in the same callback
+  door (:mod:`mfumon.api.server.door`): as soon as a request head is parsed, in the same callback
   that read its bytes, so one past the limit is answered there and then, never queued behind the others on the
   event loop, and costs no task, no ASGI call and no body parsing. Under another server this middleware counts
   them when it runs.
@@ -14,7 +14,7 @@ fast, and the clients, which spool and honour ``Retry-After``, come back later w
   bytes (``ARRIVED``: when the event loop's turn that reads them began its reads); past the bound the request is
   refused before its body is validated. A node push taken in place (in the callback that read it, under ``mfumon
   serve``) never waits after that; it is refused at the door if the pushes read before it in the same turn took
-  longer than the bound (:meth:`mfumon.api.connections.ConnectionGuard.arrival`).
+  longer than the bound (:meth:`mfumon.api.server.guard.ConnectionGuard.arrival`).
 
 Shutting the door for a while after such a request, or while the event loop ran late turn after turn, was tried
 side by side (``bench/results/cpu-2026-12-01f/``): not clearly better at 2x capacity within this machine's noise,
@@ -29,7 +29,7 @@ one token's (one team's; with tokens off, one address's) bodies still arriving (
 decided at the door under ``mfumon serve``): one client's stalled bodies cannot refuse another's pushes.
 
 Only ingest (``PUT``/``POST`` under ``/v1/``) counts and is refused; reads, ``/metrics`` and health checks always
-pass. The node push's fast door (:mod:`mfumon.api.fast_door`) takes and ends its pushes through the same gate
+pass. The node push's fast door (:mod:`mfumon.api.server.fast_door`) takes and ends its pushes through the same gate
 (:meth:`IngestGate.refuses`, :meth:`IngestGate.enter`, :meth:`IngestGate.done`), leaving a refusal to this
 middleware. The count needs no lock: the door and this middleware both run on the event loop.
 """
@@ -132,6 +132,11 @@ class IngestGate:
         if not self.door:
             self.pending += 1
 
+    def leave(self) -> None:
+        """Undo :meth:`enter` for a request handed on after all (to the stack, which counts it again)."""
+        if not self.door:
+            self.pending = max(0, self.pending - 1)
+
     def done(self) -> None:
         self.pending = max(0, self.pending - 1)
 
@@ -158,7 +163,7 @@ def holders_of(principal: Principal | None, client: tuple[str, int] | None) -> t
 class IngestLimit:
     """503 + ``Retry-After`` for ingest beyond ``MAX_INGEST_IN_FLIGHT`` (unless the door already counted it) or
     queued longer than ``MAX_INGEST_QUEUE_SECONDS``. The decision and its effects are the gate's, which
-    :class:`mfumon.api.fast_door.FastDoor` calls too."""
+    :class:`mfumon.api.server.fast_door.FastDoor` calls too."""
 
     def __init__(self, app: ASGIApp, *, gate: IngestGate) -> None:
         self.app = app

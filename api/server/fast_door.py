@@ -7,7 +7,7 @@ answers a push that needs no error itself, with the scope's header pairs and a p
 else on to the stack untouched (its first body message replayed as received), so every refusal and error still
 comes from the one place it always came from.
 
-**Where it sits.** Just outside the app's own middleware (:class:`mfumon.api.admission.Admit`, the outermost),
+**Where it sits.** Just outside the app's own middleware (:class:`mfumon.api.server.admission.Admit`, the outermost),
 inside FastAPI's ``ServerErrorMiddleware`` and telemetry: an error nobody handles (a bug in ``record_sample``) is
 still logged and answered 500, and observed, as from the route. Those cost about 2 µs a push; the door saves the
 rest.
@@ -15,35 +15,36 @@ rest.
 **One feature, one place.** Each middleware's effect on a taken push comes from the same function the middleware
 calls (:data:`STANDS_IN_FOR` lists them; building the door fails when the app has a middleware it does not know):
 
-- :class:`~mfumon.api.admission.Admit`: :meth:`~mfumon.api.admission.Admit.verdict` (the token with the ``nodes``
-  scope, the declared size; the principal kept in the scope's state); a refusal is declined, for Admit to answer
-  and count;
-- :class:`~mfumon.api.overload.IngestLimit`: the gate's ``refuses`` (declined; asked before the body is awaited, then
-  ``reached``: the wait for the body is no queueing), ``enter`` and ``done``; under
-  ``mfumon serve`` the door in :mod:`mfumon.api.connections` counted the request already and ``enter`` knows it;
+- :class:`~mfumon.api.server.admission.Admit`: :meth:`~mfumon.api.server.admission.Admit.verdict` (the token with
+  the ``nodes`` scope, the declared size; the principal kept in the scope's state); a refusal is declined, for
+  Admit to answer and count;
+- :class:`~mfumon.api.server.overload.IngestLimit`: the gate's ``refuses`` (declined; asked before the body is
+  awaited, then ``reached``: the wait for the body is no queueing), ``enter`` and ``done``; under
+  ``mfumon serve`` the door in :mod:`mfumon.api.server.door` counted the request already and ``enter`` knows it;
 - :class:`~mfumon.api.middleware.BodyTimeout`: the first message is awaited within its deadline, which the
   middleware then keeps should the door decline; :class:`~mfumon.api.middleware.BodySizeLimit`: its ``limit``;
 - :class:`~mfumon.api.middleware.WriteAudit`: :func:`~mfumon.api.middleware.audit_write` once answered;
 - :class:`~mfumon.api.middleware.JsonContentType` changes nothing for ``application/json``, the only type taken,
   and :class:`~mfumon.api.middleware.ReadLimit` holds only reads.
 
-What the route does is :func:`mfumon.api.routes.nodes.accept_push`, as the declared route calls it; an error it
-raises once the push was taken is answered by the app's own exception handler (:mod:`mfumon.api.handlers`).
+What the route does is :func:`mfumon.api.services.ingest.ingest_push`, which the declared route calls too: it
+validates, authorises and applies the push; an error it raises once the push was taken is answered by the app's own
+exception handler (:mod:`mfumon.api.handlers`). This module imports no route and no route dependency.
 
-**In place, under ``mfumon serve``.** The server's protocol (:mod:`mfumon.api.connections`) hands the door a push
+**In place, under ``mfumon serve``.** The server's door (:mod:`mfumon.api.server.door`) hands this one a push
 whose whole body came with its head, in the callback that parsed it: :meth:`FastDoor.take_in_place` takes it by the
 same checks and calls, with the admission verdict the server's door reached on the head, and no ASGI cycle at all
 (uvicorn's task, scope, the three outer middleware, h11's response events: another third of a push's CPU). What it
 declines goes through the stack as received; an error taking it raised is handed over with the request
-(:data:`~mfumon.api.overload.HANDED_OVER`), and this door's ASGI path answers it through the app's handler instead
-of taking it again.
+(:data:`~mfumon.api.server.overload.HANDED_OVER`), and this door's ASGI path answers it through the app's handler
+instead of taking it again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from fastapi import FastAPI
@@ -52,9 +53,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mfumon.api.admission import Admit, Refusal
 from mfumon.api.core.security import Principal
-from mfumon.api.deps import NODE_NAME, granted
 from mfumon.api.middleware import (
     BodySizeLimit,
     BodyTimeout,
@@ -63,9 +62,10 @@ from mfumon.api.middleware import (
     WriteAudit,
     audit_write,
 )
-from mfumon.api.overload import HANDED_OVER, IngestLimit
-from mfumon.api.routes.nodes import JSON, PUSH_PATH, accept_push, parse_push
-from mfumon.api.schemas.nodes import NodeSampleCreate
+from mfumon.api.server.admission import Admit, Refusal
+from mfumon.api.server.interface import Headers
+from mfumon.api.server.overload import HANDED_OVER, IngestLimit
+from mfumon.api.services.ingest import NODE_NAME, PUSH_PATH, ingest_push
 
 STANDS_IN_FOR: tuple[type, ...] = (
     Admit,
@@ -80,9 +80,8 @@ STANDS_IN_FOR: tuple[type, ...] = (
 compares it with the app's): a middleware added to the app must be added here, with its effect, or the door cannot
 be built."""
 
-_JSON = JSON.encode()
+_JSON = b"application/json"
 Handlers = Mapping[Any, Callable[[Request, Exception], Any]]
-Headers = Iterable[tuple[bytes, bytes]]  # a request's header pairs, names in lower case (ASGI's, h11's)
 
 
 class FastDoor:
@@ -117,17 +116,31 @@ class FastDoor:
             await self.app(scope, receive, send)
             return
         body = self._whole_body(scope, message, length)
-        sample = parse_push(body) if body is not None else None
-        if body is None or sample is None or gate.refuses(scope) or not self._granted(scope, authorization):
+        if body is None or gate.refuses(scope):
             await self.app(scope, _replaying(message, receive), send)
             return
-        await self._take(scope, receive, send, node, sample, body)
+        handed = scope.pop(HANDED_OVER, None)  # raised when the server's protocol took it in place: not taken twice
+        answer: bytes | Exception | None
+        gate.enter()  # in flight while it is applied
+        try:
+            answer = ingest_push(
+                scope["app"].state.ctx, scope.setdefault("state", {}), authorization, node, body, raising=handed
+            )
+        except Exception as exc:
+            answer = exc
+        if answer is None:  # declined (the body or the token): the stack answers it, as always
+            gate.leave()
+            if handed is not None:
+                scope[HANDED_OVER] = handed
+            await self.app(scope, _replaying(message, receive), send)
+            return
+        await self._answer(scope, receive, send, answer)
 
     def take_in_place(
         self, method: str, path: str, headers: Headers, body: bytes, principal: Principal | None
     ) -> bytes | Exception | None:
         """A push whose whole body came with its head, taken by the server's protocol before any ASGI cycle
-        (:mod:`mfumon.api.connections`, under ``mfumon serve``): the answer's body (200), or the error taking it
+        (:mod:`mfumon.api.server.door`, under ``mfumon serve``): the answer's body (200), or the error taking it
         raised, which the server hands to this door's ASGI path with the request (:data:`HANDED_OVER`) to answer
         through the app's handler; None when this door would not take it (the stack answers it, as always).
 
@@ -137,16 +150,13 @@ class FastDoor:
         target = _push_target(method, path, headers)
         if target is None or len(body) != target[1]:
             return None
-        sample = parse_push(body)
         state: dict[str, Any] = {} if principal is None else {"principal": principal}
-        scope = {"type": "http", "method": method, "path": path, "app": self.owner, "state": state}
-        if sample is None or not self._granted(scope, target[2]):
-            return None
         try:
-            answer = accept_push(self.owner.state.ctx, target[0], sample, body)
+            answer = ingest_push(self.owner.state.ctx, state, target[2], target[0], body)
         except Exception as exc:
             return exc
-        audit_write(scope, 200)
+        if answer is not None:
+            audit_write({"type": "http", "method": method, "path": path, "app": self.owner, "state": state}, 200)
         return answer
 
     def _push_head(self, scope: Scope) -> tuple[str, int, str | None] | None:
@@ -165,26 +175,13 @@ class FastDoor:
         body: bytes = message.get("body", b"")
         return body if len(body) == length and length <= self.body_size.limit(scope) else None
 
-    @staticmethod
-    def _granted(scope: Scope, authorization: str | None) -> bool:
-        """Whether the token has the ``nodes`` scope, as the route's dependency decides (and keeps for the audit)."""
-        state = scope.setdefault("state", {})
-        return granted(state, authorization, scope["app"].state.ctx.verifier, "nodes") is not None
-
-    async def _take(
-        self, scope: Scope, receive: Receive, send: Send, node: str, sample: NodeSampleCreate, body: bytes
-    ) -> None:
-        """Answer a push that passed every check, with each middleware's effect; an error through its handler."""
+    async def _answer(self, scope: Scope, receive: Receive, send: Send, answer: bytes | Exception) -> None:
+        """Answer a push taken (its gate entered), with each middleware's effect: ``answer``, the body of its 200, or
+        the error taking it raised, through its handler."""
         gate, status = self.gate, 500
-        gate.enter()
-        handed = scope.pop(HANDED_OVER, None)
         try:
-            try:
-                if handed is not None:  # raised when the server's protocol took it in place: not taken twice
-                    raise handed
-                answer = accept_push(scope["app"].state.ctx, node, sample, body)
-            except Exception as exc:
-                status = await self._handle(scope, receive, send, exc)
+            if isinstance(answer, Exception):
+                status = await self._handle(scope, receive, send, answer)
                 return
             headers = [(b"content-length", str(len(answer)).encode()), (b"content-type", _JSON)]
             status = 200  # as WriteAudit records it: once the answer is begun
@@ -274,5 +271,5 @@ def install(app: FastAPI, stack: ASGIApp) -> ASGIApp:
         outer = outer.app
     handlers = {key: handler for key, handler in app.exception_handlers.items() if key not in (500, Exception)}
     outer.app = door = FastDoor(outer.app, layers=len(app.user_middleware), handlers=handlers, owner=app)
-    app.state.fast_door = door  # for the server's protocol (mfumon.api.connections), which takes pushes in place
+    app.state.fast_door = door  # for the server's door (mfumon.api.server.door), which takes pushes in place
     return stack

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from starlette.types import ASGIApp
 
 if TYPE_CHECKING:
-    from mfumon.api.connections import ConnectionGuard
+    from mfumon.api.server.guard import ConnectionGuard
 
 from mfumon.api.core.config import Settings
 from mfumon.api.core.logs import RepeatLimit, limit_repeats
@@ -104,8 +104,8 @@ def short_gil_turns() -> None:
 def in_place(settings: Settings) -> bool:
     """Whether to serve with the in-place path (``MFUMON_IN_PLACE``, on by default): off when the settings say so,
     or, with one warning, when this process's uvicorn, h11 or asyncio lack a member it relies on
-    (:func:`mfumon.api.connections.in_place_gaps`); every request then goes through the ASGI stack."""
-    from mfumon.api.connections import in_place_gaps
+    (:func:`mfumon.api.server.protocol.in_place_gaps`); every request then goes through the ASGI stack."""
+    from mfumon.api.server.protocol import in_place_gaps
 
     if not settings.IN_PLACE:
         return False
@@ -125,7 +125,7 @@ def connection_guard(app: ASGIApp, settings: Settings, max_connections: int) -> 
     in-place path (:func:`in_place`), the app's ingest gate, admission and fast door at the door (looked up as the
     app starts, when it has them). Without it the guard keeps only its deadlines and caps: admission, the ingest
     gate and every push are the app's middleware's, as under any other server."""
-    from mfumon.api.connections import ConnectionGuard
+    from mfumon.api.server.guard import ConnectionGuard
 
     state = getattr(app, "state", None)
     door = state if state is not None and in_place(settings) else None
@@ -147,12 +147,12 @@ def connection_guard(app: ASGIApp, settings: Settings, max_connections: int) -> 
 def run_app(app: ASGIApp, settings: Settings, sock: socket.socket | None = None) -> None:
     """Serve ``app`` on ``sock`` (or a socket bound to the settings' host and port) until a signal stops it.
 
-    uvicorn with :class:`~mfumon.api.connections.GuardedH11Protocol`: request-head and write deadlines and a connection
-    cap below the file-descriptor limit; repeated log lines are limited once uvicorn has set logging up.
+    uvicorn with :class:`~mfumon.api.server.protocol.GuardedH11Protocol`: request-head and write deadlines and a
+    connection cap below the file-descriptor limit; repeated log lines are limited once uvicorn has set logging up.
     """
     import uvicorn
 
-    from mfumon.api.connections import GuardedH11Protocol
+    from mfumon.api.server.protocol import GuardedH11Protocol
 
     sock = sock or bind_socket(settings.HOST, settings.PORT)
     quiet_gc()
