@@ -3,6 +3,7 @@ first table of ``bench/aggregator_scale.py`` alone, in a few minutes, for compar
 
     .venv/bin/python bench/ingest_ab.py --gpus 100000 --db postgres [--repeats 4]
     PYTHONPATH=/path/to/other/checkout .venv/bin/python bench/ingest_ab.py ...   # that checkout's server
+    .venv/bin/python bench/ingest_ab.py --in-place off ...   # every push through the ASGI stack
 
 The servers are started as ``aggregator_scale.py`` starts them (``python -m mfumon serve``, ``bench/bare_app.py``),
 so ``PYTHONPATH`` chooses which code serves: run the same command with and without it, one after the other, for a
@@ -30,6 +31,12 @@ def main() -> None:
     parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument(
+        "--in-place",
+        choices=["on", "off"],
+        default="on",
+        help="off: MFUMON_IN_PLACE=0, every push through the ASGI stack (the way out of issue 54)",
+    )
     parser.add_argument("--postgres-url", default=os.environ.get("MFUMON_TEST_PG_ADMIN_URL"))
     args = parser.parse_args()
     nodes = args.gpus // scale.GPUS_PER_NODE
@@ -39,7 +46,12 @@ def main() -> None:
         workdir = Path(tmp)
         dbs = scale.Databases(workdir, args.postgres_url)
         try:
-            with scale.bare(workdir) as bare, scale.mfumon(dbs.new(args.db), workdir) as server:
+            with (
+                scale.bare(workdir) as bare,
+                scale.mfumon(
+                    dbs.new(args.db), workdir, {"MFUMON_IN_PLACE": "1" if args.in_place == "on" else "0"}
+                ) as server,
+            ):
                 scale.fill(server.url, nodes, args.gpus // scale.GPUS_PER_JOB)
                 scale.scrape_once(server.url)
 
