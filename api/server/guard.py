@@ -16,6 +16,9 @@ protocol (:mod:`mfumon.api.server.protocol`) adds those three deadlines and a co
   admitted). At most ``max_untrusted`` are open at once: past that, a new connection evicts the untrusted one that
   has waited longest for a request head, so a storm of unauthenticated connections churns among its own and never
   closes an exporter's kept-alive connection;
+- a connection whose request was refused on its head reads and drops the rest of the body for a few seconds
+  (a lingering close, so the client reads the refusal instead of a reset); it still counts against both caps, and a
+  new connection past either evicts such a connection before any other;
 - past ``max_connections``, a new connection first evicts the connection that has waited longest for a request
   head (an untrusted one first; an idle or slow one, never one with a request in flight); if none waits, the new
   one gets 503.
@@ -68,6 +71,7 @@ class ConnectionGuard:
         self.max_untrusted = max_connections if max_untrusted is None else max_untrusted
         self.waiting: dict[Connection, None] = {}  # insertion order: the longest waiting first
         self.untrusted: dict[Connection, None] = {}  # no valid token seen on them yet; oldest first
+        self.lingering: dict[Connection, None] = {}  # refused, reading what is left of the body to drop; evicted first
         self._turn_began: float | None = None
         self.open = 0
         self.ended = 0  # connections ended, for whatever reason: memory to hand back after a storm (mfumon.api.main)
@@ -96,8 +100,15 @@ class ConnectionGuard:
             return {reason: self._closed[reason] for reason in CLOSE_REASONS}
 
     def evict_one(self, newcomer: Connection, *, untrusted_only: bool = False) -> bool:
-        """Close the connection that has waited longest for a request head, an untrusted one first; False when
-        none waits (none untrusted, with ``untrusted_only``)."""
+        """Close a connection lingering after a refusal, else the one that has waited longest for a request head, an
+        untrusted one first; False when none waits (none untrusted, with ``untrusted_only``)."""
+        for victim in self.lingering:  # refused: the rest of its body is read only as a courtesy
+            if victim is not newcomer and (victim in self.untrusted or not untrusted_only):
+                del self.lingering[victim]
+                self.untrusted.pop(victim, None)
+                victim.hang_up()
+                self.count("evicted")
+                return True
         candidates = [c for c in self.waiting if c is not newcomer]
         victims = [c for c in candidates if c in self.untrusted]
         if not untrusted_only:

@@ -60,7 +60,9 @@ class Connection(Protocol):
         ...
 
     def answer_and_close(self, refusal: Refusal, head_only: bool) -> None:
-        """Answer ``refusal`` and close: a body that may follow is never read. ``head_only``: a HEAD request."""
+        """Answer ``refusal`` and close: a body that may follow is never parsed or kept, but what the client still sends
+        of it is read and dropped for a few seconds first (a lingering close, bounded in bytes and time), so a client
+        still sending reads the answer rather than a reset. ``head_only``: a HEAD request."""
         ...
 
     def refuse_and_read_on(self, close: bool) -> None:

@@ -121,6 +121,16 @@ _REFUSED = _raw_response(503, "too many connections", "retry-after: 1\r\n")
 _CLOSE = (b"connection", b"close")
 _END = h11.EndOfMessage()
 
+#: Lingering close (as nginx's): after a refusal answered on the head, what the client still sends of the body is read
+#: and dropped before the connection closes, so a client still sending reads the answer instead of a reset (closing a
+#: socket with unread bytes sends a RST, which discards the answer the client has yet to read). Bounded: at most the
+#: declared ``Content-Length``, and never more than the largest body any route accepts (the scheduler's 64 MiB, so any
+#: body a client meant for this server fits; a chunked body counts against it too), within ``LINGER_SECONDS`` of the
+#: answer and ``LINGER_SILENCE_SECONDS`` of the last bytes. Nothing is buffered: each read is counted and dropped.
+LINGER_BYTES = 64 * 1024 * 1024
+LINGER_SECONDS = 5.0
+LINGER_SILENCE_SECONDS = 2.0
+
 
 _head: tuple[list[tuple[bytes, bytes]] | None, bytes] = (None, b"")  # default headers, and the status line with them
 
@@ -186,6 +196,7 @@ class _DoorConnection(h11.Connection):
         super().__init__(h11.SERVER, max_incomplete_event_size)
         self._refuse = refuse
         self.successor: _DoorConnection | None = None  # set when a request was answered in place
+        self.lingering = False  # refused and closed on our side: the rest of the body is read and dropped
 
     def release(self) -> None:
         """Drop the hook (a bound method of the protocol, which holds this connection): the cycle between them
@@ -200,8 +211,8 @@ class _DoorConnection(h11.Connection):
                 return event
             if self.successor is not None:  # answered in place: the protocol reads on with a fresh connection
                 return self.successor.next_event()
-            if self.our_state is h11.CLOSED:  # the client asked to close: nothing more to read
-                return h11.PAUSED
+            if self.our_state is h11.CLOSED:  # refused, or the client asked to close: nothing more to parse
+                return h11.NEED_DATA if self.lingering else h11.PAUSED  # lingering: read on (and drop)
             # Otherwise go on: the refused request's body follows, and uvicorn drops it (our side is done).
 
 
@@ -220,6 +231,11 @@ class GuardedH11Protocol(H11Protocol):
         self.arriving: tuple[str, ...] | None = None  # who the body still arriving is counted against (the gate's)
         self._event_size = self.config.h11_max_incomplete_event_size or DEFAULT_MAX_INCOMPLETE_EVENT_SIZE
         self._overloaded: _Overloaded | None = None
+        self._request: h11.Request | None = None  # the head the door decides on, while it does
+        self._linger_left = -1  # bytes still to read and drop after a refusal (lingering close); -1: not lingering
+        self._linger_last = 0.0  # when bytes last came while lingering (the loop's clock)
+        self._linger_end = 0.0  # when lingering ends at the latest
+        self._linger_timer: asyncio.TimerHandle | None = None
         if self.guard.gate is not None or self.guard.admission is not None:
             self._overloaded = _overloaded_of(self.guard.gate)
             self.conn = _DoorConnection(self._event_size, self._at_head)
@@ -237,6 +253,12 @@ class GuardedH11Protocol(H11Protocol):
         self._wait_for_head()
 
     def data_received(self, data: bytes) -> None:
+        if self._linger_left >= 0:  # after a refusal: count and drop, never parse or keep
+            self._linger_left -= len(data)
+            self._linger_last = self.loop.time()
+            if self._linger_left <= 0:
+                self._end_linger()
+            return
         arrived, cycle = self.guard.arrival(self.loop), self.cycle
         self.arrived = arrived
         self.reading = True
@@ -258,7 +280,11 @@ class GuardedH11Protocol(H11Protocol):
 
     def _at_head(self, request: h11.Request) -> bool:
         """h11's hook on each request head: the door's decision (True: answered here)."""
-        return door.at_head(self, request.method, request.target, request.headers, request.http_version)
+        self._request = request
+        try:
+            return door.at_head(self, request.method, request.target, request.headers, request.http_version)
+        finally:
+            self._request = None
 
     # The connection as the door sees it (mfumon.api.server.interface.Connection)
 
@@ -299,7 +325,60 @@ class GuardedH11Protocol(H11Protocol):
             data += self.conn.send(h11.Data(data=refusal.body())) or b""
         data += self.conn.send(_END) or b""
         self.transport.write(data)
+        left = self._body_to_drop()
         self.conn.send(h11.ConnectionClosed())
+        if left <= 0:
+            self.transport.close()
+            return
+        self._linger(left)
+
+    def _body_to_drop(self) -> int:
+        """How much of the refused request's body to read and drop before closing (0: close now): what is still to
+        come of it, within :data:`LINGER_BYTES` of it in all."""
+        request, conn = self._request, self.conn
+        if request is None or conn.their_state is not h11.SEND_BODY:
+            return 0
+        buffered, closed = conn.trailing_data
+        if closed:
+            return 0
+        budget = LINGER_BYTES
+        for name, value in request.headers:
+            if name == b"expect":  # 100-continue: the client sends no body after a final answer
+                return 0
+            if name == b"content-length":  # h11 checked it is digits
+                budget = min(budget, int(value))
+        return budget - len(buffered)
+
+    def _linger(self, left: int) -> None:
+        """Lingering close: say nothing more will come (half-close, where the transport can), then read and drop
+        up to ``left`` bytes, until the client closes, falls silent or the time is up; the connection still counts
+        against the guard's caps, and is the first a newcomer evicts."""
+        assert isinstance(self.conn, _DoorConnection)
+        self.conn.lingering = True
+        self.guard.waiting.pop(self, None)
+        self.guard.lingering[self] = None
+        if self.transport.can_write_eof():
+            self.transport.write_eof()  # sent once the answer is written
+        self._linger_left = left
+        self._linger_last = now = self.loop.time()
+        self._linger_end = now + LINGER_SECONDS
+        self._linger_timer = self.loop.call_at(now + LINGER_SILENCE_SECONDS, self._on_linger_timer)
+
+    def _on_linger_timer(self) -> None:
+        self._linger_timer = None
+        now = self.loop.time()
+        due = min(self._linger_end, self._linger_last + LINGER_SILENCE_SECONDS)
+        if now >= due:
+            self._end_linger()
+        else:
+            self._linger_timer = self.loop.call_at(due, self._on_linger_timer)
+
+    def _end_linger(self) -> None:
+        self._linger_left = 0
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
+            self._linger_timer = None
+        self.guard.lingering.pop(self, None)
         self.transport.close()
 
     def refuse_and_read_on(self, close: bool) -> None:
@@ -331,6 +410,8 @@ class GuardedH11Protocol(H11Protocol):
         self._head_arrived()
         door.body_came(self)
         self.guard.untrusted.pop(self, None)
+        if self._linger_left >= 0:
+            self._end_linger()
         if isinstance(self.conn, _DoorConnection):
             self.conn.release()  # no cycle left: the protocol goes at once, not at the next full collection
         if getattr(self.transport, "_read_ready_cb", None) is not None:
