@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 
 from mfumon.api.context import AppContext
 from mfumon.api.core.security import Principal, granted
-from mfumon.api.middleware import endpoint_of
+from mfumon.api.route_table import endpoint_of
 from mfumon.api.schemas._common import ID_PATTERN
 from mfumon.api.schemas.baselines import SIGNATURE_KEY_PATTERN
 from mfumon.api.services.ingest import limited

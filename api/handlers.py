@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException
 
 from mfumon.api.errors import ConflictError, ForbiddenError, InputError, NotFoundError, SamplesBacklogged
 from mfumon.api.methods import allowed_methods
-from mfumon.api.middleware import NODE_SAMPLES, endpoint_of
+from mfumon.api.route_table import NODE_SAMPLES, endpoint_of
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.types import ASGIApp
 
-from mfumon.api import handlers, openapi
+from mfumon.api import handlers, openapi, route_table
 from mfumon.api.context import AppContext
 from mfumon.api.core.config import Settings
 from mfumon.api.core.memory import Trimmer
@@ -28,7 +28,6 @@ from mfumon.api.middleware import (
     JsonContentType,
     ReadLimit,
     WriteAudit,
-    endpoint_of,
 )
 from mfumon.api.routes import (
     baselines,
@@ -48,7 +47,7 @@ from mfumon.api.routes import (
     usage,
 )
 from mfumon.api.server import fast_door
-from mfumon.api.server.admission import SCHEDULER_SYNC_PATH, Admission, Admit
+from mfumon.api.server.admission import Admission, Admit
 from mfumon.api.server.overload import IngestGate, IngestLimit
 from mfumon.api.services.accounting import bill_gpu_states, maintain_hours
 from mfumon.api.services.expiry import expire_silent_jobs
@@ -150,7 +149,7 @@ def _storms(app: FastAPI) -> int:
 
 def _count_admission_refused(app: FastAPI, method: str, path: str, reason: str) -> None:
     ctx = getattr(app.state, "ctx", None)
-    endpoint = endpoint_of(method, path)
+    endpoint = route_table.endpoint_of(method, path)
     if ctx is not None and endpoint is not None:
         ctx.self_metrics.count_ingest(endpoint, reason)
 
@@ -189,7 +188,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             verifier,
             reads_need_token=settings.READ_REQUIRES_TOKEN,
             max_body_bytes=settings.MAX_BODY_BYTES,
-            body_limits=((SCHEDULER_SYNC_PATH, settings.MAX_SCHEDULER_BODY_BYTES),),
+            routes=app.state.routes,
+            body_limits={
+                spec.max_body_bytes: getattr(settings, spec.max_body_bytes) for spec in app.state.routes.specs
+            },
         )
         # The port opens only after this: a replica never serves (or reports ready with) a partial state.
         if ctx.listener is not None:
@@ -237,7 +239,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(WriteAudit)
     app.add_middleware(
         BodySizeLimit,
-        limit_of=lambda path: admission.body_limit(path) if admission is not None else settings.MAX_BODY_BYTES,
+        limit_of=lambda method, path: (
+            admission.body_limit(method, path) if admission is not None else settings.MAX_BODY_BYTES
+        ),
     )
     app.add_middleware(
         BodyTimeout, timeout_seconds=settings.BODY_TIMEOUT_SECONDS, on_timeout=lambda: _count_body_timeout(app)
@@ -281,5 +285,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ui,
     ):  # node pushes matched first
         app.include_router(module.router)
+    app.state.routes = route_table.install(app.routes)  # the door's matcher: each write route's spec, declared with it
     openapi.install(app)
     return app

@@ -16,33 +16,9 @@ from typing import Any, TypeVar
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mfumon.api.errors import BodyTooLarge
-
-NODE_SAMPLES = "node_samples"  # the node push's endpoint name (the in-place path takes only it)
-
-_ENDPOINTS = (  # disjoint; the node push, nearly every request, first
-    ("POST", re.compile(r"^/v1/nodes/[^/]+/samples$"), NODE_SAMPLES),
-    ("POST", re.compile(r"^/v1/jobs/[^/]+/reports$"), "job_reports"),
-    ("POST", re.compile(r"^/v1/jobs/[^/]+/end$"), "job_end"),
-    ("POST", re.compile(r"^/v1/jobs/[^/]+/events$"), "job_events"),
-    ("POST", re.compile(r"^/v1/jobs/[^/]+/profile$"), "job_profile_request"),
-    ("POST", re.compile(r"^/v1/jobs/[^/]+/profiles$"), "job_profiles"),
-    ("PUT", re.compile(r"^/v1/jobs/[^/]+$"), "job_update"),
-    ("PUT", re.compile(r"^/v1/scheduler/[^/]+$"), "scheduler_sync"),
-    ("POST", re.compile(r"^/v1/remediations$"), "remediations"),
-)
-
-
-def endpoint_of(method: str, path: str) -> str | None:
-    """The ingest endpoint a request targets, for the ``endpoint`` label of the ingest counter."""
-    for m, pattern, name in _ENDPOINTS:
-        if method == m and pattern.match(path):
-            return name
-    return None
-
+from mfumon.api.route_table import READ_METHODS, endpoint_of
 
 audit_logger = logging.getLogger("api.audit")
-
-_READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 def endpoint_label(scope: Scope) -> str:
@@ -63,7 +39,7 @@ class WriteAudit:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] in _READ_METHODS:
+        if scope["type"] != "http" or scope["method"] in READ_METHODS:
             await self.app(scope, receive, send)
             return
         status = 500
@@ -276,9 +252,9 @@ class BodySizeLimit:
     the head.
     """
 
-    def __init__(self, app: ASGIApp, limit_of: Callable[[str], int]) -> None:
+    def __init__(self, app: ASGIApp, limit_of: Callable[[str, str], int]) -> None:
         self.app = app
-        self.limit_of = limit_of  # path -> most bytes its body may have
+        self.limit_of = limit_of  # (method, path) -> most bytes its body may have
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -303,7 +279,7 @@ class BodySizeLimit:
 
     def limit(self, scope: Scope) -> int:
         """The most bytes the request's body may have."""
-        return self.limit_of(scope.get("path", ""))
+        return self.limit_of(scope.get("method", ""), scope.get("path", ""))
 
 
 #: media types that are JSON; curl ``-d`` sends ``application/x-www-form-urlencoded`` unless told otherwise

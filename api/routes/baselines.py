@@ -9,6 +9,7 @@ from fastapi import APIRouter, HTTPException, Path, Query, Response
 from mfumon.api.db.tables import BaselineRow
 from mfumon.api.deps import BaselineWriter, ContextDep, SignaturePageDep
 from mfumon.api.openapi import answer
+from mfumon.api.route_table import route_spec
 from mfumon.api.schemas.baselines import (
     SIGNATURE_MAX_LENGTH,
     SIGNATURE_PATTERN,
@@ -76,6 +77,7 @@ def read_baseline(signature: SignaturePath, ctx: ContextDep) -> BaselinePublic:
     response_model=BaselinePublic,
     responses=answer(409, "`job_id` runs another signature than the one pinned."),
 )
+@route_spec("baselines")
 def pin_baseline(
     signature: SignaturePath, ctx: ContextDep, principal: BaselineWriter, body: BaselinePin | None = None
 ) -> BaselinePublic:
@@ -85,6 +87,7 @@ def pin_baseline(
 
 
 @router.delete("/{signature:path}", status_code=204, response_class=Response)
+@route_spec("baselines")
 def reset_baseline(signature: SignaturePath, ctx: ContextDep, principal: BaselineWriter) -> Response:
     """Reset a baseline, pinned or not: jobs of this signature have none until the next stable window captures."""
     if baselines.reset(ctx, signature, principal) is None:

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from mfumon.api.deps import ContextDep, JobIdPath, JobWriter, reject_future_timestamp
+from mfumon.api.route_table import route_spec
 from mfumon.api.schemas.events import JobEventCreate, JobEventPublic, JobEventResult, JobEventsPublic
 from mfumon.api.services import events
 from mfumon.api.services.events import record_event
@@ -15,6 +16,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 
 @router.post("/{job_id}/events", response_model=JobEventResult)
+@route_spec("jobs", endpoint="job_events")
 def create_event(job_id: JobIdPath, body: JobEventCreate, ctx: ContextDep, principal: JobWriter) -> JobEventResult:
     """Record a job event: init, checkpoint_save, checkpoint_load, eval, restart or failure."""
     if body.timestamp is not None:

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Body, HTTPException, Query
 from mfumon.api.accounting import Ledger
 from mfumon.api.db.tables import JobRow
 from mfumon.api.deps import ContextDep, JobCapacity, JobIdPath, JobWriter, PageDep
+from mfumon.api.route_table import route_spec
 from mfumon.api.schemas.jobs import (
     AccountingPublic,
     JobEnd,
@@ -123,6 +124,7 @@ def _accounting_fields(job: JobRow) -> dict[str, Any]:
 
 
 @router.put("/{job_id}", response_model=JobPublic, dependencies=[JobCapacity])
+@route_spec("jobs", endpoint="job_update")
 def update_job(job_id: JobIdPath, body: JobUpdate, ctx: ContextDep, principal: JobWriter) -> JobPublic:
     """Register a job (pending until it reports) or update its metadata."""
     job = reports.update_job(ctx, job_id, body, principal)
@@ -131,6 +133,7 @@ def update_job(job_id: JobIdPath, body: JobUpdate, ctx: ContextDep, principal: J
 
 
 @router.post("/{job_id}/reports", response_model=ReportResult, dependencies=[JobCapacity])
+@route_spec("jobs", endpoint="job_reports")
 def create_report(job_id: JobIdPath, body: JobReportCreate, ctx: ContextDep, principal: JobWriter) -> ReportResult:
     """Report a job's throughput over the last interval; returns its MFU now."""
     result = reports.record_report(ctx, job_id, body, principal)
@@ -139,6 +142,7 @@ def create_report(job_id: JobIdPath, body: JobReportCreate, ctx: ContextDep, pri
 
 
 @router.post("/{job_id}/end", response_model=JobPublic)
+@route_spec("jobs", endpoint="job_end")
 def end_job(
     job_id: JobIdPath, ctx: ContextDep, principal: JobWriter, body: Annotated[JobEnd | None, Body()] = None
 ) -> JobPublic:

@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 
 from mfumon.api.deps import ContextDep, NodePath, NodeWriter, PageDep
+from mfumon.api.route_table import NODE_SAMPLES, route_spec
 from mfumon.api.routes._one_pass import OnePassJSONRoute
 from mfumon.api.schemas.nodes import (
     GpuPublic,
@@ -71,6 +72,7 @@ def _public(node: NodeView, reporting: Container[str]) -> NodePublic:
 
 
 @router.post("/{node}/samples", response_model=SampleAccepted)
+@route_spec("nodes", endpoint=NODE_SAMPLES)
 async def create_sample(node: NodePath, body: NodeSampleCreate, request: Request, _: NodeWriter) -> Response:
     """Push one collection cycle of a node's GPUs; stored within SAMPLE_FLUSH_SECONDS (see mfumon.api.services.samples).
 

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query
 
 from mfumon.api.deps import ContextDep, JobIdPath, JobWriter, ProfileRequester, reject_future_timestamp
 from mfumon.api.openapi import answer, invalid_when
+from mfumon.api.route_table import route_spec
 from mfumon.api.schemas.profiles import ProfilePublic, ProfileRequestCreate, ProfilesPublic, ProfileSummaryCreate
 from mfumon.api.services import profiles
 
@@ -20,6 +21,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["profiles"])
     status_code=202,
     responses=answer(409, "The job is not running, or a profile of it is already asked and not yet answered."),
 )
+@route_spec("profile", endpoint="job_profile_request")
 def create_profile_request(
     job_id: JobIdPath, body: ProfileRequestCreate, ctx: ContextDep, principal: ProfileRequester
 ) -> ProfilePublic:
@@ -42,6 +44,7 @@ def create_profile_request(
         ),
     },
 )
+@route_spec("jobs", endpoint="job_profiles")
 def create_profile_summary(
     job_id: JobIdPath, body: ProfileSummaryCreate, ctx: ContextDep, principal: JobWriter
 ) -> ProfilePublic:

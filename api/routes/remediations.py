@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from mfumon.api.deps import ID_PATTERN, ContextDep, RemediationWriter, reject_future_timestamp
+from mfumon.api.route_table import route_spec
 from mfumon.api.schemas.remediations import (
     RemediationAction,
     RemediationCreate,
@@ -20,6 +21,7 @@ router = APIRouter(prefix="/v1/remediations", tags=["remediations"])
 
 
 @router.post("", response_model=RemediationPublic)
+@route_spec("remediate", endpoint="remediations")
 def create_remediation(body: RemediationCreate, ctx: ContextDep, principal: RemediationWriter) -> RemediationPublic:
     """Record one decision of ``mfumon remediate``: an action done or failed, a dry run, or one withheld by a rail."""
     reject_future_timestamp(ctx, body.timestamp)

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path
 
 from mfumon.api.deps import ContextDep, SchedulerWriter, reject_future_timestamp
+from mfumon.api.route_table import route_spec
 from mfumon.api.schemas.scheduler import SchedulerSync, SourcePublic, SourcesPublic, SyncResult, TeamQuota
 from mfumon.api.services import scheduler as service
 
@@ -22,6 +23,7 @@ SourcePath = Annotated[
 
 
 @router.put("/{source}", response_model=SyncResult)
+@route_spec("scheduler", endpoint="scheduler_sync", max_body_bytes="MAX_SCHEDULER_BODY_BYTES")
 def sync_source(source: SourcePath, body: SchedulerSync, ctx: ContextDep, _: SchedulerWriter) -> SyncResult:
     """Replace what ``source`` says about its jobs: pending and running jobs, quotas; missing jobs are ended."""
     reject_future_timestamp(ctx, body.observed_at, "observed_at")

@@ -7,12 +7,13 @@ alone decides, from the method, the path, ``Authorization``, ``Content-Length`` 
 
 - **one framing**: a head with both ``Content-Length`` and ``Transfer-Encoding`` gets 400 and its connection is
   closed (RFC 9112, section 6.1: it may be an attempt at request smuggling);
-- **a token with the route's scope** (:data:`ROUTE_SCOPES`): 401 for a missing or wrong token, 403 for one without
+- **a token with the route's scope** (its :class:`~mfumon.api.route_table.RouteSpec`, matched by the app's
+  :class:`~mfumon.api.route_table.RouteTable`): 401 for a missing or wrong token, 403 for one without
   the scope. Every write needs a token once tokens are configured, a route with no entry here included (it then
   gets its 404 or 405 only after the token passed); reads need the ``read`` scope when ``READ_REQUIRES_TOKEN`` is on;
   the probes never need one.
-- **a body within the route's limit** (:data:`BODY_LIMITS`): 413 for a ``Content-Length`` over it (a chunked body
-  is counted as it arrives, :class:`mfumon.api.middleware.BodySizeLimit`).
+- **a body within the route's limit** (the setting its spec's ``max_body_bytes`` names): 413 for a ``Content-Length``
+  over it (a chunked body is counted as it arrives, :class:`mfumon.api.middleware.BodySizeLimit`).
 
 ``mfumon serve`` applies it at the door (:class:`mfumon.api.server.protocol.GuardedH11Protocol`), in the callback that
 parsed the head: a refused request costs no task, no in-flight slot and no body, and its connection is closed. Under
@@ -24,49 +25,33 @@ first and leaves every refusal to :class:`Admit`.
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mfumon.api.core.security import Principal, TokenVerifier
+from mfumon.api.route_table import READ_METHODS, RouteSpec, RouteTable
 
-READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 """Probes: never need a token, whatever the settings."""
-
-_ID = r"[^/]+"
-ROUTE_SCOPES: tuple[tuple[str, re.Pattern[str], str], ...] = (
-    ("POST", re.compile(rf"^/v1/nodes/{_ID}/samples$"), "nodes"),
-    ("POST", re.compile(rf"^/v1/jobs/{_ID}/(?:reports|end|events|profiles)$"), "jobs"),
-    ("POST", re.compile(rf"^/v1/jobs/{_ID}/profile$"), "profile"),
-    ("PUT", re.compile(rf"^/v1/jobs/{_ID}$"), "jobs"),
-    ("PUT", re.compile(rf"^/v1/scheduler/{_ID}$"), "scheduler"),
-    ("PUT", re.compile(r"^/v1/baselines/.+$"), "baselines"),
-    ("DELETE", re.compile(r"^/v1/baselines/.+$"), "baselines"),
-    ("POST", re.compile(r"^/v1/remediations$"), "remediate"),
-)
-"""The scope each write route needs; ``tests/api/server/test_admission.py`` checks it against every route's
-dependency."""
-
-SCHEDULER_SYNC_PATH = re.compile(rf"^/v1/scheduler/{_ID}$")
-"""A scheduler sync carries a whole queue (tens of thousands of jobs): it gets its own, larger body limit."""
 
 ANY_TOKEN = ""
 """The scope of a write to no known route: any valid token (then the router answers 404 or 405)."""
 
 
-def required_scope(method: str, path: str, *, reads_need_token: bool) -> str | None:
+def required_scope(method: str, path: str, *, reads_need_token: bool, routes: RouteTable) -> str | None:
     """The scope a request needs (:data:`ANY_TOKEN` for any valid token), or None when it needs no token."""
+    spec = None if method in READ_METHODS else routes.match(method, path)
+    return _scope_needed(method, path, reads_need_token, spec)
+
+
+def _scope_needed(method: str, path: str, reads_need_token: bool, spec: RouteSpec | None) -> str | None:
     if path in OPEN_PATHS:
         return None
     if method in READ_METHODS:
         return "read" if reads_need_token else None
-    for m, pattern, scope in ROUTE_SCOPES:
-        if method == m and pattern.match(path):
-            return scope
-    return ANY_TOKEN
+    return ANY_TOKEN if spec is None else spec.scope
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,19 +103,21 @@ class Admission:
         *,
         reads_need_token: bool,
         max_body_bytes: int,
-        body_limits: tuple[tuple[re.Pattern[str], int], ...] = (),
+        routes: RouteTable,
+        body_limits: Mapping[str, int] | None = None,
     ) -> None:
         self.verifier = verifier
         self.reads_need_token = reads_need_token
         self.max_body_bytes = max_body_bytes
-        self.body_limits = body_limits  # (path pattern, limit) for routes whose bodies are larger by design
+        self.routes = routes
+        self.body_limits = body_limits or {}  # setting name -> bytes, for a spec's ``max_body_bytes``
 
-    def body_limit(self, path: str) -> int:
-        """The most bytes a request body to ``path`` may have."""
-        for pattern, limit in self.body_limits:
-            if pattern.match(path):
-                return limit
-        return self.max_body_bytes
+    def body_limit(self, method: str, path: str) -> int:
+        """The most bytes a request body to ``method path`` may have."""
+        return self._limit(self.routes.match(method, path))
+
+    def _limit(self, spec: RouteSpec | None) -> int:
+        return self.max_body_bytes if spec is None else self.body_limits.get(spec.max_body_bytes, self.max_body_bytes)
 
     def check(
         self,
@@ -145,7 +132,8 @@ class Admission:
         if transfer_encoding and content_length is not None:
             return _AMBIGUOUS_FRAMING
         principal: Principal | None = None
-        scope = required_scope(method, path, reads_need_token=self.reads_need_token)
+        spec = None if method in READ_METHODS else self.routes.match(method, path)  # one match per request
+        scope = _scope_needed(method, path, self.reads_need_token, spec)
         if scope is not None and self.verifier.required:
             principal = self.verifier.principal(authorization)
             if principal is None:
@@ -154,7 +142,7 @@ class Admission:
                 has = ", ".join(sorted(principal.scopes)) or "none"
                 return Refusal(403, f"token {principal.name!r} lacks the {scope!r} scope (it has: {has})", "forbidden")
         if content_length is not None:
-            limit = self.body_limit(path)
+            limit = self._limit(spec)
             if not content_length.isdigit() or int(content_length) > limit:
                 return Refusal(413, f"request body exceeds {limit} bytes (this route's limit)", "too_large")
         return principal

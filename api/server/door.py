@@ -29,7 +29,7 @@ import time
 from urllib.parse import unquote
 
 from mfumon.api.core.security import Principal
-from mfumon.api.middleware import NODE_SAMPLES, endpoint_of
+from mfumon.api.route_table import NODE_SAMPLES, endpoint_of
 from mfumon.api.server.admission import Refusal
 from mfumon.api.server.interface import Connection, Headers
 from mfumon.api.server.overload import holders_of

@@ -62,10 +62,11 @@ from mfumon.api.middleware import (
     WriteAudit,
     audit_write,
 )
+from mfumon.api.route_table import NODE_SAMPLES, endpoint_of
 from mfumon.api.server.admission import Admit, Refusal
 from mfumon.api.server.interface import Headers
 from mfumon.api.server.overload import HANDED_OVER, IngestLimit
-from mfumon.api.services.ingest import NODE_NAME, PUSH_PATH, ingest_push
+from mfumon.api.services.ingest import NODE_NAME, ingest_push
 
 STANDS_IN_FOR: tuple[type, ...] = (
     Admit,
@@ -209,10 +210,10 @@ class FastDoor:
 def _push_target(method: str, path: str, headers: Headers) -> tuple[str, int, str | None] | None:
     """Node, declared length and ``Authorization`` of a push whose head needs no error: the route, a valid node
     name, ``application/json`` exactly, a ``Content-Length``."""
-    if method != "POST":
+    if endpoint_of(method, path) != NODE_SAMPLES:  # the route table's push route: /v1/nodes/{node}/samples
         return None
-    match = PUSH_PATH.fullmatch(path)
-    if match is None or NODE_NAME.fullmatch(node := match.group(1)) is None:
+    parts = path.split("/")
+    if len(parts) != 5 or parts[4] != "samples" or NODE_NAME.fullmatch(node := parts[3]) is None:
         return None
     content_type = length = authorization = None
     for name, value in headers:

@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mfumon.api.core.security import Principal
-from mfumon.api.middleware import endpoint_of
+from mfumon.api.route_table import endpoint_of
 
 ARRIVED = "mfumon.arrived"  # scope key: time.monotonic() when the server learned of the request's bytes
 HANDED_OVER = "mfumon.push_error"  # scope key: the error taking a push in place raised, for the app to answer

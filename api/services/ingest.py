@@ -18,13 +18,11 @@ from pydantic import ValidationError
 
 from mfumon.api.context import AppContext
 from mfumon.api.core.security import granted
-from mfumon.api.middleware import NODE_SAMPLES
+from mfumon.api.route_table import NODE_SAMPLES
 from mfumon.api.schemas._common import ID_PATTERN
 from mfumon.api.schemas.nodes import NodeSampleCreate, decode_push
 from mfumon.api.services.samples import record_sample
 
-PUSH_PATH = re.compile(r"/v1/nodes/([^/]+)/samples")
-"""The node push's path, its group the node (as the route's ``{node}`` matches it)."""
 NODE_NAME = re.compile(ID_PATTERN)
 """The node names the route's path parameter accepts, for code that checks a name without FastAPI."""
 SCOPE = "nodes"

@@ -6,19 +6,19 @@ In-process (the ``Admit`` middleware, as under any ASGI server) and against the 
 
 from __future__ import annotations
 
-import importlib
 import json
-import pkgutil
 import re
 from collections.abc import Callable
 
 import pytest
-from fastapi import APIRouter
-from fastapi.routing import APIRoute
+from fastapi import APIRouter, FastAPI
+from fastapi.routing import APIRoute, RouteContext, iter_route_contexts
 from fastapi.testclient import TestClient
+from starlette.routing import Match
 
-import mfumon.api.routes as routes_package
 from mfumon.api.core.security import TokenVerifier, parse_tokens
+from mfumon.api.main import create_app
+from mfumon.api.route_table import NODE_SAMPLES, READ_METHODS, RouteTable, route_spec, spec_of
 from mfumon.api.server.admission import ANY_TOKEN, Admission, Refusal, required_scope
 from tests.utils.factories import metric_value, node_sample, report, scrape
 
@@ -40,40 +40,107 @@ def _example_path(template: str) -> str:
     return re.sub(r"\{[^}]+\}", "x1", template)
 
 
-def _routes() -> list[APIRoute]:
-    names = [info.name for info in pkgutil.iter_modules(routes_package.__path__)]
-    modules = [importlib.import_module(f"mfumon.api.routes.{name}") for name in names]
-    routers = [m.router for m in modules if isinstance(getattr(m, "router", None), APIRouter)]
-    return [r for router in routers for r in router.routes if isinstance(r, APIRoute)]
+def _app_routes() -> tuple[FastAPI, list[RouteContext]]:
+    app = create_app()
+    return app, [c for c in iter_route_contexts(app.routes) if isinstance(c.original_route, APIRoute)]
 
 
-def test_the_route_table_names_the_scope_every_route_checks() -> None:
-    routes = _routes()
+def _routed(app: FastAPI, method: str, path: str) -> RouteContext | None:
+    """The route FastAPI's own router takes for ``method path`` (a full match, first in order), or None."""
+    scope = {"type": "http", "method": method, "path": path, "root_path": ""}
+    for context in iter_route_contexts(app.routes):
+        if context.matches(scope)[0] is Match.FULL:
+            return context
+    return None
+
+
+def test_every_write_route_declares_its_spec_and_its_scope_is_the_one_it_checks() -> None:
+    app, contexts = _app_routes()
     writes = 0
-    for route in routes:
-        declared = _declared_scope(route)
-        for method in route.methods:
-            wanted = required_scope(method, _example_path(route.path), reads_need_token=True)
-            if method in ("GET", "HEAD"):
-                expected = None if route.path in ("/healthz", "/readyz") else "read"
-                assert wanted == expected, (method, route.path)
-                continue
-            writes += 1
-            assert declared is not None, f"{method} {route.path} checks no scope"
-            assert wanted == declared, (method, route.path, wanted, declared)
-    assert writes >= 8  # node samples, job writes, scheduler sync, baselines
+    for context in contexts:
+        route = context.original_route
+        assert isinstance(route, APIRoute)
+        spec = spec_of(route.endpoint)
+        if route.methods <= READ_METHODS:
+            assert spec is None, f"{route.path}: a read declares no spec (reads need the read scope)"
+            continue
+        writes += 1
+        assert spec is not None, f"{route.methods} {route.path} declares no RouteSpec"
+        assert spec.scope == _declared_scope(route), (route.path, spec, _declared_scope(route))
+    assert writes >= 11  # node samples, job writes, profiles, scheduler sync, baselines, remediations
+    assert app.state.routes.match("POST", "/v1/nodes/n1/samples").endpoint == NODE_SAMPLES
+
+
+def test_a_route_without_a_spec_fails_at_start_up() -> None:
+    router = APIRouter()
+
+    @router.post("/nothing")
+    def nothing() -> None: ...
+
+    with pytest.raises(ValueError, match="/nothing declares no RouteSpec"):
+        RouteTable.compile(router.routes)
+
+
+_NEAR_MISSES = (
+    "/v1/nodes/n1/samples/",
+    "/v1/nodes//samples",
+    "/v1/nodes/n1/sample",
+    "/v1/nodes/n1/samples\n",
+    "/v1/jobs/j1/",
+    "/v1/jobs/j1/reports/x",
+    "/v1/jobs/",
+    "/v1/jobs",
+    "/v1/jobs/j1/profile/",
+    "/v1/scheduler",
+    "/v1/scheduler/a/b",
+    "/v1/baselines",
+    "/v1/baselines/",
+    "/v1/baselines/a/b/c",
+    "/v1/remediations/",
+    "/v1/remediation",
+    "/v1/nothing",
+    "/",
+    "",
+)
+
+
+def test_the_compiled_matcher_agrees_with_fastapis_routing() -> None:
+    app, contexts = _app_routes()
+    table: RouteTable = app.state.routes
+    paths = {_example_path(c.path) for c in contexts} | set(_NEAR_MISSES)
+    methods = {m for c in contexts for m in c.methods} | {"PATCH"}
+    checked = 0
+    for method in sorted(methods):
+        for path in sorted(paths):
+            routed = _routed(app, method, path)
+            wanted = None if routed is None or method in READ_METHODS else spec_of(routed.endpoint)
+            assert table.match(method, path) == wanted, (method, path)
+            checked += wanted is not None
+    assert checked >= 11
 
 
 def test_a_write_to_no_known_route_still_needs_a_token() -> None:
-    assert required_scope("POST", "/v1/nothing", reads_need_token=False) == ANY_TOKEN
-    assert required_scope("PATCH", "/v1/jobs/x", reads_need_token=False) == ANY_TOKEN
-    assert required_scope("GET", "/v1/jobs", reads_need_token=False) is None
-    assert required_scope("GET", "/healthz", reads_need_token=True) is None
+    app, _ = _app_routes()
+    routes = app.state.routes
+    assert required_scope("POST", "/v1/nothing", reads_need_token=False, routes=routes) == ANY_TOKEN
+    assert required_scope("PATCH", "/v1/jobs/x", reads_need_token=False, routes=routes) == ANY_TOKEN
+    assert required_scope("GET", "/v1/jobs", reads_need_token=False, routes=routes) is None
+    assert required_scope("GET", "/v1/jobs", reads_need_token=True, routes=routes) == "read"
+    assert required_scope("GET", "/healthz", reads_need_token=True, routes=routes) is None
+    assert required_scope("PUT", "/v1/scheduler/s", reads_need_token=False, routes=routes) == "scheduler"
 
 
 def _admission(reads: bool = False) -> Admission:
     verifier = TokenVerifier(parse_tokens(TOKENS.split(","), []))
-    return Admission(verifier, reads_need_token=reads, max_body_bytes=1024, body_limits=((re.compile("^/big$"), 4096),))
+    big = APIRouter()
+
+    @big.post("/big")
+    @route_spec("jobs", max_body_bytes="MAX_SCHEDULER_BODY_BYTES")
+    def take_big() -> None: ...
+
+    routes = RouteTable.compile([*big.routes, *_app_routes()[0].routes])
+    limits = {"MAX_SCHEDULER_BODY_BYTES": 4096}
+    return Admission(verifier, reads_need_token=reads, max_body_bytes=1024, routes=routes, body_limits=limits)
 
 
 def test_admission_decides_on_the_head_alone() -> None:
@@ -89,7 +156,8 @@ def test_admission_decides_on_the_head_alone() -> None:
     ok = admission.check("POST", "/v1/jobs/j/reports", f"Bearer {TOKEN}", "1024")
     assert not isinstance(ok, Refusal) and ok is not None and ok.name == "env-1"
     assert admission.check("GET", "/v1/jobs", None, None) is None  # reads are open unless configured
-    assert admission.body_limit("/big") == 4096 and admission.body_limit("/v1/jobs/j") == 1024
+    assert admission.body_limit("POST", "/big") == 4096 and admission.body_limit("PUT", "/v1/jobs/j") == 1024
+    assert admission.body_limit("GET", "/big") == 1024  # the limit is the route's: method and path
     reads = _admission(reads=True).check("GET", "/metrics", None, None)
     assert isinstance(reads, Refusal) and reads.status == 401
     assert all(h[0] != b"connection" or h[1] == b"close" for h in missing.response_headers())
