@@ -107,6 +107,8 @@ class Ledger:
     peak_flops_per_gpu: float | None = None
     recent_step_seconds: list[float] = field(default_factory=list)
     max_gap_seconds: float = 600.0  # silence counted as stalled at most this long (the job TTL, set by reports)
+    # A serving job's GPU-seconds by serving category, but for ``down``, which is the rest (mfumon.api.serving).
+    serving_gpu_seconds: dict[str, float] = field(default_factory=dict)
 
     # -- storage --------------------------------------------------------------------------------------------
 
@@ -236,6 +238,11 @@ class Ledger:
         self.peak_flops += bill.peak_flops
         self.compute_peak_flops += bill.compute_peak_flops
         return bill
+
+    def add_serving(self, split: dict[str, float]) -> None:
+        """A serving report's tile, split by serving category (idle, prefill, decode, recompute, busy)."""
+        for category, value in split.items():
+            self.serving_gpu_seconds[category] = self.serving_gpu_seconds.get(category, 0.0) + value
 
     # -- what it adds up to ---------------------------------------------------------------------------------
 

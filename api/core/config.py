@@ -7,12 +7,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from mfumon.api.core.security import Token, parse_tokens
 
 DEFAULT_DATABASE_URL = "sqlite:///mfumon.db"
+
+
+class PoolSlo(BaseModel):
+    """A pool's serving targets (``MFUMON_SLO_POOLS``); a target left out falls back to the default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ttft_seconds: float | None = Field(default=None, gt=0, le=3600)
+    tpot_seconds: float | None = Field(default=None, gt=0, le=60)
+    objective_ratio: float | None = Field(default=None, gt=0, le=1)
 
 
 class Settings(BaseSettings):
@@ -83,6 +93,15 @@ class Settings(BaseSettings):
     MAX_INGEST_IN_FLIGHT: int = Field(default=64, ge=1)
     MAX_INGEST_QUEUE_SECONDS: float = Field(default=0.05, gt=0, le=60)
     OVERLOAD_RETRY_AFTER_SECONDS: int = Field(default=1, ge=1, le=3600)
+
+    # Serving SLO goodput (api/serving/slo.py): a request counts when its time to first token and its mean time per
+    # output token are both within target. A job's own `slo` beats its pool's (SLO_POOLS, JSON: pool -> targets),
+    # which beats these. The defaults are bucket edges of vLLM's and SGLang's default histograms, so the share within
+    # them is exact per target, not a bound.
+    SLO_TTFT_SECONDS: float = Field(default=1.0, gt=0, le=3600)
+    SLO_TPOT_SECONDS: float = Field(default=0.1, gt=0, le=60)
+    SLO_OBJECTIVE_RATIO: float = Field(default=0.9, gt=0, le=1)
+    SLO_POOLS: dict[str, PoolSlo] = Field(default_factory=dict)
 
     HISTORY_RETENTION_DAYS: float = Field(default=30.0, gt=0)
     MAX_BODY_BYTES: int = Field(default=1_048_576, ge=1024)

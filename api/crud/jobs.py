@@ -90,6 +90,8 @@ def apply_job_fields(*, job: JobRow, fields: JobFields) -> None:
         job.model = fields.model.model_dump(exclude_none=True)
     if fields.parallelism is not None:
         job.parallelism = fields.parallelism.model_dump(exclude_none=True)
+    if fields.slo is not None:  # targets left out keep the job's earlier ones
+        job.slo = {**(job.slo or {}), **fields.slo.model_dump(exclude_none=True)}
 
 
 def add_report(*, session: Session, job_id: str, received_at: float, values: dict[str, Any]) -> None:
@@ -99,6 +101,16 @@ def add_report(*, session: Session, job_id: str, received_at: float, values: dic
 def read_history(*, session: Session, job_id: str, limit: int) -> list[JobReportRow]:
     stmt = select(JobReportRow).where(JobReportRow.job_id == job_id).order_by(JobReportRow.id.desc()).limit(limit)
     return list(reversed(session.scalars(stmt).all()))
+
+
+def read_serving_since(*, session: Session, job_id: str, since: float) -> list[dict[str, Any]]:
+    """The ``serving`` figures of the job's reports received at or after ``since``, oldest first."""
+    stmt = (
+        select(JobReportRow.serving)
+        .where(JobReportRow.job_id == job_id, JobReportRow.received_at >= since, JobReportRow.serving.is_not(None))
+        .order_by(JobReportRow.received_at)
+    )
+    return [row for row in session.scalars(stmt).all() if row]
 
 
 def prune_history(*, session: Session, older_than: float) -> int:

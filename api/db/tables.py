@@ -95,6 +95,8 @@ class JobRow(Base):
     parallelism: Mapped[dict[str, int] | None] = mapped_column(JSON)
     # The figures of the job's latest profile (mfumon.api.state.profiles.ProfileFigures), for metrics and diagnosis.
     profile: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # A serving job's latency targets as it sent them (api.schemas.jobs.SloTargets); the rest from pool or defaults.
+    slo: Mapped[dict[str, float] | None] = mapped_column(JSON)
 
 
 class JobEventRow(Base):
@@ -190,6 +192,8 @@ class JobReportRow(Base):
     decode_tokens_per_second: Mapped[float | None] = mapped_column(Float)
     prefill_mfu: Mapped[float | None] = mapped_column(Float)
     decode_mfu: Mapped[float | None] = mapped_column(Float)
+    # A serving report's request figures (api.serving.figures.ServingFigures): latencies, SLO counts, pressure.
+    serving: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class BaselineRow(Base):

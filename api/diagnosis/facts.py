@@ -50,6 +50,59 @@ class EngineEstimateFacts:
 
 
 @dataclass(frozen=True, slots=True)
+class ServingIntervalFacts:
+    """One report of a serving job within the diagnosis window (None: the engine does not export it)."""
+
+    at: float  # aggregator time of the report
+    prefill_tokens_per_second: float | None = None
+    decode_tokens_per_second: float | None = None
+    mean_prompt_tokens: float | None = None
+    tpot_p90_seconds: float | None = None
+    itl_p99_seconds: float | None = None
+    ttft_p90_seconds: float | None = None
+    requests_running: float | None = None
+    requests_waiting: float | None = None
+    kv_cache_usage: float | None = None
+    preemptions: int | None = None
+    batch_size: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ServingFacts:
+    """A serving (inference) job over the diagnosis window: what its engine's counters and histograms say.
+
+    Bounds are (lower, upper): histograms give the share of requests within a target only up to the bucket that
+    straddles it, and the joint share (both targets met) only between the Frechet bounds of the two marginals.
+    """
+
+    engine: str | None = None  # vllm | sglang | tgi, as the node agent read it
+    window_seconds: float = 300.0
+    gpus: float | None = None
+    requests_per_second: float | None = None  # requests finished per second
+    batch_size: float | None = None  # mean over the window
+    requests_running: float | None = None  # mean over the window
+    requests_waiting: float | None = None  # mean over the window
+    kv_cache_usage: float | None = None  # mean over the window
+    max_kv_cache_usage: float | None = None
+    preemptions: int | None = None  # over the window; None: the engine does not count them
+    mbu: float | None = None  # decode MBU, mean over the window
+    prefill_mfu: float | None = None
+    decode_mfu: float | None = None
+    ttft_target_seconds: float | None = None
+    tpot_target_seconds: float | None = None
+    objective_ratio: float | None = None
+    ttft_met: tuple[float, float] | None = None  # share of requests within the TTFT target, bounds
+    tpot_met: tuple[float, float] | None = None
+    goodput: tuple[float, float] | None = None  # share within both, bounds; None with goodput_reason
+    goodput_reason: str | None = None
+    ttft_p90_seconds: float | None = None
+    tpot_p90_seconds: float | None = None
+    itl_p99_seconds: float | None = None
+    intervals: tuple[ServingIntervalFacts, ...] = ()  # oldest first
+    waterfall: dict[str, float] = field(default_factory=dict)  # serving categories (down, idle, prefill, ...)
+
+
+@dataclass(frozen=True, slots=True)
 class JobFacts:
     job_id: str
     kind: str = "training"
@@ -78,6 +131,7 @@ class JobFacts:
     reports_received: int | None = None
     profile: ProfileFigures | None = None  # the job's latest on-demand profile (issue 32)
     engine_estimate: EngineEstimateFacts | None = None  # serving jobs whose engine estimates its own FLOPs
+    serving: ServingFacts | None = None  # inference jobs: the engine's view over the diagnosis window
 
     @property
     def total(self) -> float:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from mfumon.api.accounting import CATEGORIES, Ledger
 from mfumon.api.metrics._text import counter, declare, gauge, labels_text, sample_line
+from mfumon.api.metrics.serving import SERVING_FAMILIES, add_serving, add_serving_waterfall
 from mfumon.api.state.aggregate import JobAccount
 from mfumon.api.state.outcome import ReportOutcome
 from mfumon.api.state.views import JobView
@@ -55,6 +56,7 @@ JOB_FAMILIES = declare(
     gauge("job_requests_running", "Requests the serving engine is running."),
     gauge("job_requests_waiting", "Requests waiting in the serving engine's queue."),
     gauge("job_kv_cache_usage_ratio", "Fraction of the serving engine's KV cache in use."),
+    *SERVING_FAMILIES.values(),
     # Cluster truth: the job as the hardware sees it, rendered per scrape (it moves with every node push).
     gauge("job_gpus_unverified", "GPUs the job reports (num_gpus) beyond those exporters attribute to it."),
     gauge("job_gpus_unreported", "GPUs exporters attribute to the job while it posts no throughput."),
@@ -133,6 +135,7 @@ def render_job(job: JobView, baseline_mfu: float | None) -> Chunk:
         add("mfumon_job_start_timestamp_seconds", job.started_at)
         add("mfumon_job_last_report_timestamp_seconds", job.last_report_at)
         _add_inference(add, job, latest)
+        add_serving(add, job, latest)
         _add_profile(add, job)
     add("mfumon_job_restarts_total", job.restarts)
     add("mfumon_job_failures_total", job.failures)
@@ -221,5 +224,6 @@ def _add_waterfall(add: Callable[..., None], job: JobView) -> None:
     add("mfumon_job_goodput_ratio", ledger.goodput)
     add("mfumon_job_lifetime_mfu_ratio", ledger.lifetime_mfu)
     add("mfumon_job_compute_mfu_ratio", ledger.compute_mfu)
+    add_serving_waterfall(add, job, ledger)
     if job.status == "running":
         add("mfumon_job_step_time_deviation_ratio", ledger.step_time_deviation)

@@ -23,6 +23,7 @@ from mfumon.api.schemas.jobs import (
 )
 from mfumon.api.services import jobs as job_reads
 from mfumon.api.services import reports
+from mfumon.api.serving import serving_waterfall
 from mfumon.api.state.aggregate import JobAccount, summarize
 from mfumon.api.state.health import job_health
 from mfumon.api.state.outcome import ReportOutcome
@@ -88,6 +89,7 @@ def _public(
         restarts=job.restarts or 0,
         failures=job.failures or 0,
         **_accounting_fields(job),
+        **_serving_fields(job, latest),
         reports_received=job.reports_received,
         latest=latest.as_json() if job.latest else None,
         baseline_mfu=baseline.mfu if baseline else None,
@@ -109,6 +111,21 @@ def _public(
 
 def _accounts(ctx: ContextDep) -> dict[str, JobAccount]:
     return summarize(ctx.state.snapshot(ctx.clock())).jobs
+
+
+def _serving_fields(job: JobRow, latest: ReportOutcome) -> dict[str, Any]:
+    """A serving job's SLO goodput, serving waterfall and window figures (nothing for training jobs)."""
+    if job.kind != "inference":
+        return {"slo": job.slo}
+    ledger = Ledger.from_json(job.accounting)
+    waterfall = serving_waterfall(ledger.total_gpu_seconds, ledger.serving_gpu_seconds)
+    serving = latest.serving
+    return {
+        "slo": job.slo,
+        "slo_goodput_ratio": serving.goodput_ratio if serving else None,
+        "serving_waterfall": [WaterfallEntry(category=c, gpu_seconds=s) for c, s in waterfall],
+        "serving": dict(serving.document) if serving else None,
+    }
 
 
 def _accounting_fields(job: JobRow) -> dict[str, Any]:

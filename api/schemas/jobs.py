@@ -73,6 +73,53 @@ class ModelSpec(BaseModel):
         return self
 
 
+class SloTargets(BaseModel):
+    """A serving job's latency targets (DistServe's SLO goodput: a request counts when it meets both). Each one
+    left out comes from the job's pool, else the aggregator's defaults (``MFUMON_SLO_*``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ttft_seconds: Annotated[Number, Field(gt=0, le=3600)] | None = Field(
+        None, description="time to first token a request must not exceed"
+    )
+    tpot_seconds: Annotated[Number, Field(gt=0, le=60)] | None = Field(
+        None, description="a request's mean time per output token (after the first) must not exceed this"
+    )
+    objective_ratio: Annotated[Number, Field(gt=0, le=1)] | None = Field(
+        None, description="share of requests that must meet both targets (the alert's threshold)"
+    )
+
+
+MAX_HISTOGRAM_BUCKETS = 64
+
+
+class LatencyHistogram(BaseModel):
+    """What an engine's latency histogram counted over the interval: the increase of its cumulative buckets.
+
+    ``counts[i]`` observations were at most ``le[i]`` seconds (cumulative, as Prometheus prints them); ``count`` is
+    all of them (the ``+Inf`` bucket), ``sum`` their total seconds.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    le: list[Annotated[Number, Field(gt=0, le=1e7)]] = Field(max_length=MAX_HISTOGRAM_BUCKETS)
+    counts: list[Count] = Field(max_length=MAX_HISTOGRAM_BUCKETS)
+    count: Count
+    sum: Annotated[Number, Field(ge=0, le=1e15)]
+
+    @model_validator(mode="after")
+    def _cumulative(self) -> LatencyHistogram:
+        if len(self.le) != len(self.counts):
+            raise ValueError("'le' and 'counts' must have the same length")
+        if any(b <= a for a, b in zip(self.le, self.le[1:], strict=False)):
+            raise ValueError("'le' must be strictly ascending")
+        if any(b < a for a, b in zip(self.counts, self.counts[1:], strict=False)):
+            raise ValueError("'counts' are cumulative: each at least the one before")
+        if self.counts and self.counts[-1] > self.count:
+            raise ValueError("'count' (all observations) must be at least the last cumulative count")
+        return self
+
+
 class Parallelism(BaseModel):
     """How the model is laid out over the job's GPUs (Megatron's names). With it, runs that differ only in the
     data-parallel degree share a baseline: the GPU count is then num_gpus = data x tensor x pipeline x context, and
@@ -121,6 +168,7 @@ class JobFields(BaseModel):
     weight_dtype: StorageDtype | None = None
     kv_cache_dtype: StorageDtype | None = None
     peak_memory_bandwidth_per_gpu: _PEAK_BANDWIDTH | None = None
+    slo: SloTargets | None = Field(None, description="serving: latency targets for SLO goodput (inference jobs)")
 
 
 class JobUpdate(JobFields):
@@ -128,7 +176,19 @@ class JobUpdate(JobFields):
 
 
 _PHASES = ("prefill_tokens", "decode_tokens")
-_ENGINE_FIELDS = ("engine_flops_per_gpu", "engine_bytes_per_gpu", "engine_estimator")  # only beside the phases
+_ENGINE_FIELDS = (  # only beside the phases
+    "engine_flops_per_gpu",
+    "engine_bytes_per_gpu",
+    "engine_estimator",
+    "engine",
+    "requests_finished",
+    "preemptions",
+    "request_running_seconds",
+    "ttft_histogram",
+    "tpot_histogram",
+    "itl_histogram",
+    "queue_histogram",
+)
 
 
 class JobReportCreate(JobFields):
@@ -208,6 +268,19 @@ class JobReportCreate(JobFields):
     engine_estimator: Literal["vllm", "sglang"] | None = Field(
         None, description="the engine whose estimate engine_flops_per_gpu is (each counts FLOPs its own way)"
     )
+    # What the serving engine's request histograms and counters say about the interval (SLO goodput, waterfall).
+    engine: Literal["vllm", "sglang", "tgi"] | None = Field(None, description="the serving engine that was read")
+    requests_finished: Count | None = Field(None, description="requests that finished in the interval")
+    preemptions: Count | None = Field(None, description="requests the engine preempted in the interval")
+    request_running_seconds: Annotated[Number, Field(ge=0, le=1e12)] | None = Field(
+        None, description="seconds the requests finished in the interval spent running (summed over requests)"
+    )
+    ttft_histogram: LatencyHistogram | None = Field(None, description="time to first token, per request")
+    tpot_histogram: LatencyHistogram | None = Field(
+        None, description="time per output token, one observation per request (its mean): never per token"
+    )
+    itl_histogram: LatencyHistogram | None = Field(None, description="inter-token latency, one observation per token")
+    queue_histogram: LatencyHistogram | None = Field(None, description="time waiting in the queue, per request")
 
     @field_validator("interval_seconds")
     @classmethod
@@ -236,8 +309,9 @@ class JobReportCreate(JobFields):
         has_count = self.tokens is not None or self.interval_seconds is not None
         if self.has_phases():
             return self._phase_throughput()
-        if any(getattr(self, name) is not None for name in _ENGINE_FIELDS):
-            raise ValueError(f"{', '.join(_ENGINE_FIELDS)} go with 'prefill_tokens'/'decode_tokens'")
+        given_engine = [name for name in _ENGINE_FIELDS if getattr(self, name) is not None]
+        if given_engine:
+            raise ValueError(f"{', '.join(given_engine)} go with 'prefill_tokens'/'decode_tokens'")
         if has_rate and has_count:
             raise ValueError("give either 'tokens_per_second' or 'tokens' with 'interval_seconds', not both")
         if not has_rate and (self.tokens is None or self.interval_seconds is None):
@@ -327,6 +401,13 @@ class JobReportPublic(BaseModel):
     decode_tokens_per_second: float | None = None
     prefill_mfu: float | None = None
     decode_mfu: float | None = None
+    serving: dict[str, Any] | None = Field(
+        None,
+        description="a serving report's request figures: requests_per_second, ttft/tpot/itl/queue p50/p90/p99 "
+        "(seconds, interpolated in their bucket), slo_counts (per target: [requests, within at least, within at "
+        "most]), slo_goodput_ratio and slo_goodput_upper_ratio over the window as of this report, kv_cache_usage, "
+        "requests_running, requests_waiting, batch_size, preemptions, prefill_mfu, decode_mfu, mbu",
+    )
 
 
 class AccountingPublic(BaseModel):
@@ -407,6 +488,23 @@ class JobPublic(BaseModel):
     parallelism: dict[str, int] | None = None
     baseline_signature: str | None = Field(
         default=None, description="the workload signature the job is compared under (GET /v1/baselines/{signature})"
+    )
+    slo: dict[str, float] | None = Field(default=None, description="the latency targets the job itself sent")
+    slo_goodput_ratio: float | None = Field(
+        default=None,
+        description="serving: at least this share of the window's requests met both the TTFT and TPOT targets "
+        "(serving.slo_goodput has the upper bound, the rate and the method)",
+    )
+    serving_waterfall: list[WaterfallEntry] | None = Field(
+        default=None,
+        description="serving: allocated GPU-seconds by down, idle, prefill, decode, recompute and busy (phase "
+        "unknown); sums to total_gpu_seconds",
+    )
+    serving: dict[str, Any] | None = Field(
+        default=None,
+        description="serving: targets and where each came from, SLO goodput over the window (bounds, rate, method, "
+        "or the reason there is none), the newest interval's latency percentiles, request rate, queue, KV-cache "
+        "use and preemptions over the window",
     )
     gpus: list[dict[str, Any]] = []
     history: list[JobReportPublic] = []

@@ -13,7 +13,8 @@ from mfumon.api.crud import events as event_crud
 from mfumon.api.crud import jobs as crud
 from mfumon.api.db.tables import JobRow
 from mfumon.api.diagnosis import Finding, GpuFacts, JobFacts, diagnose
-from mfumon.api.diagnosis.facts import EngineEstimateFacts
+from mfumon.api.diagnosis.facts import EngineEstimateFacts, ServingFacts, ServingIntervalFacts
+from mfumon.api.serving import WINDOW_SECONDS, ServingFigures, resolve_targets, serving_waterfall, window_of
 from mfumon.api.state.aggregate import JobAccount, summarize
 from mfumon.api.state.health import THROTTLING
 from mfumon.api.state.outcome import ReportOutcome
@@ -98,6 +99,69 @@ def _engine_estimate(job: JobRow, latest: ReportOutcome) -> EngineEstimateFacts 
     )
 
 
+def _interval(figures: ServingFigures) -> ServingIntervalFacts:
+    return ServingIntervalFacts(
+        at=figures.at,
+        prefill_tokens_per_second=figures.prefill_tokens_per_second,
+        decode_tokens_per_second=figures.decode_tokens_per_second,
+        mean_prompt_tokens=figures.mean_prompt_tokens,
+        tpot_p90_seconds=figures.percentile("tpot_p90"),
+        itl_p99_seconds=figures.percentile("itl_p99"),
+        ttft_p90_seconds=figures.percentile("ttft_p90"),
+        requests_running=figures.requests_running,
+        requests_waiting=figures.requests_waiting,
+        kv_cache_usage=figures.kv_cache_usage,
+        preemptions=figures.preemptions,
+        batch_size=figures.batch_size,
+    )
+
+
+def _p90(figures: tuple[ServingFigures, ...], measure: str) -> float | None:
+    """The window's typical interval percentile: the median of the intervals' (no row keeps the buckets)."""
+    values = sorted(v for f in figures if (v := f.percentile(measure)) is not None)
+    return values[len(values) // 2] if values else None
+
+
+def _serving(ctx: AppContext, job: JobRow, rows: list[dict[str, Any]], ledger: Ledger) -> ServingFacts | None:
+    """A serving job over the goodput window, from its reports' figures; None for training jobs."""
+    if job.kind != "inference":
+        return None
+    pool = (job.accounting or {}).get("pool") or job.pool
+    targets = resolve_targets(job.slo, pool, ctx.settings)
+    window = window_of((ServingFigures.from_json(row) for row in rows), targets, WINDOW_SECONDS)
+    good = window.goodput
+    seconds = good.window_seconds
+    finished = window.total("requests_finished")
+    latest = window.latest
+    return ServingFacts(
+        engine=latest.engine if latest else None,
+        window_seconds=seconds,
+        gpus=ledger.gpus,
+        requests_per_second=None if finished is None or seconds <= 0 else finished / seconds,
+        batch_size=window.mean("batch_size"),
+        requests_running=window.mean("requests_running"),
+        requests_waiting=window.mean("requests_waiting"),
+        kv_cache_usage=window.mean("kv_cache_usage"),
+        max_kv_cache_usage=window.maximum("kv_cache_usage"),
+        preemptions=window.total("preemptions"),
+        mbu=window.mean("mbu"),
+        prefill_mfu=window.mean("prefill_mfu"),
+        decode_mfu=window.mean("decode_mfu"),
+        ttft_target_seconds=targets.ttft_seconds,
+        tpot_target_seconds=targets.tpot_seconds,
+        objective_ratio=targets.objective_ratio,
+        ttft_met=good.ttft_met,
+        tpot_met=good.tpot_met,
+        goodput=None if good.lower is None or good.upper is None else (good.lower, good.upper),
+        goodput_reason=good.reason,
+        ttft_p90_seconds=_p90(window.figures, "ttft_p90"),
+        tpot_p90_seconds=_p90(window.figures, "tpot_p90"),
+        itl_p99_seconds=_p90(window.figures, "itl_p99"),
+        intervals=tuple(_interval(f) for f in window.figures),
+        waterfall=dict(serving_waterfall(ledger.total_gpu_seconds, ledger.serving_gpu_seconds)),
+    )
+
+
 def job_facts(ctx: AppContext, job_id: str) -> JobFacts | None:
     """Everything the rules look at for ``job_id``; None for an unknown job."""
     now = ctx.clock()
@@ -106,6 +170,11 @@ def job_facts(ctx: AppContext, job_id: str) -> JobFacts | None:
         if job is None:
             return _hardware_only(ctx, job_id, now)
         stats = event_crud.event_stats(session=session, job_id=job_id)
+        rows = (
+            crud.read_serving_since(session=session, job_id=job_id, since=(job.last_report_at or 0) - WINDOW_SECONDS)
+            if job.kind == "inference"
+            else []
+        )
     ledger = Ledger.from_json(job.accounting)
     latest = ReportOutcome.from_json(job.latest) or ReportOutcome()
     running = job.status != "ended"
@@ -149,6 +218,7 @@ def job_facts(ctx: AppContext, job_id: str) -> JobFacts | None:
         reports_received=job.reports_received or 0,
         profile=ProfileFigures.from_json(job.profile),
         engine_estimate=_engine_estimate(job, latest),
+        serving=_serving(ctx, job, rows, ledger),
     )
 
 

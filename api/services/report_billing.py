@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from mfumon.api.accounting import STEP_CATEGORIES
 from mfumon.api.context import AppContext
 from mfumon.api.db.tables import JobRow
 from mfumon.api.services import accounting, lifecycle
 from mfumon.api.services.report_evaluation import ReportEvaluation
+from mfumon.api.serving import ServingTile, split_tile
 from mfumon.api.state.views import JobShare
 
 
-def bill_report(ctx: AppContext, job: JobRow, evaluation: ReportEvaluation, increments: lifecycle.Increments) -> None:
+def bill_report(
+    ctx: AppContext,
+    job: JobRow,
+    evaluation: ReportEvaluation,
+    increments: lifecycle.Increments,
+    serving: ServingTile | None = None,
+) -> None:
     """Close the job's waterfall tile with this report and add it to the pool, team and cluster counters.
 
     The pool is that of the nodes exporters attribute the job's GPUs to (the first by name; the job's own pool when
@@ -33,6 +43,13 @@ def bill_report(ctx: AppContext, job: JobRow, evaluation: ReportEvaluation, incr
         mfu=outcome.mfu,
         max_gap_seconds=ctx.settings.JOB_TTL_SECONDS,
     )
+    if serving is not None:  # the same tile, as serving time (mfumon.api.serving.waterfall)
+        tile = replace(
+            serving,
+            serving_gpu_seconds=sum(bill.gpu_seconds.get(c, 0.0) for c in STEP_CATEGORIES),
+            stalled_gpu_seconds=bill.gpu_seconds.get("stalled", 0.0) if outcome.tokens_per_second == 0 else 0.0,
+        )
+        ledger.add_serving(split_tile(tile))
     accounting.bill_job(job, ledger, bill, increments)
 
 

@@ -9,16 +9,23 @@ from sqlalchemy.orm import Session
 from mfumon.api.crud import jobs as crud
 from mfumon.api.db.tables import JobRow
 from mfumon.api.services.report_evaluation import ReportEvaluation
+from mfumon.api.serving import ServingFigures
 
 
-def persist_report(session: Session, job: JobRow, evaluation: ReportEvaluation) -> None:
-    """Write the evaluated report: the job's ``latest`` record and counts, and its history row."""
+def persist_report(
+    session: Session, job: JobRow, evaluation: ReportEvaluation, serving: ServingFigures | None = None
+) -> None:
+    """Write the evaluated report: the job's ``latest`` record and counts, and its history row (with a serving
+    report's request figures)."""
     now = evaluation.now
     job.last_report_at = now
     job.reports_received += 1
     job.latest = evaluation.outcome.as_json()
     job.updated_at = now
-    crud.add_report(session=session, job_id=evaluation.job_id, received_at=now, values=history_row(evaluation))
+    values = history_row(evaluation)
+    if serving is not None:
+        values["serving"] = serving.as_json()
+    crud.add_report(session=session, job_id=evaluation.job_id, received_at=now, values=values)
 
 
 def history_row(evaluation: ReportEvaluation) -> dict[str, Any]:

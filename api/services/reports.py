@@ -6,6 +6,8 @@ end."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from mfumon.api.context import AppContext
 from mfumon.api.core.security import ANONYMOUS, Principal
 from mfumon.api.crud import jobs as crud
@@ -18,6 +20,7 @@ from mfumon.api.services.report_baseline import capture_baseline, held_baseline
 from mfumon.api.services.report_billing import allocated_gpus, bill_report
 from mfumon.api.services.report_evaluation import PROFILE_FRESH_SECONDS, ReportEvaluation, evaluate_report
 from mfumon.api.services.report_persist import persist_report
+from mfumon.api.services.report_serving import serving_report
 from mfumon.api.state.refresh import job_view
 
 __all__ = [
@@ -47,8 +50,11 @@ def record_report(
         evaluation = evaluate_report(ctx, job, report, now)
         if evaluation.unknown_device:
             ctx.self_metrics.count_unknown_device(evaluation.gpu_model or "")
-        bill_report(ctx, job, evaluation, increments)
-        persist_report(session, job, evaluation)
+        serving = serving_report(ctx, session, job, report, evaluation.outcome, now)
+        if serving is not None:
+            evaluation = replace(evaluation, outcome=replace(evaluation.outcome, serving=serving.outcome()))
+        bill_report(ctx, job, evaluation, increments, serving.tile if serving else None)
+        persist_report(session, job, evaluation, serving.figures if serving else None)
         session.flush()
         captured = capture_baseline(ctx, session, job, evaluation)
         notice = profiles.notice_for(session, job_id, now)

@@ -84,6 +84,43 @@ class InferenceOutcome:
 
 
 @dataclass(frozen=True, slots=True)
+class ServingOutcome:
+    """A serving job over its goodput window as of its newest report (:mod:`mfumon.api.serving`); ``document`` is
+    the JSON API's ``serving`` object as built."""
+
+    goodput_ratio: float | None = None  # lower bound: at least this share met both targets
+    goodput_upper_ratio: float | None = None
+    goodput_requests_per_second: float | None = None
+    goodput_reason: str | None = None
+    ttft_target_seconds: float | None = None
+    tpot_target_seconds: float | None = None
+    objective_ratio: float | None = None
+    requests_per_second: float | None = None
+    preemptions_per_second: float | None = None
+    latency: Mapping[str, float | None] = field(default_factory=dict)  # "ttft_p90" -> seconds, the newest interval
+    document: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, stored: Mapping[str, Any]) -> ServingOutcome:
+        slo = stored.get("slo") or {}
+        good = stored.get("slo_goodput") or {}
+        latency = stored.get("latency") or {}
+        return cls(
+            goodput_ratio=_number(good.get("ratio")),
+            goodput_upper_ratio=_number(good.get("upper_ratio")),
+            goodput_requests_per_second=_number(good.get("requests_per_second")),
+            goodput_reason=good.get("reason"),
+            ttft_target_seconds=_number(slo.get("ttft_seconds")),
+            tpot_target_seconds=_number(slo.get("tpot_seconds")),
+            objective_ratio=_number(slo.get("objective_ratio")),
+            requests_per_second=_number(stored.get("requests_per_second")),
+            preemptions_per_second=_number(stored.get("preemptions_per_second")),
+            latency={str(k): _number(v) for k, v in latency.items()},
+            document=dict(stored),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class ReportOutcome:
     """A job's newest report and what the engine made of it: MFU (or the reason there is none), FLOPs, the step
     split, the workload signature, and an inference report's phases."""
@@ -108,6 +145,7 @@ class ReportOutcome:
     requests_running: float | None = None
     requests_waiting: float | None = None
     kv_cache_usage: float | None = None
+    serving: ServingOutcome | None = None  # inference jobs whose engine's histograms were read
 
     @property
     def mbu(self) -> float | None:
@@ -155,6 +193,7 @@ class ReportOutcome:
             "requests_running": self.requests_running,
             "requests_waiting": self.requests_waiting,
             "kv_cache_usage": self.kv_cache_usage,
+            "serving": None if self.serving is None else dict(self.serving.document),
         }
 
     @classmethod
@@ -163,6 +202,7 @@ class ReportOutcome:
         if not stored:
             return None
         inference = stored.get("inference")
+        serving = stored.get("serving")
         return cls(
             tokens_per_second=_number(stored.get("tokens_per_second")),
             mfu=_number(stored.get("mfu")),
@@ -184,4 +224,5 @@ class ReportOutcome:
             requests_running=_number(stored.get("requests_running")),
             requests_waiting=_number(stored.get("requests_waiting")),
             kv_cache_usage=_number(stored.get("kv_cache_usage")),
+            serving=ServingOutcome.from_json(serving) if isinstance(serving, Mapping) else None,
         )
