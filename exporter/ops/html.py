@@ -9,7 +9,7 @@ from html import escape
 from mfumon.exporter.ops.remediation import Remediation, summary_line
 from mfumon.exporter.ops.report import COMPUTE, Group, JobLine, Report
 from mfumon.exporter.ops.svg import stacked_bars
-from mfumon.exporter.ops.text import BLANK, hours, money, name, pct, wasters_title, when
+from mfumon.exporter.ops.text import BLANK, SERVING_NOTE, hours, money, name, pct, serving_columns, wasters_title, when
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:#1d2327;margin:2em auto;max-width:980px}
@@ -57,7 +57,11 @@ def _groups(report: Report, groups: Sequence[Group], kind: str) -> str:
 
 
 def _job(j: JobLine) -> str:
-    return f"<code>{escape(j.job_id)}</code>"
+    return _code(j.job_id)
+
+
+def _code(text: str) -> str:
+    return f"<code>{escape(text)}</code>"
 
 
 def render_html(report: Report) -> str:
@@ -142,6 +146,13 @@ def render_html(report: Report) -> str:
         f"{escape(kind)}: " + ", ".join(f"{n} {escape(o)}" for o, n in outcomes.items())
         for kind, outcomes in report.ends.items()
     )
+    if report.serving:
+        rows = [[_code(cells[0]), *(escape(c) for c in cells[1:])] for cells in (s.cells() for s in report.serving)]
+        out += [
+            "<h2>Serving jobs</h2>",
+            f"<p>{escape(SERVING_NOTE)}</p>",
+            table(serving_columns(), rows, "---n--n-nnn"),
+        ]
     out += ["<h2>Failures</h2>", f"<p>Jobs ended in failure: <b>{report.failures}</b> ({ends or 'no job ended'}).</p>"]
     if report.failed_jobs:
         rows = [

@@ -6,7 +6,17 @@ from collections.abc import Iterable, Sequence
 
 from mfumon.exporter.ops.remediation import Remediation, summary_line
 from mfumon.exporter.ops.report import COMPUTE, Group, JobLine, Report
-from mfumon.exporter.ops.text import BLANK, hours, money, name, pct, wasters_title, when
+from mfumon.exporter.ops.text import (
+    BLANK,
+    SERVING_NOTE,
+    hours,
+    money,
+    name,
+    pct,
+    serving_columns,
+    wasters_title,
+    when,
+)
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[str]], align: str = "") -> list[str]:
@@ -104,6 +114,8 @@ def render_markdown(report: Report) -> str:
         out += table(["job", "team", "MFU", "baseline", "of baseline", "status"], rows, "llrrrl")
     else:
         out.append("None.")
+    if report.serving:
+        out += ["", *_serving(report)]
     out += ["", "## Failures", "", f"Jobs ended in failure: **{report.failures}** ({_ends(report)})."]
     if report.failed_jobs:
         out.append("")
@@ -123,6 +135,12 @@ def render_markdown(report: Report) -> str:
     if report.remediation is not None:
         out += ["", *_remediation(report.remediation)]
     return "\n".join(out) + "\n"
+
+
+def _serving(report: Report) -> list[str]:
+    """Serving jobs: SLO goodput (as bounds) and where their GPU-hours went."""
+    rows = [[f"`{cells[0]}`", *cells[1:]] for cells in (line.cells() for line in report.serving)]
+    return ["## Serving jobs", "", SERVING_NOTE, "", *table(serving_columns(), rows, "lllrllrlrrr")]
 
 
 def _remediation(section: Remediation) -> list[str]:

@@ -21,6 +21,7 @@ import httpx
 
 from mfumon.exporter.ops.prices import Prices
 from mfumon.exporter.ops.remediation import Remediation, summarize_remediations
+from mfumon.exporter.ops.text import BLANK, bounds, hours, name, pct
 
 HOUR = 3600.0
 COMPUTE = "compute"
@@ -105,6 +106,75 @@ class JobLine:
 
 
 @dataclass(frozen=True, slots=True)
+class ServingLine:
+    """A serving job that ran in the window: SLO goodput as bounds, its targets, and where its GPU-hours went."""
+
+    job_id: str
+    team: str | None
+    pool: str | None
+    engine: str | None
+    requests_per_second: float | None
+    goodput: float | None  # at least this share met both targets (the newest 5-minute window)
+    goodput_upper: float | None
+    objective: float | None
+    ttft_seconds: float | None
+    tpot_seconds: float | None
+    reason: str | None  # why there is no goodput
+    gpu_hours: float
+    waterfall: tuple[tuple[str, float], ...]  # serving categories, GPU-hours
+
+    def share(self, category: str) -> float | None:
+        hours = sum(h for c, h in self.waterfall if c == category)
+        return hours / self.gpu_hours if self.gpu_hours > 0 else None
+
+    def cells(self) -> list[str]:
+        """The report's columns for this job (text.serving_columns), as plain text."""
+        return [
+            self.job_id,
+            name(self.team, ""),
+            name(self.engine, ""),
+            BLANK if self.requests_per_second is None else f"{self.requests_per_second:.2f}",
+            bounds(self.goodput, self.goodput_upper, self.reason),
+            BLANK if self.ttft_seconds is None else f"{self.ttft_seconds:g} s / {self.tpot_seconds:g} s",
+            pct(self.objective),
+            "yes" if self.below_objective else "",
+            hours(self.gpu_hours),
+            pct(self.share("idle")),
+            pct(self.share("down")),
+        ]
+
+    @property
+    def below_objective(self) -> bool:
+        """Certainly below its objective: even the upper bound is."""
+        return self.goodput_upper is not None and self.objective is not None and self.goodput_upper < self.objective
+
+
+def serving_line(job: Mapping[str, Any]) -> ServingLine | None:
+    """A serving job's line; None for training jobs and serving jobs without a serving waterfall."""
+    if job.get("kind") != "inference" or job.get("serving_waterfall") is None:
+        return None
+    serving = job.get("serving") or {}
+    slo = serving.get("slo") or {}
+    good = serving.get("slo_goodput") or {}
+    waterfall = _waterfall(job.get("serving_waterfall"))
+    return ServingLine(
+        job_id=job["job_id"],
+        team=job.get("team"),
+        pool=job.get("pool"),
+        engine=serving.get("engine"),
+        requests_per_second=serving.get("requests_per_second"),
+        goodput=good.get("ratio"),
+        goodput_upper=good.get("upper_ratio"),
+        objective=slo.get("objective_ratio"),
+        ttft_seconds=slo.get("ttft_seconds"),
+        tpot_seconds=slo.get("tpot_seconds"),
+        reason=good.get("reason"),
+        gpu_hours=sum(h for _, h in waterfall),
+        waterfall=waterfall,
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class Report:
     url: str
     since: float
@@ -122,6 +192,7 @@ class Report:
     currency: str | None = None  # set when prices are: the report then has cost columns
     unpriced: tuple[str, ...] = field(default=())  # devices seen with no price (their costs are left blank)
     remediation: Remediation | None = None  # None: the aggregator has no remediation audit (older)
+    serving: tuple[ServingLine, ...] = field(default=())  # serving jobs, furthest below their objective first
 
     @property
     def failures(self) -> int:
@@ -242,7 +313,17 @@ def build_report(
         currency=prices.currency if prices else None,
         unpriced=tuple(unpriced),
         remediation=summarize_remediations(remediations) if remediations is not None else None,
+        serving=tuple(
+            sorted(
+                (line for j in jobs if ran_in(j, since, until) and (line := serving_line(j)) is not None),
+                key=_serving_order,
+            )
+        ),
     )
+
+
+def _serving_order(line: ServingLine) -> tuple[float, str]:
+    return (line.goodput_upper if line.goodput_upper is not None else 2.0, line.job_id)
 
 
 def _waste_order(job: JobLine) -> tuple[float, str]:

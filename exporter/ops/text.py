@@ -34,3 +34,32 @@ def name(value: str | None, none: str = "(none)") -> str:
 
 def wasters_title(count: int) -> str:
     return f"The {count} jobs that wasted most" if count > 1 else "The job that wasted most" if count else "Waste"
+
+
+def bounds(lower: float | None, upper: float | None, reason: str | None = None) -> str:
+    """A share known only between two bounds (SLO goodput): one figure when they agree at the shown precision."""
+    if lower is None or upper is None:
+        return f"{BLANK} ({reason})" if reason else BLANK
+    return pct(lower) if pct(lower) == pct(upper) else f"{pct(lower)} to {pct(upper)}"
+
+
+def serving_columns() -> list[str]:
+    return [
+        "job",
+        "team",
+        "engine",
+        "req/s",
+        "SLO goodput",
+        "TTFT / TPOT",
+        "objective",
+        "below",
+        "GPU-h",
+        "idle",
+        "down",
+    ]
+
+
+SERVING_NOTE = (
+    "SLO goodput: the share of requests within both their TTFT and TPOT targets over the newest 5 minutes, at least "
+    "and at most (the engines' histograms bound it). Below: certainly below the objective, even the upper bound is."
+)

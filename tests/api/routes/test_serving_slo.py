@@ -47,7 +47,11 @@ def test_goodput_from_histograms_default_targets(client: TestClient) -> None:
     assert good["ratio"] == pytest.approx(0.85)
     assert good["upper_ratio"] == pytest.approx(0.9)
     assert job["slo_goodput_ratio"] == pytest.approx(0.85)
-    assert job["serving"]["slo"]["source"] == {"ttft_seconds": "default", "tpot_seconds": "default", "objective_ratio": "default"}
+    assert job["serving"]["slo"]["source"] == {
+        "ttft_seconds": "default",
+        "tpot_seconds": "default",
+        "objective_ratio": "default",
+    }
     text = scrape(client)
     labels = {"job_id": "serve-a", "kind": "inference"}
     assert metric_value(text, "mfumon_job_slo_goodput_ratio", **labels) == pytest.approx(0.85)
