@@ -9,6 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.api.routes.test_inference import serving_report
+from tests.utils.clock import Clock
 from tests.utils.factories import metric_value, scrape
 
 # vLLM's default buckets (v1/metrics/loggers.py): TTFT and per-request TPOT.
@@ -79,3 +80,31 @@ def test_bad_histogram_is_refused_and_changes_nothing(client: TestClient, bad: d
     response = client.post("/v1/jobs/serve-c/reports", json=report_with(ttft_histogram=bad))
     assert response.status_code == 422, response.text
     assert client.get("/v1/jobs/serve-c").status_code == 404
+
+
+def test_serving_waterfall_adds_up_and_counts_an_empty_engine_as_idle(client: TestClient) -> None:
+    clock = Clock(client, start=1_800_000_000.0)
+    assert client.post("/v1/jobs/serve-w/reports", json=report_with()).status_code == 200
+    clock.advance(10)
+    assert client.post("/v1/jobs/serve-w/reports", json=report_with()).status_code == 200
+    clock.advance(10)
+    quiet = report_with(decode_tokens=0, requests_running=0, requests_waiting=0, requests_finished=0)
+    quiet.pop("ttft_histogram"), quiet.pop("tpot_histogram")
+    assert client.post("/v1/jobs/serve-w/reports", json=quiet).status_code == 200
+    clock.advance(10)
+    stuck = report_with(decode_tokens=0, requests_running=4, requests_waiting=9, requests_finished=0)
+    stuck.pop("ttft_histogram"), stuck.pop("tpot_histogram")
+    assert client.post("/v1/jobs/serve-w/reports", json=stuck).status_code == 200
+    job = client.get("/v1/jobs/serve-w").json()
+    serving = {e["category"]: e["gpu_seconds"] for e in job["serving_waterfall"]}
+    assert sum(serving.values()) == pytest.approx(job["total_gpu_seconds"])
+    assert job["total_gpu_seconds"] == pytest.approx(4 * 10 * 8)  # four 10-s tiles on 8 GPUs
+    assert serving["idle"] == pytest.approx(80.0)  # the quiet tile: nobody asked
+    assert serving["down"] == pytest.approx(80.0)  # the stuck tile: requests and no token
+    assert serving["decode"] == pytest.approx(160.0)  # decode only (prefill_tokens 0)
+    training = {e["category"]: e["gpu_seconds"] for e in job["waterfall"]}
+    assert training["stalled"] == pytest.approx(160.0)  # the training waterfall is unchanged
+    text = scrape(client)
+    for category, seconds in serving.items():
+        labels = {"job_id": "serve-w", "kind": "inference", "category": category}
+        assert metric_value(text, "mfumon_job_serving_gpu_seconds_total", **labels) == pytest.approx(seconds)
