@@ -14,6 +14,7 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from mfumon.exporter.errors import ConfigError, ExporterError, SourceUnavailable
 from mfumon.exporter.node.attribution import DeviceOwners, JobResolver
@@ -149,8 +150,13 @@ def _list_inference(settings: Settings) -> int:
         )
     if collector is not None:
         collector.stop()
-    print(json.dumps(listed, indent=2, default=dict))
+    print(json.dumps(listed, indent=2, default=_wire_form))
     return 0
+
+
+def _wire_form(value: Any) -> Any:
+    """A reading's records as JSON: histograms in their report form, mappings as objects."""
+    return value.as_json() if hasattr(value, "as_json") else dict(value)
 
 
 #: ``--once`` reads twice this far apart: GPM activity and throughput rates exist only over an interval.

@@ -1,6 +1,7 @@
 """Serving engines on this node, read without touching them: vLLM, SGLang and TGI ``/metrics``.
 
 - ``engines``: one exposition text -> an :class:`~mfumon.exporter.node.inference.engines.EngineReading` (standard keys).
+- ``histograms``: a latency histogram as the report carries it, and its increase between two readings.
 - ``window``: two readings -> what the engine did in between (counter resets handled).
 - ``endpoints``: ``--inference.url`` and how a served model is described (HF ``config.json``, cache, shape).
 - ``discovery``: engines found among this node's processes.

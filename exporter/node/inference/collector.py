@@ -3,9 +3,11 @@
 Runs in its own thread, apart from GPU collection, so a slow or hung engine never delays GPU samples. Each cycle reads
 the configured endpoints and (with discovery on) the engines found on this node, turns the counters' increase since
 the previous scrape into ``prefill_tokens``/``decode_tokens`` and the scheduler's state into ``batch_size``,
-``context_tokens``, ``requests_running``/``waiting`` and ``kv_cache_usage``, and posts them to
-``POST /v1/jobs/{job_id}/reports``. When a post fails (aggregator down), the previous reading is kept, so the next
-report covers the whole gap; a report the aggregator rejects (4xx) is logged once per endpoint and dropped.
+``context_tokens``, ``requests_running``/``waiting`` and ``kv_cache_usage``, adds what the engine's request histograms
+and counters say about the interval (``engine``, ``requests_finished``, ``preemptions``, ``request_running_seconds``
+and the ``ttft``/``tpot``/``itl``/``queue`` histograms' increase, for SLO goodput and the serving waterfall), and
+posts them to ``POST /v1/jobs/{job_id}/reports``. When a post fails (aggregator down), the previous reading is kept, so
+the next report covers the whole gap; a report the aggregator rejects (4xx) is logged once per endpoint and dropped.
 """
 
 from __future__ import annotations

@@ -24,8 +24,44 @@ The text is parsed with ``prometheus_client.parser`` (which names every counter 
   and ``estimated_{read,write}_bytes_per_gpu_total``. Summed over replicas like the others; the interval divides by
   the replicas (window.py), which gives the mean GPU's.
 
+- preemptions (counter): vLLM ``vllm:num_preemptions_total``; SGLang ``sglang:num_retracted_requests_total`` (a
+  counter from 0.5.8, absent in 0.5.5; the older ``num_retracted_reqs`` and 0.5.1's ``total_retracted_reqs`` are gauges
+  and not read: a gauge's change is no count). TGI has none (3.3.6 ``router/src``: no preemption counter).
+- request running time (counter): vLLM ``vllm:request_inference_time_seconds_sum``, each finished request's first
+  SCHEDULED to last token, preemptions included (``vllm/v1/metrics/stats.py``, 0.28.0). SGLang and TGI: none.
+- latency histograms (`_HISTOGRAMS`, read into :class:`~mfumon.exporter.node.inference.histograms.LatencyHistogram`),
+  named by what one observation is. The engines' help texts do not say it; their source does (versions read, from
+  the released wheels and TGI's repository):
+
+  - ``ttft``, time to first token, one per request: vLLM ``vllm:time_to_first_token_seconds`` (V0
+    ``vllm/engine/metrics.py`` 0.5.0, V1 ``vllm/v1/metrics/loggers.py`` 0.10.2-0.28.0), SGLang
+    ``sglang:time_to_first_token_seconds`` (``tokenizer_manager.py`` at a request's first output, 0.3.6-0.5.23; split
+    by an ``is_streaming`` label from 0.5.20, not in 0.5.16, summed here). TGI records none (3.3.6
+    ``router/src/server.rs`` has validation, queue, inference, per-token mean and total durations per request, no
+    first-token time), so a TGI report has no ``ttft_histogram``.
+  - ``tpot``, one per finished request, its mean time per output token: vLLM
+    ``vllm:request_time_per_output_token_seconds`` (0.11.0+, decode time / (generated tokens - 1), ``stats.py``),
+    SGLang ``sglang:request_time_per_output_token_seconds`` (0.5.22+, the same formula, requests finished by stop or
+    length; absent in 0.5.20), TGI ``tgi_request_mean_time_per_token_duration`` (inference time / generated tokens;
+    the inference time starts when the request joins a batch, so its prefill is in it and the value sits a little
+    above a TPOT that leaves the first token out).
+  - ``itl``, one per generated token after the first: vLLM ``vllm:inter_token_latency_seconds`` (0.10.2+) and the
+    older ``vllm:time_per_output_token_seconds``, which despite its name is the same per-token interval (V0 0.5.0
+    ``llm_engine.py``: one per decode step of each sequence group; V1 0.10.2 and 0.11.0 observe the same values into
+    both, its help reads "DEPRECATED: Use vllm:inter_token_latency_seconds"; gone in 0.28.0). It is never read as
+    ``tpot``. SGLang ``sglang:inter_token_latency_seconds`` (0.4.5+: a streamed chunk's interval split over its
+    tokens, the bucket incremented by their number).
+  - ``queue``, one per request, the wait before its first forward pass: vLLM ``vllm:request_queue_time_seconds``
+    (first QUEUED to first SCHEDULED), SGLang ``sglang:queue_time_seconds`` (0.5.5+), TGI
+    ``tgi_request_queue_duration``.
+  - not read: SGLang 0.3-0.4.4's ``sglang:time_per_output_token_seconds``, observed at every streamed chunk after the
+    first (the request's running mean so far) and once more when a request ends (0.3.6: every request; 0.4.3: the
+    non-streaming ones), so neither one per request nor one per token (the 0.4 docs capture counts 7,400,757 of them
+    against 11,008 first tokens).
+
 Series of one engine are combined across replicas the engine labels (vLLM's ``engine``, SGLang's ``dp_rank``): counters
-and request gauges add up, usage is averaged; series repeated per tensor/pipeline rank are counted once (max).
+and request gauges add up, usage is averaged, histograms add up bucket by bucket; series repeated per tensor/pipeline
+rank are counted once (max; for a histogram, the rank's series with the most observations).
 """
 
 from __future__ import annotations
@@ -37,7 +73,9 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
-__all__ = ["ENGINES", "EngineReading", "detect_engine", "parse_engine_metrics"]
+from mfumon.exporter.node.inference.histograms import LatencyHistogram
+
+__all__ = ["ENGINES", "HISTOGRAMS", "EngineReading", "detect_engine", "parse_engine_metrics"]
 
 ENGINES: tuple[str, ...] = ("vllm", "sglang", "tgi")
 _PREFIXES = {"vllm": "vllm:", "sglang": "sglang:", "tgi": "tgi_"}
@@ -102,6 +140,35 @@ _COUNTERS: dict[str, dict[str, tuple[Selector, ...]]] = {
     },
     "prefill_busy_seconds": {"tgi": (("tgi_batch_forward_duration_sum", {"method": "prefill"}),)},
     "decode_busy_seconds": {"tgi": (("tgi_batch_forward_duration_sum", {"method": "decode"}),)},
+    "preemptions": {
+        "vllm": (("vllm:num_preemptions_total", {}),),
+        "sglang": (("sglang:num_retracted_requests_total", {}),),
+    },
+    "request_running_seconds": {"vllm": (("vllm:request_inference_time_seconds_sum", {}),)},
+}
+
+#: the latency histograms a report carries, by what one observation is (module docstring)
+HISTOGRAMS: tuple[str, ...] = ("ttft", "tpot", "itl", "queue")
+#: standard histogram -> candidate families per engine, first present wins (newer names first)
+_HISTOGRAMS: dict[str, dict[str, tuple[str, ...]]] = {
+    "ttft": {
+        "vllm": ("vllm:time_to_first_token_seconds",),
+        "sglang": ("sglang:time_to_first_token_seconds",),
+    },
+    "tpot": {
+        "vllm": ("vllm:request_time_per_output_token_seconds",),
+        "sglang": ("sglang:request_time_per_output_token_seconds",),
+        "tgi": ("tgi_request_mean_time_per_token_duration",),
+    },
+    "itl": {
+        "vllm": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+        "sglang": ("sglang:inter_token_latency_seconds",),
+    },
+    "queue": {
+        "vllm": ("vllm:request_queue_time_seconds",),
+        "sglang": ("sglang:queue_time_seconds",),
+        "tgi": ("tgi_request_queue_duration",),
+    },
 }
 
 #: standard gauge -> candidate samples per engine
@@ -152,9 +219,11 @@ class EngineReading:
         started_at: ``process_start_time_seconds`` when exported (a change means a restart).
         counters: cumulative counters, summed over replicas.
         created: ``*_created`` timestamps of the counters that carry one (another restart signal).
-        sources: the sample name each counter was read from (an engine may start printing a newer name mid-run).
+        sources: the sample name each counter, and the family each histogram, was read from (an engine may start
+            printing a newer name mid-run).
         gauges: scheduler state now.
         kv_cache_dtype: vLLM's ``cache_config_info`` ``cache_dtype`` label (``auto`` = the model's dtype).
+        histograms: cumulative latency histograms by :data:`HISTOGRAMS` key, summed over replicas.
     """
 
     engine: str
@@ -166,6 +235,7 @@ class EngineReading:
     sources: Mapping[str, str] = field(default_factory=dict)
     gauges: Mapping[str, float] = field(default_factory=dict)
     kv_cache_dtype: str | None = None
+    histograms: Mapping[str, LatencyHistogram] = field(default_factory=dict)
 
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
@@ -226,6 +296,15 @@ def parse_engine_metrics(text: str, engine: str | None = None) -> EngineReading:
         _prefix_hits_in_tokens(counters, created, samples, help_texts, block_size)
     if "kv_cache_usage" not in gauges and gauges.get("kv_tokens_capacity") and "kv_tokens_reserved" in gauges:
         gauges["kv_cache_usage"] = min(1.0, gauges["kv_tokens_reserved"] / gauges["kv_tokens_capacity"])
+    histograms: dict[str, LatencyHistogram] = {}
+    for key, families in _HISTOGRAMS.items():
+        for family_name in families.get(kind, ()):
+            if f"{family_name}_bucket" in samples:
+                histogram = _histogram(samples, family_name, replica_label)
+                if histogram is not None:
+                    histograms[key] = histogram
+                    sources[key] = family_name
+                break
     started = [value for _, value in samples.get("process_start_time_seconds", [])]
     return EngineReading(
         engine=kind,
@@ -237,6 +316,7 @@ def parse_engine_metrics(text: str, engine: str | None = None) -> EngineReading:
         sources=sources,
         gauges=gauges,
         kv_cache_dtype=kv_cache_dtype,
+        histograms=histograms,
     )
 
 
@@ -252,20 +332,58 @@ def _first(samples: Samples, candidates: Iterable[Selector]) -> tuple[str, list[
     return None
 
 
+SeriesKey = tuple[str, tuple[tuple[str, str], ...]]
+#: labels that tell apart ranks of one replica, which print the same series (counted once)
+_RANK_LABELS = frozenset({"tp_rank", "pp_rank", "moe_ep_rank", "pid"})
+
+
+def _series_key(labels: Mapping[str, str], replica_label: str | None) -> SeriesKey:
+    """(replica, the other labels but the ranks'): series with the same key are one series repeated per rank."""
+    replica = labels.get(replica_label, "") if replica_label else ""
+    return replica, tuple(sorted((k, v) for k, v in labels.items() if k not in _RANK_LABELS))
+
+
 def _combine(series: list[tuple[dict[str, str], float]], replica_label: str | None, *, additive: bool) -> float:
     """Add up (or average) over replicas; within a replica, series that differ in other labels add up too,
     except ranks of one replica (``tp_rank``/``pp_rank``), which repeat the same value and count once."""
     per_replica: dict[str, float] = defaultdict(float)
-    per_rank: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    per_rank: dict[SeriesKey, float] = {}
     for labels, value in series:
-        replica = labels.get(replica_label, "") if replica_label else ""
-        rest = tuple(sorted((k, v) for k, v in labels.items() if k not in ("tp_rank", "pp_rank", "moe_ep_rank", "pid")))
-        key = (replica, rest)
+        key = _series_key(labels, replica_label)
         per_rank[key] = max(per_rank.get(key, value), value)
     for (replica, _), value in per_rank.items():
         per_replica[replica] += value
     values = list(per_replica.values())
     return sum(values) if additive else sum(values) / len(values)
+
+
+def _histogram(samples: Samples, family: str, replica_label: str | None) -> LatencyHistogram | None:
+    """One histogram family summed like the counters (:func:`_combine`): bucket by bucket over replicas and other
+    labels (SGLang's ``is_streaming``), each rank-repeated series once. None when the series do not add up or their
+    edges differ (replicas started with other buckets)."""
+    buckets: dict[tuple[tuple[str, str], ...], dict[float, float]] = defaultdict(dict)
+    for labels, value in samples.get(f"{family}_bucket", ()):
+        try:
+            edge = float(labels.get("le", ""))
+        except ValueError:
+            continue
+        buckets[tuple(sorted((k, v) for k, v in labels.items() if k != "le"))][edge] = value
+    sums = {tuple(sorted(labels.items())): value for labels, value in samples.get(f"{family}_sum", ())}
+    counts = {tuple(sorted(labels.items())): value for labels, value in samples.get(f"{family}_count", ())}
+    per_rank: dict[SeriesKey, LatencyHistogram] = {}
+    for series, by_edge in buckets.items():
+        one = LatencyHistogram.from_buckets(by_edge, sums.get(series, 0.0), counts.get(series))
+        if one is None:
+            return None
+        key = _series_key(dict(series), replica_label)
+        if key not in per_rank or one.count > per_rank[key].count:
+            per_rank[key] = one
+    total: LatencyHistogram | None = None
+    for one in per_rank.values():
+        total = one if total is None else total.add(one)
+        if total is None:
+            return None
+    return total
 
 
 def _replicas(samples: Samples, prefix: str, replica_label: str | None) -> int:

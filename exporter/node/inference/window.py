@@ -9,6 +9,11 @@ it happened since the previous scrape. A counter whose source changed between th
 ``realtime_tokens_total{mode="decode"}`` only after its first log interval, until then its
 ``generation_tokens_total`` stands in) gives no increase for that interval: the two count differently.
 
+The latency histograms (time to first token, time per output token, inter-token latency, queue time: engines.py says
+which family each is and why) follow the same rules, edge by edge (histograms.py): their increase over the interval,
+all of the new value after a restart, none when the family or its edges changed. A histogram's count that fell is a
+restart too. Preemptions and the requests' running time are counters like the tokens.
+
 The engine's own FLOPs and bytes estimate (``--enable-mfu-metrics``) is rated the same way and sent as the mean GPU's
 increase over the interval (summed over replicas, divided by them). It is left out where it cannot be trusted: a
 counter that did not grow while tokens were made means the engine could not build its estimator for this model
@@ -21,8 +26,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from mfumon.exporter.node.inference.engines import EngineReading
+from mfumon.exporter.node.inference.histograms import LatencyHistogram
 
-__all__ = ["COUNTS_AT_COMPLETION", "MAX_COMPLETION_WAIT_S", "ServingInterval", "serving_interval"]
+__all__ = [
+    "COUNTS_AT_COMPLETION",
+    "MAX_COMPLETION_WAIT_S",
+    "ServingInterval",
+    "histogram_increase",
+    "serving_interval",
+]
 
 #: Engines whose token counters grow only when a request finishes (TGI: the sums of its per-request histograms).
 #: Between two scrapes in which none finished, their tokens are unknown, not zero.
@@ -51,9 +63,22 @@ class ServingInterval:
     engine_flops_per_gpu: float | None = None
     engine_bytes_per_gpu: float | None = None
     engine_estimator: str | None = None  # the engine whose estimate engine_* are (its FLOPs convention)
+    engine: str | None = None  # the engine read: vllm, sglang or tgi
+    preemptions: int | None = None
+    request_running_seconds: float | None = None  # summed over the requests that finished in the interval
+    ttft_histogram: LatencyHistogram | None = None
+    tpot_histogram: LatencyHistogram | None = None
+    itl_histogram: LatencyHistogram | None = None
+    queue_histogram: LatencyHistogram | None = None
 
     def report_fields(self) -> dict[str, Any]:
         """The fields of ``POST /v1/jobs/{id}/reports`` this interval fills (unknown ones left out)."""
+        histograms = {
+            "ttft_histogram": self.ttft_histogram,
+            "tpot_histogram": self.tpot_histogram,
+            "itl_histogram": self.itl_histogram,
+            "queue_histogram": self.queue_histogram,
+        }
         fields = {
             "interval_seconds": self.interval_seconds,
             "prefill_tokens": self.prefill_tokens,
@@ -69,6 +94,11 @@ class ServingInterval:
             "engine_flops_per_gpu": self.engine_flops_per_gpu,
             "engine_bytes_per_gpu": self.engine_bytes_per_gpu,
             "engine_estimator": self.engine_estimator,
+            "engine": self.engine,
+            "requests_finished": self.requests_finished,
+            "preemptions": self.preemptions,
+            "request_running_seconds": self.request_running_seconds,
+            **{name: None if histogram is None else histogram.as_json() for name, histogram in histograms.items()},
         }
         return {key: value for key, value in fields.items() if value is not None}
 
@@ -96,6 +126,12 @@ def restarted_between(previous: EngineReading, current: EngineReading) -> bool:
         for key, stamp in previous.created.items()
     ):
         return True
+    if any(
+        current.histograms[key].count < histogram.count
+        for key, histogram in previous.histograms.items()
+        if key in current.histograms and _same_source(previous, current, key)
+    ):
+        return True
     return any(
         current.counters.get(key, value) < value
         for key, value in previous.counters.items()
@@ -115,6 +151,19 @@ def increase(previous: EngineReading, current: EngineReading, key: str, restarte
     return now - previous.counters.get(key, 0.0)
 
 
+def histogram_increase(
+    previous: EngineReading, current: EngineReading, key: str, restarted: bool
+) -> LatencyHistogram | None:
+    """What histogram ``key`` counted in the interval (see :meth:`LatencyHistogram.increase`); None when the engine
+    does not export it, or it was read from another family at the earlier scrape."""
+    now = current.histograms.get(key)
+    if now is None:
+        return None
+    if not restarted and not _same_source(previous, current, key):
+        return None
+    return now.increase(previous.histograms.get(key), restarted)
+
+
 def _same_source(previous: EngineReading, current: EngineReading, key: str) -> bool:
     before, after = previous.sources.get(key), current.sources.get(key)
     return before is None or after is None or before == after
@@ -126,6 +175,9 @@ def serving_interval(previous: EngineReading, current: EngineReading, interval_s
 
     def grew(key: str) -> float | None:
         return increase(previous, current, key, restarted)
+
+    def counted(key: str) -> LatencyHistogram | None:
+        return histogram_increase(previous, current, key, restarted)
 
     decode = grew("generation_tokens") or 0.0
     prefill = _computed_prompt_tokens(grew)
@@ -153,6 +205,13 @@ def serving_interval(previous: EngineReading, current: EngineReading, interval_s
         engine_flops_per_gpu=engine_flops,
         engine_bytes_per_gpu=engine_bytes,
         engine_estimator=None if engine_flops is None and engine_bytes is None else current.engine,
+        engine=current.engine,
+        preemptions=None if (preempted := grew("preemptions")) is None else round(preempted),
+        request_running_seconds=grew("request_running_seconds"),
+        ttft_histogram=counted("ttft"),
+        tpot_histogram=counted("tpot"),
+        itl_histogram=counted("itl"),
+        queue_histogram=counted("queue"),
     )
 
 
