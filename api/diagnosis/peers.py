@@ -19,10 +19,10 @@ less work, or is capped. The load window is 10 percentage points: close enough t
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from statistics import median
 
 from mfumon.api.diagnosis.facts import Finding, GpuFacts, JobFacts
+from mfumon.api.diagnosis.kinds import INFERENCE, TRAINING, RuleSpec, applies_to, busy_gpu_seconds
 
 BUSY = 0.5
 LOAD_TOLERANCE = 0.10
@@ -30,6 +30,20 @@ CLOCK_TOLERANCE = 0.85
 POWER_TOLERANCE = 0.80
 MIN_PEERS = 2
 _NAMED = 8  # GPUs named at most in the evidence
+
+
+_CHECK = (
+    "these run below their peers at the same load: on the named node compare the GPU's limits with its neighbours' "
+    "(nvidia-smi -q -d PERFORMANCE,POWER,CLOCK: a lower power limit (nvidia-smi -pl), locked or application clocks "
+    "(nvidia-smi -rgc, -rac), clock-event reasons, temperature). A GPU that stays behind with nothing set: run dcgmi "
+    "diag -r 3 on the node once it is empty, and "
+)
+_ADVICE = {
+    TRAINING: "Every rank waits for the slowest GPU, and " + _CHECK + "exclude it from the job's next run (sbatch "
+    "--exclude) until it passes.",
+    INFERENCE: "A slow GPU slows every token of its replica (its tensor-parallel ranks wait for it at every layer), "
+    "and " + _CHECK + "move the replica off it (sbatch --exclude, a cordoned Kubernetes node) until it passes.",
+}
 
 
 def _load(gpu: GpuFacts) -> float | None:
@@ -49,12 +63,14 @@ def _round(value: float, digits: int = 4) -> float:
     return round(value, digits)
 
 
+@applies_to(TRAINING, INFERENCE)
 def clock_power_stragglers(facts: JobFacts) -> Finding | None:
     """The job's busy GPUs whose SM clock or power sits well below their peers' under the same load.
 
-    GPU-seconds at stake: a synchronous job runs at its slowest GPU's pace, so step time x the largest deficit
-    (1 - the ratio) among them: the clock's where the clock shows it, else the power's (at one clock and load,
-    less power is less switching, and the deficit is a lower bound on the work not done).
+    GPU-seconds at stake: a synchronous job runs at its slowest GPU's pace, so step time (a serving job: its
+    prefill, decode and recompute time; its tensor-parallel ranks wait for the slowest at every layer) x the
+    largest deficit (1 - the ratio) among them: the clock's where the clock shows it, else the power's (at one clock
+    and load, less power is less switching, and the deficit is a lower bound on the work not done).
     """
     busy = [(g, load) for g in facts.gpus if (load := _load(g)) is not None and load >= BUSY]
     rows: list[tuple[float, GpuFacts, dict[str, object]]] = []
@@ -91,7 +107,7 @@ def clock_power_stragglers(facts: JobFacts) -> Finding | None:
     worst = rows[0][0]
     return Finding(
         "clock_power_straggler",
-        facts.step_gpu_seconds * worst,
+        busy_gpu_seconds(facts) * worst,
         {
             "stragglers": [row for _, _, row in rows[:_NAMED]],
             "straggling": len(rows),
@@ -99,12 +115,8 @@ def clock_power_stragglers(facts: JobFacts) -> Finding | None:
             "largest_deficit": _round(worst),
             "tolerances": {"clock": CLOCK_TOLERANCE, "power": POWER_TOLERANCE, "load": LOAD_TOLERANCE},
         },
-        "Every rank waits for the slowest GPU, and these run below their peers at the same load: on the named node "
-        "compare the GPU's limits with its neighbours' (nvidia-smi -q -d PERFORMANCE,POWER,CLOCK: a lower power limit "
-        "(nvidia-smi -pl), locked or application clocks (nvidia-smi -rgc, -rac), clock-event reasons, temperature). "
-        "A GPU that stays behind with nothing set: run dcgmi diag -r 3 on the node once it is empty, and exclude it "
-        "from the job's next run (sbatch --exclude) until it passes.",
+        _ADVICE[INFERENCE if facts.kind == INFERENCE else TRAINING],
     )
 
 
-PEER_RULES: tuple[Callable[[JobFacts], Finding | None], ...] = (clock_power_stragglers,)
+PEER_RULES: tuple[RuleSpec, ...] = (clock_power_stragglers,)

@@ -2,15 +2,15 @@
 kernels that keep the tensor cores idle. Each finding cites the profile (its id and when it was captured).
 
 GPU-seconds at stake: the profile's share of device time applied to the job's step time so far (the profile is a
-sample of a few steps; the waterfall is the whole run).
+sample of a few steps; the waterfall is the whole run). Training jobs only: a profile captures training steps.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from mfumon.api.diagnosis.facts import Finding, JobFacts
+from mfumon.api.diagnosis.kinds import TRAINING, RuleSpec, applies_to
 from mfumon.api.state.profiles import ProfileFigures
 
 #: A group's exposed communication worth naming, as a share of the profiled device time.
@@ -53,7 +53,7 @@ def _cite(profile: ProfileFigures) -> dict[str, Any]:
     }
 
 
-def _group_rule(group: str) -> Callable[[JobFacts], Finding | None]:
+def _group_rule(group: str) -> RuleSpec:
     def rule(facts: JobFacts) -> Finding | None:
         profile = facts.profile
         figures = profile.group(group) if profile is not None else None
@@ -78,9 +78,10 @@ def _group_rule(group: str) -> Callable[[JobFacts], Finding | None]:
         )
 
     rule.__name__ = f"exposed_{group}_communication"
-    return rule
+    return RuleSpec(rule, frozenset({TRAINING}))
 
 
+@applies_to(TRAINING)
 def waiting_ranks(facts: JobFacts) -> Finding | None:
     """Ranks spending much longer in collectives than the median: they wait for a slower rank or link."""
     profile = facts.profile
@@ -108,6 +109,7 @@ def waiting_ranks(facts: JobFacts) -> Finding | None:
     return Finding("ranks_waiting_in_communication", facts.step_gpu_seconds * excess, evidence, advice)
 
 
+@applies_to(TRAINING)
 def kernels_without_tensor_cores(facts: JobFacts) -> Finding | None:
     """Most compute time in kernels that are not tensor-core matmuls: the profile names them."""
     profile = facts.profile
@@ -129,7 +131,7 @@ def kernels_without_tensor_cores(facts: JobFacts) -> Finding | None:
     return Finding("kernels_without_tensor_cores", compute * (1 - share), evidence, advice)
 
 
-PROFILE_RULES = (
+PROFILE_RULES: tuple[RuleSpec, ...] = (
     *(_group_rule(group) for group in ("tp", "pp", "dp", "ep", "cp", "other")),
     waiting_ranks,
     kernels_without_tensor_cores,

@@ -4,20 +4,25 @@ GPU-seconds at stake are what the cause cost the job so far, read off its waterf
 of its own (exposed communication, data wait, bubbles, checkpoints, start-up, stalls, lost work), and estimated from
 the shortfall otherwise: compute time x the fraction a slower pace, a lower clock or idle tensor pipes took away.
 Thresholds sit below the alerts' (deploy/prometheus/rules): a finding explains, an alert pages.
+
+Each rule declares the job kinds it applies to (``@applies_to``, :mod:`mfumon.api.diagnosis.kinds`): the step-time
+rules judge training jobs only; the hardware and life-cycle rules (busy without reporting, throttling, failures,
+start-up, the MFU accounting check) judge serving jobs too, in a serving job's words and at the GPU-seconds its
+serving waterfall puts at stake.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from statistics import fmean, median
 
 from mfumon.api.diagnosis.facts import Finding, GpuFacts, JobFacts
+from mfumon.api.diagnosis.kinds import INFERENCE, TRAINING, RuleSpec, applies_to, busy_gpu_seconds
 from mfumon.api.diagnosis.peers import PEER_RULES
 from mfumon.api.diagnosis.profile import PROFILE_RULES
 from mfumon.api.diagnosis.serving import SERVING_RULES
 from mfumon.mfu import AGREEMENT_OVER_CLAIM, AGREEMENT_UNDER_CLAIM
 
-Rule = Callable[[JobFacts], Finding | None]
+Rule = RuleSpec
 
 #: A step-time part (data wait, exposed communication, bubble) worth naming, as a share of step time.
 STEP_SHARE = {"comm_exposed": 0.10, "data_wait": 0.05, "bubble": 0.05}
@@ -67,6 +72,7 @@ def _badput_finding(facts: JobFacts, category: str, cause: str, advice: str, **e
     return Finding(cause, seconds, shown, advice)
 
 
+@applies_to(TRAINING)
 def exposed_communication(facts: JobFacts) -> Finding | None:
     finding = _generic_exposed_communication(facts)
     if finding is None or facts.profile is None:
@@ -88,6 +94,7 @@ def _generic_exposed_communication(facts: JobFacts) -> Finding | None:
     )
 
 
+@applies_to(TRAINING)
 def data_loading(facts: JobFacts) -> Finding | None:
     return _step_finding(
         facts,
@@ -99,6 +106,7 @@ def data_loading(facts: JobFacts) -> Finding | None:
     )
 
 
+@applies_to(TRAINING)
 def pipeline_bubbles(facts: JobFacts) -> Finding | None:
     return _step_finding(
         facts,
@@ -110,6 +118,7 @@ def pipeline_bubbles(facts: JobFacts) -> Finding | None:
     )
 
 
+@applies_to(TRAINING)
 def checkpoint_overhead(facts: JobFacts) -> Finding | None:
     saves: dict[str, object] = {}
     if facts.checkpoint_saves:
@@ -127,18 +136,22 @@ def checkpoint_overhead(facts: JobFacts) -> Finding | None:
     )
 
 
+@applies_to(TRAINING, INFERENCE)
 def slow_startup(facts: JobFacts) -> Finding | None:
-    return _badput_finding(
-        facts,
-        "init",
-        "slow_startup",
-        "Start-up (and every restart's) holds the GPUs idle: load checkpoints sharded and in parallel, cache the "
+    advice = (
+        "The serving engine's start-up (and every restart's) holds the GPUs before its first request: loading the "
+        "weights, compiling and capturing CUDA graphs. Stage the weights on local NVMe or keep them in the page "
+        "cache, keep the engine's compile cache on a volume that outlives the container, and scale out before the "
+        "queue builds rather than from zero."
+        if facts.kind == INFERENCE
+        else "Start-up (and every restart's) holds the GPUs idle: load checkpoints sharded and in parallel, cache the "
         "container image and the compiled kernels on the nodes (TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR), and "
-        "build the data index once, not per rank.",
-        restarts=facts.restarts,
+        "build the data index once, not per rank."
     )
+    return _badput_finding(facts, "init", "slow_startup", advice, restarts=facts.restarts)
 
 
+@applies_to(TRAINING)
 def stalled(facts: JobFacts) -> Finding | None:
     return _badput_finding(
         facts,
@@ -150,8 +163,15 @@ def stalled(facts: JobFacts) -> Finding | None:
     )
 
 
+@applies_to(TRAINING, INFERENCE)
 def failures(facts: JobFacts) -> Finding | None:
-    """Repeated failures, or one that threw away much progress (the work redone since the last checkpoint)."""
+    """Repeated failures, or one that threw away much progress (the work redone since the last checkpoint).
+
+    A serving job has no progress to lose (no checkpoint, no steps to redo): only repeated failures count, at the
+    GPU-seconds it spent down (the serving waterfall's ``down``: restarts, start-up, silence).
+    """
+    if facts.kind == INFERENCE:
+        return _serving_failures(facts)
     lost = facts.gpu_seconds.get("lost", 0.0)
     repeated = facts.failures >= FAILURES_REPEATED
     if not repeated and (lost <= 0 or facts.share(lost) < BADPUT_SHARE):
@@ -180,11 +200,38 @@ def failures(facts: JobFacts) -> Finding | None:
     return Finding("repeated_failures" if repeated else "lost_progress", lost + reinit, evidence, advice)
 
 
+def _serving_failures(facts: JobFacts) -> Finding | None:
+    if facts.failures < FAILURES_REPEATED:
+        return None
+    serving = facts.serving
+    down = serving.waterfall.get("down", 0.0) if serving is not None and serving.waterfall else None
+    if down is None:  # the engine's view is not known: the restarts' share of start-up, as for training
+        down = facts.gpu_seconds.get("init", 0.0) * facts.restarts / (facts.restarts + 1)
+    evidence: dict[str, object] = {
+        "failures": facts.failures,
+        "restarts": facts.restarts,
+        "down_gpu_seconds": _round(down, 1),
+        "share_of_allocated": _round(facts.share(down)),
+    }
+    if facts.exit_codes:
+        evidence["exit_codes"] = list(facts.exit_codes)
+    return Finding(
+        "repeated_failures",
+        down,
+        evidence,
+        "The server keeps failing and every restart reloads the model: read the exit codes and the XIDs of its nodes "
+        "(mfumon_gpu_xid_errors_total): failures that follow one node call for draining it; out-of-memory exits for "
+        "a smaller memory share (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static, TGI "
+        "--cuda-memory-fraction) or fewer concurrent requests. A second replica keeps serving while one restarts.",
+    )
+
+
 def _mean(values: list[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     return fmean(known) if known else None
 
 
+@applies_to(TRAINING, INFERENCE)
 def busy_without_reporting(facts: JobFacts) -> Finding | None:
     """Exporters see the job's GPUs busy, but the job never reported: its MFU, waterfall and findings stay unknown
     (it counts as ``unreported`` in the cluster's GPU states)."""
@@ -200,16 +247,24 @@ def busy_without_reporting(facts: JobFacts) -> Finding | None:
         "tensor_active": _round(_mean([g.tensor_active for g in facts.gpus])),
         "hardware_mfu": _round(facts.hardware_mfu),
     }
-    return Finding(
-        "busy_without_reporting",
-        facts.total,
-        evidence,
-        "The GPUs work but the job reports nothing, so its MFU and where its time goes are unknown (hardware_mfu is "
-        "an estimate from tensor activity and clocks): wrap the command (mfumon wrap -- CMD) or report from the "
-        "script (JobReporter, or the Lightning/Hugging Face callbacks) with the same job id the exporters see.",
-    )
+    if facts.kind == INFERENCE:
+        advice = (
+            "The GPUs work but no serving figures arrive, so its MFU, MBU, latency and where its time goes are "
+            "unknown (hardware_mfu is an estimate from tensor activity and clocks): let the exporter on its nodes read "
+            "the engine's metrics (mfumon exporter --inference.list shows what it finds; --inference.url "
+            "'http://HOST:PORT/metrics,job_id=JOB,model=...' names it; SGLang needs --enable-metrics), or wrap the "
+            "server (mfumon wrap -- CMD), with the same job id the exporters see."
+        )
+    else:
+        advice = (
+            "The GPUs work but the job reports nothing, so its MFU and where its time goes are unknown (hardware_mfu "
+            "is an estimate from tensor activity and clocks): wrap the command (mfumon wrap -- CMD) or report from "
+            "the script (JobReporter, or the Lightning/Hugging Face callbacks) with the same job id the exporters see."
+        )
+    return Finding("busy_without_reporting", facts.total, evidence, advice)
 
 
+@applies_to(TRAINING)
 def tensor_cores_idle(facts: JobFacts) -> Finding | None:
     """The SMs are busy but the tensor pipes are not: small kernels, launch-bound or memory-bound work."""
     tensor = _mean([g.tensor_active for g in facts.gpus])
@@ -238,14 +293,17 @@ def tensor_cores_idle(facts: JobFacts) -> Finding | None:
     )
 
 
+@applies_to(TRAINING, INFERENCE)
 def throttling(facts: JobFacts) -> Finding | None:
-    """Some GPUs run below their clocks for power or heat; a synchronous job runs at its slowest GPU's pace."""
+    """Some GPUs run below their clocks for power or heat; a synchronous job runs at its slowest GPU's pace (a serving
+    replica too: its tensor-parallel ranks wait for each other at every layer). At stake: the working time (step
+    time; a serving job's prefill, decode and recompute) x (1 - the slowest clock ratio)."""
     slow = [g for g in facts.gpus if g.throttled]
     if not slow:
         return None
     ratios = [g.clock_ratio for g in slow if g.clock_ratio is not None]
     slowest = min(ratios) if ratios else None
-    stake = facts.step_gpu_seconds * (1.0 - slowest) if slowest is not None else 0.0
+    stake = busy_gpu_seconds(facts) * (1.0 - slowest) if slowest is not None else 0.0
     named = sorted(slow, key=lambda g: (g.clock_ratio if g.clock_ratio is not None else 1.0, g.node, g.index))
     return Finding(
         "throttling",
@@ -259,9 +317,14 @@ def throttling(facts: JobFacts) -> Finding | None:
             "gpus": len(facts.gpus),
             "slowest_clock_ratio": _round(slowest),
         },
-        "Every rank waits for the slowest GPU: check cooling and power on the named nodes (nvidia-smi -q -d "
-        "PERFORMANCE,TEMPERATURE,POWER): a power limit below the board's default (nvidia-smi -pl), blocked airflow, "
-        "a failed fan. Drain the node if it keeps throttling (MfumonGPUThermalThrottling's runbook).",
+        (
+            "A throttled GPU slows every token of its replica (its tensor-parallel ranks wait for it at every layer)"
+            if facts.kind == INFERENCE
+            else "Every rank waits for the slowest GPU"
+        )
+        + ": check cooling and power on the named nodes (nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER): a power "
+        "limit below the board's default (nvidia-smi -pl), blocked airflow, a failed fan. Drain the node if it keeps "
+        "throttling (MfumonGPUThermalThrottling's runbook).",
     )
 
 
@@ -293,6 +356,7 @@ def _tensor_spread(gpus: tuple[GpuFacts, ...]) -> float | None:
     return (max(values) - min(values)) / max(values)
 
 
+@applies_to(TRAINING)
 def stragglers(facts: JobFacts) -> Finding | None:
     """Uneven GPUs (tensor-activity spread) or uneven steps (step-time deviation); the slow nodes and GPUs named.
 
@@ -356,6 +420,7 @@ def stragglers(facts: JobFacts) -> Finding | None:
     return Finding("stragglers", stake, evidence, advice)
 
 
+@applies_to(TRAINING)
 def below_baseline(facts: JobFacts) -> Finding | None:
     if facts.mfu is None or not facts.baseline_mfu or facts.baseline_mfu <= 0:
         return None
@@ -377,13 +442,18 @@ def below_baseline(facts: JobFacts) -> Finding | None:
     )
 
 
+@applies_to(TRAINING, INFERENCE)
 def accounting_suspect(facts: JobFacts) -> Finding | None:
     """The reported MFU disagrees with the tensor work the GPUs executed: the numbers above may mislead."""
     if facts.accounting_verdict not in ("over_claims", "under_claims"):
         return None
     agreement = facts.agreement
-    compute = facts.gpu_seconds.get("compute", 0.0)
+    serving = facts.kind == INFERENCE
+    compute = busy_gpu_seconds(facts) if serving else facts.gpu_seconds.get("compute", 0.0)
     stake = compute * min(1.0, abs(1.0 - agreement)) if agreement is not None else compute
+    advice = facts.accounting_message or "The reported MFU and the hardware estimate disagree: check the job's report."
+    if serving and facts.accounting_verdict == "under_claims":
+        advice = _SERVING_UNDER_CLAIMS
     return Finding(
         "mfu_accounting_suspect",
         stake,
@@ -394,8 +464,16 @@ def accounting_suspect(facts: JobFacts) -> Finding | None:
             "agreement": _round(agreement),
             "bounds": [AGREEMENT_UNDER_CLAIM, AGREEMENT_OVER_CLAIM],
         },
-        facts.accounting_message or "The reported MFU and the hardware estimate disagree: check the job's report.",
+        advice,
     )
+
+
+_SERVING_UNDER_CLAIMS = (
+    "The GPUs execute more tensor work than the model FLOPs counted for the tokens served: look for work a serving "
+    "count leaves out: attention over long contexts (give model.layers, heads and head_dim so that ours counts it), "
+    "speculative decoding's draft and rejected tokens, requests recomputed after a preemption; or a reported dtype "
+    "whose dense peak is higher than that of the matmuls that run (fp8 reported for bf16 matmuls)."
+)
 
 
 RULES: tuple[Rule, ...] = (
@@ -419,6 +497,7 @@ RULES: tuple[Rule, ...] = (
 
 
 def diagnose(facts: JobFacts, rules: tuple[Rule, ...] = RULES) -> list[Finding]:
-    """Every rule's finding, most GPU-seconds at stake first (rule order breaks ties)."""
-    found = [f for f in (rule(facts) for rule in rules) if f is not None]
+    """Every finding of the rules that apply to the job's kind, most GPU-seconds at stake first (rule order breaks
+    ties)."""
+    found = [f for f in (rule(facts) for rule in rules if rule.applies(facts.kind)) if f is not None]
     return sorted(found, key=lambda f: -f.gpu_seconds)

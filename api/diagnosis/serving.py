@@ -3,12 +3,16 @@
 Both divide FLOP/s by the same dense peak, so a gap between them is a gap between FLOPs counts. Each side counts
 its own way (as read in vLLM 0.34.0 ``vllm/v1/metrics/perf.py`` and SGLang 0.5.23
 ``srt/managers/scheduler_components/metrics_reporter.py``); the finding names both conventions so that a user who
-compares the two dashboards knows which terms make the difference, and which input of ours to check.
+compares the two dashboards knows which terms make the difference, and which input of ours to check. The findings
+from the engine's scheduler and latency figures (batching, KV cache, prefill, idle replicas, latency targets) are
+in :mod:`mfumon.api.diagnosis.serving_rules`.
 """
 
 from __future__ import annotations
 
 from mfumon.api.diagnosis.facts import Finding, JobFacts
+from mfumon.api.diagnosis.kinds import INFERENCE, applies_to, busy_gpu_seconds
+from mfumon.api.diagnosis.serving_rules import SERVING_FINDINGS
 
 #: ours / the engine's FLOP/s outside these bounds is worth a finding; inside, the conventions' usual spread.
 ENGINE_AGREEMENT = (0.8, 1.25)
@@ -31,6 +35,7 @@ THEIRS: dict[str, str] = {
 _UNKNOWN_ENGINE = "the engine's own per-GPU count (engine_estimator not reported)"
 
 
+@applies_to(INFERENCE)
 def engine_mfu_disagrees(facts: JobFacts) -> Finding | None:
     """Our serving FLOP/s and the engine's differ by more than the conventions' usual spread."""
     estimate = facts.engine_estimate
@@ -43,7 +48,7 @@ def engine_mfu_disagrees(facts: JobFacts) -> Finding | None:
     low, high = ENGINE_AGREEMENT
     if low <= ratio <= high:
         return None
-    compute = facts.gpu_seconds.get("compute", 0.0)
+    compute = busy_gpu_seconds(facts)
     evidence: dict[str, object] = {
         "ours_flops_per_second": round(ours, 1),
         "engine_flops_per_second": round(theirs, 1),
@@ -73,4 +78,4 @@ def engine_mfu_disagrees(facts: JobFacts) -> Finding | None:
     return Finding("engine_mfu_disagrees", compute * min(1.0, abs(1.0 - ratio)), evidence, advice)
 
 
-SERVING_RULES = (engine_mfu_disagrees,)
+SERVING_RULES = (engine_mfu_disagrees, *SERVING_FINDINGS)
