@@ -78,6 +78,19 @@ def seconds(value: float | None, reason: str | None = None) -> Markup:
     return Markup('<span title="{0:.3f} s">{1}</span>').format(value, text)
 
 
+def latency(value: float | None, reason: str | None = None) -> Markup:
+    """A latency to three significant digits: ``42.5 ms``, ``850 ms``, ``1.25 s`` (seconds in the title)."""
+    if value is None:
+        return unknown(reason)
+    if value < 0.9995:
+        text = f"{value * 1000:.3g} ms"
+    elif value < 99.95:
+        text = f"{value:.3g} s"
+    else:
+        text = f"{value:.0f} s"
+    return Markup('<span class="latency" title="{0:.6g} s">{1}</span>').format(value, text)
+
+
 def when(timestamp: float | None, reason: str | None = None) -> Markup:
     """A Unix time as UTC (the server's clock; Unix seconds in the title)."""
     if timestamp is None:
@@ -93,16 +106,31 @@ def text(value: object | None, reason: str | None = None) -> Markup:
     return Markup(escape(str(value)))
 
 
-_RATIO_WORDS = ("share", "ratio", "spread", "deviation", "mfu", "agreement", "active", "utilization", "goodput")
+_RATIO_WORDS = (
+    "share",
+    "ratio",
+    "spread",
+    "deviation",
+    "mfu",
+    "mbu",
+    "agreement",
+    "active",
+    "utilization",
+    "usage",
+    "goodput",
+)
 
 
 def evidence(value: object, key: str = "") -> Markup:
-    """A finding's evidence value: a ratio (by its key's name: ``share_of_step_time``, ``clock_ratio``) as a
-    percentage, other floats to four significant digits, GPU-seconds with their unit, lists and objects spelt out."""
+    """A finding's evidence value: a ratio (by its key's name: ``share_of_step_time``, ``clock_ratio``,
+    ``kv_cache_usage``) as a percentage, GPU-seconds with their unit, other seconds (``ttft_target_seconds``) as a
+    duration, other floats to four significant digits, lists and objects spelt out."""
     if isinstance(value, float) and any(word in key for word in _RATIO_WORDS):
         return ratio(value)
     if isinstance(value, (int, float)) and not isinstance(value, bool) and key.endswith("gpu_seconds"):
         return gpu_hours(float(value))
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and key.endswith("_seconds"):
+        return latency(float(value))
     if isinstance(value, float):
         return Markup(escape(f"{value:.4g}"))
     if isinstance(value, dict):

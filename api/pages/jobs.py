@@ -10,6 +10,7 @@ from mfumon.api.context import AppContext
 from mfumon.api.db.tables import JobRow
 from mfumon.api.errors import NotFoundError
 from mfumon.api.pages.cluster import MAX_JOBS_READ
+from mfumon.api.pages.serving import serving_page
 from mfumon.api.pages.svg import Part, Reference, Series, bar_list, line_chart, stacked_bar
 from mfumon.api.services import jobs as job_reads
 from mfumon.api.services.diagnosis import diagnose_job
@@ -88,6 +89,11 @@ def _mfu_chart(job: JobRow, rows: list[Any], account: JobAccount | None, baselin
         series.append(Series("HFU (recomputation counted)", [(r.received_at, r.hfu) for r in rows], "s1"))
     if job.kind == "inference" and any(r.mbu is not None for r in rows):
         series.append(Series("MBU (memory bandwidth)", [(r.received_at, r.mbu) for r in rows], "s2"))
+    if job.kind == "inference":
+        for phase, css in (("prefill", "s4"), ("decode", "s5")):
+            points = [(r.received_at, getattr(r, f"{phase}_mfu")) for r in rows]
+            if any(y is not None for _, y in points):
+                series.append(Series(f"{phase} MFU", points, css))
     hardware_history = any(r.hardware_mfu is not None for r in rows)
     if hardware_history:
         series.append(Series("hardware estimate", [(r.received_at, r.hardware_mfu) for r in rows], "s3"))
@@ -98,7 +104,8 @@ def _mfu_chart(job: JobRow, rows: list[Any], account: JobAccount | None, baselin
         refs.append(Reference("baseline MFU", baseline, "ref base"))
     if not any(y is not None for s in series for _, y in s.points):
         return None
-    return line_chart("chart-mfu", "MFU over time", series, references=refs), series, refs
+    title = "MFU and MBU over time" if job.kind == "inference" else "MFU over time"
+    return line_chart("chart-mfu", title, series, references=refs), series, refs
 
 
 def waterfall_parts(gpu_seconds: dict[str, float]) -> list[Part]:
@@ -118,6 +125,9 @@ def job_page(ctx: AppContext, job_id: str) -> dict[str, Any]:
         raise NotFoundError(f"job {job_id!r} not found")
     facts, findings = diagnosis
     mfu_chart = _mfu_chart(job, rows, account, held.mfu if held else None)
+    serving = (
+        serving_page(job, latest, rows, ctx.settings, mfu_reason(job, latest)) if job.kind == "inference" else None
+    )
     parts = waterfall_parts(facts.gpu_seconds)
     gpus = sorted(facts.gpus, key=lambda g: (g.node, g.index))
     tensor = [Part(f"{g.node}/{g.index}", g.tensor_active, "s0") for g in gpus if g.tensor_active is not None]
@@ -133,6 +143,7 @@ def job_page(ctx: AppContext, job_id: str) -> dict[str, Any]:
         "latest_report": rows[-1] if rows else None,
         "mfu_chart": mfu_chart,
         "facts": facts,
+        "serving": serving,
         "findings": findings,
         "waterfall": parts,
         "waterfall_chart": stacked_bar("chart-waterfall", "Where the allocated GPU-time went", parts)

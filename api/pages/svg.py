@@ -37,6 +37,15 @@ class Reference:
 
 
 @dataclass(frozen=True, slots=True)
+class Band:
+    """A shaded range over time: (x, low, high) points in x order; a None bound breaks the band (a gap)."""
+
+    label: str
+    points: Sequence[tuple[float, float | None, float | None]]
+    css: str = "s0"
+
+
+@dataclass(frozen=True, slots=True)
 class Part:
     """One segment of a stacked bar or one row of a bar list."""
 
@@ -75,15 +84,19 @@ def line_chart(
     series: Sequence[Series],
     *,
     references: Sequence[Reference] = (),
+    bands: Sequence[Band] = (),
     y_max: float | None = None,
     width: float = 640,
     height: float = 200,
     y_format: Callable[[float], str] = _percent,
 ) -> Markup:
-    """Lines over time (x in Unix seconds, labelled as UTC clock time); y from 0 to ``y_max`` (the largest value
-    shown, at least a little above zero, when not given)."""
-    xs = [x for s in series for x, y in s.points if y is not None]
+    """Lines over time (x in Unix seconds, labelled as UTC clock time), over shaded ``bands`` (a range such as a
+    lower and an upper bound); y from 0 to ``y_max`` (the largest value shown, at least a little above zero, when
+    not given)."""
+    spans = [(x, lo, hi) for b in bands for x, lo, hi in b.points if lo is not None and hi is not None]
+    xs = [x for s in series for x, y in s.points if y is not None] + [x for x, _, _ in spans]
     ys = [y for s in series for _, y in s.points if y is not None] + [r.y for r in references]
+    ys += [hi for _, _, hi in spans]
     top = y_max if y_max is not None else nice_top(max([*ys, 1e-9]))
     x0, x1 = (min(xs), max(xs)) if xs else (0.0, 1.0)
     span = (x1 - x0) or 1.0
@@ -109,10 +122,22 @@ def line_chart(
             )
         )
     if xs:
-        for x, anchor in ((x0, "start"), (x1, "end")):
+        for x, anchor in ((x0, "start"), (x1, "end")) if x1 > x0 else ((x0, "middle"),):  # one time: one label
             body.append(
                 Markup('<text class="axis" x="{0:.1f}" y="{1:g}" text-anchor="{2}">{3} UTC</text>').format(
                     px(x), height - 6, anchor, _clock(x)
+                )
+            )
+    for band in bands:
+        for run in _runs(band.points):
+            upper = " ".join(f"{'M' if i == 0 else 'L'}{px(x):.1f} {py(hi):.1f}" for i, (x, _, hi) in enumerate(run))
+            lower = " ".join(f"L{px(x):.1f} {py(lo):.1f}" for x, lo, _ in reversed(run))
+            if len(run) == 1:  # one report: a short vertical bar from its low to its high bound
+                upper += " h2"
+                lower = f"L{px(run[0][0]) + 2:.1f} {py(run[0][1]):.1f} " + lower
+            body.append(
+                Markup('<path class="band {0}" d="{1} {2} Z"><title>{3}</title></path>').format(
+                    band.css, upper, lower, band.label
                 )
             )
     for ref in references:
@@ -144,6 +169,20 @@ def line_chart(
                 )
             )
     return _svg(chart_id, title, width, height, body)
+
+
+def _runs(
+    points: Sequence[tuple[float, float | None, float | None]],
+) -> list[list[tuple[float, float, float]]]:
+    """A band's stretches with both bounds known, split where one is unknown."""
+    runs: list[list[tuple[float, float, float]]] = [[]]
+    for x, lo, hi in points:
+        if lo is None or hi is None:
+            if runs[-1]:
+                runs.append([])
+            continue
+        runs[-1].append((x, lo, hi))
+    return [run for run in runs if run]
 
 
 def stacked_bar(chart_id: str, title: str, parts: Sequence[Part], *, width: float = 640, height: float = 28) -> Markup:
@@ -211,4 +250,4 @@ def bar_list(
     return _svg(chart_id, title, width, max(len(parts), 1) * row_height, body)
 
 
-__all__ = ["Part", "Reference", "Series", "bar_list", "line_chart", "nice_top", "stacked_bar"]
+__all__ = ["Band", "Part", "Reference", "Series", "bar_list", "line_chart", "nice_top", "stacked_bar"]

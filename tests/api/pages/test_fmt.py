@@ -25,8 +25,17 @@ def test_units_are_named() -> None:
     assert "1970-01-01 00:00:00 UTC" in fmt.when(0.0)
 
 
+def test_a_latency_keeps_three_digits_in_milliseconds_or_seconds() -> None:
+    cases = {0.0425: "42.5 ms", 0.85: "850 ms", 0.9999: "1 s", 0.9642857: "964 ms", 2.2: "2.2 s", 1800.0: "1800 s"}
+    for seconds, shown in cases.items():
+        assert f">{shown}<" in fmt.latency(seconds), seconds
+    assert 'title="0.0425 s"' in fmt.latency(0.0425) and "no histogram" in fmt.latency(None, "no histogram")
+
+
 def test_evidence_prints_nested_values_readably() -> None:
     out = fmt.evidence([{"node": "n1", "clock_ratio": 0.612345}], "throttled_gpus")
     assert out == '<div>node: n1; clock_ratio: <span class="ratio" title="0.6123">61.2 %</span></div>'
     assert ">10.0 %<" in fmt.evidence(0.1, "share_of_step_time")
     assert fmt.evidence(2.4, "gpu_seconds") == fmt.gpu_hours(2.4) and fmt.evidence(8, "gpus") == "8"
+    assert ">41.0 %<" in fmt.evidence(0.41, "kv_cache_usage") and ">37.7 %<" in fmt.evidence(0.377, "mbu")
+    assert fmt.evidence(0.1, "tpot_target_seconds") == fmt.latency(0.1)  # 100 ms

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from mfumon.api.pages.svg import Part, Reference, Series, bar_list, line_chart, nice_top, stacked_bar
+from mfumon.api.pages.svg import Band, Part, Reference, Series, bar_list, line_chart, nice_top, stacked_bar
 
 NS = "{http://www.w3.org/2000/svg}"
 
@@ -73,3 +73,25 @@ def test_the_y_axis_tops_at_a_round_number_above_the_data() -> None:
     assert [nice_top(v) for v in (0.12, 0.42, 0.5, 0.9, 3.0e15)] == [0.2, 0.8, 0.8, 1.0, 4.0e15]
     svg = line_chart("c", "MFU", [Series("MFU", [(0.0, 0.12), (1.0, 0.15)])])
     assert [t for t in re.findall(r">([\d.]+ %)<", str(svg))] == ["0 %", "5 %", "10 %", "15 %", "20 %"]
+
+
+def test_a_band_fills_between_its_bounds_and_breaks_where_one_is_unknown() -> None:
+    points = [(0.0, 0.80, 0.90), (10.0, 0.85, 0.95), (20.0, None, 0.9), (30.0, 0.7, 0.8), (40.0, 0.75, 0.85)]
+    svg = _parse(
+        line_chart(
+            "g", "goodput", [Series("lower", [(x, lo) for x, lo, _ in points])], bands=[Band("met", points)], y_max=1.0
+        )
+    )
+    w, h = _view_box(svg)
+    bands = [p for p in svg.iter(f"{NS}path") if "band" in p.get("class", "")]
+    assert len(bands) == 2  # the unknown bound splits it
+    for band in bands:
+        d = band.get("d", "")
+        assert d.endswith("Z") and d.count("M") == 1
+        xy = _path_points(d)
+        assert len(xy) == 4 and all(0 <= x <= w and 0 <= y <= h for x, y in xy)
+        upper, lower = xy[:2], xy[2:][::-1]
+        assert all(u[1] < lo[1] for u, lo in zip(upper, lower, strict=True))  # the upper bound is higher up
+    one = _parse(line_chart("g", "goodput", [], bands=[Band("met", [(5.0, 0.8, 0.9)])], y_max=1.0))
+    (single,) = [p for p in one.iter(f"{NS}path") if "band" in p.get("class", "")]
+    assert "h2" in single.get("d", "")  # one report: still a visible bar

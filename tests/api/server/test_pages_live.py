@@ -24,8 +24,10 @@ from urllib.parse import urljoin, urlparse
 import httpx
 import pytest
 
+from mfumon.api.pages import fmt
 from mfumon.exporter.demo import cli as demo
 from mfumon.exporter.demo.simcluster import default_cluster
+from tests.api.routes.test_serving_slo import TTFT_LE, histogram, report_with
 from tests.conftest import LiveServer, start_server
 
 pytestmark = pytest.mark.slow
@@ -36,6 +38,19 @@ TRAINING, INFERENCE, WITH_FINDINGS, PENDING = (
     "pretrain-13b-straggler",
     "pretrain-llama3-70b",
 )
+#: a serving job posted with the engine's latency histograms (SLO goodput, percentiles, every serving chart)
+SERVING = "serve-slo-histograms"
+SERVING_CHARTS = {
+    "chart-ttft",
+    "chart-tpot",
+    "chart-goodput",
+    "chart-requests",
+    "chart-queue",
+    "chart-kv",
+    "chart-preemptions",
+    "chart-mfu",
+    "chart-serving-waterfall",
+}
 COMPARE = f"/ui/compare?a=finetune-13b-commbound&b={WITH_FINDINGS}"
 #: path -> (screenshot name, headings the page must show, charts it must draw)
 PAGES: dict[str, tuple[str, set[str], set[str]]] = {
@@ -51,7 +66,22 @@ PAGES: dict[str, tuple[str, set[str], set[str]]] = {
         {f"Job {TRAINING}", "MFU over time", "Events", "Baseline"},
         {"chart-mfu", "chart-waterfall", "chart-tensor"},
     ),
-    f"/ui/jobs/{INFERENCE}": ("job-inference", {f"Job {INFERENCE}", "MFU over time"}, {"chart-mfu"}),
+    f"/ui/jobs/{INFERENCE}": (
+        "job-inference",
+        {
+            f"Job {INFERENCE}",
+            "Request latency",
+            "Serving over time",
+            "MFU and MBU over time",
+            "Where the GPU-time went",
+        },
+        {"chart-mfu", "chart-serving-waterfall"},
+    ),
+    f"/ui/jobs/{SERVING}": (
+        "job-serving",
+        {f"Job {SERVING}", "Request latency", "Serving over time", "MFU and MBU over time", "Where the GPU-time went"},
+        SERVING_CHARTS,
+    ),
     f"/ui/jobs/{WITH_FINDINGS}": (
         "job-findings",
         {f"Job {WITH_FINDINGS}", "Diagnosis", "Stragglers"},
@@ -108,6 +138,10 @@ def demo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
         assert result.report_failures == 0
         event = {"type": "checkpoint_save", "seconds": 12.5, "step": 1200}
         assert httpx.post(f"{server.url}/v1/jobs/{TRAINING}/events", json=event).status_code == 200
+        itl = histogram(TTFT_LE, {0.02: 900, 0.04: 990, 0.06: 1000}, 1000, 25.0)
+        for _ in range(3):
+            body = report_with(preemptions=2, prefill_tokens=40_000, itl_histogram=itl)
+            assert httpx.post(f"{server.url}/v1/jobs/{SERVING}/reports", json=body).status_code == 200
         yield server
 
 
@@ -230,6 +264,16 @@ def test_the_pages_show_the_apis_numbers(demo_server: LiveServer) -> None:
         for finding in findings:
             assert f"<h3>{finding['cause']} " in page and finding["advice"] in html.unescape(page)
         assert "checkpoint_save" in http.get(f"/ui/jobs/{TRAINING}").text
+        serving = http.get(f"/v1/jobs/{SERVING}").json()["serving"]
+        page = http.get(f"/ui/jobs/{SERVING}").text
+        good = serving["slo_goodput"]
+        assert good["ratio"] > 0 and f"at least</small> {fmt.ratio(good['ratio'])}" in page
+        assert f"at most</small> {fmt.ratio(good['upper_ratio'])}" in page
+        assert str(fmt.latency(serving["latency"]["ttft_p90"])) in page
+        assert str(fmt.latency(serving["latency"]["tpot_p90"])) in page
+        for training in (http.get(f"/ui/jobs/{SERVING}").text, http.get(f"/ui/jobs/{INFERENCE}").text):
+            assert "Goodput (step time" not in training and 'id="waterfall"' not in training
+        assert "Goodput (step time" in http.get(f"/ui/jobs/{TRAINING}").text
         assert "no report yet" in http.get(f"/ui/jobs/{PENDING}").text
 
 
