@@ -50,6 +50,8 @@ def bill_report(
             stalled_gpu_seconds=bill.gpu_seconds.get("stalled", 0.0) if outcome.tokens_per_second == 0 else 0.0,
         )
         ledger.add_serving(split_tile(tile))
+    if job.kind == "inference":
+        ledger.checkpoint_saved()  # a request served stays served: a server's failure loses no work to redo
     accounting.bill_job(job, ledger, bill, increments)
 
 

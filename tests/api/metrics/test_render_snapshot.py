@@ -31,7 +31,7 @@ from mfumon.api.state.aggregate import summarize
 from mfumon.api.state.counters import DurableCounters
 from mfumon.api.state.devices import DeviceResolver
 from mfumon.api.state.health import NodeHealth
-from mfumon.api.state.outcome import InferenceOutcome, PhaseOutcome, ReportOutcome
+from mfumon.api.state.outcome import InferenceOutcome, PhaseOutcome, ReportOutcome, ServingOutcome
 from mfumon.api.state.profiles import combine
 from mfumon.api.state.store import PoolHealthTotals, Snapshot
 from mfumon.api.state.views import (
@@ -296,7 +296,20 @@ def _jobs() -> tuple[JobView, ...]:
         requests_running=24.0,
         requests_waiting=3.0,
         kv_cache_usage=0.415,
+        serving=ServingOutcome.from_json(
+            {
+                "slo": {"ttft_seconds": 1.0, "tpot_seconds": 0.1, "objective_ratio": 0.9},
+                "slo_goodput": {"ratio": 0.8125, "upper_ratio": 0.875, "requests_per_second": 3.25},
+                "latency": {"ttft_p50": 0.375, "ttft_p90": 0.875, "tpot_p90": 0.0625, "itl_p99": 0.125},
+                "requests_per_second": 4.0,
+                "preemptions_per_second": 0.5,
+            }
+        ),
     )
+    serving_ledger = Ledger(
+        gpu_seconds={"init": 60.0, "stalled": 20.0, "compute": 1_120.0},
+        serving_gpu_seconds={"idle": 20.0, "prefill": 120.0, "decode": 960.0, "recompute": 40.0},
+    ).to_json()
     return (
         _job(
             "train-1",
@@ -345,6 +358,7 @@ def _jobs() -> tuple[JobView, ...]:
             started_at=NOW - 600.0,
             last_report_at=NOW - 5.0,
             latest=inference,
+            accounting=serving_ledger,
         ),
         _job("pending-1", "pending", pool="infer", team="research", gpus_requested=4, restarts=0),
         _job(

@@ -108,3 +108,19 @@ def test_serving_waterfall_adds_up_and_counts_an_empty_engine_as_idle(client: Te
     for category, seconds in serving.items():
         labels = {"job_id": "serve-w", "kind": "inference", "category": category}
         assert metric_value(text, "mfumon_job_serving_gpu_seconds_total", **labels) == pytest.approx(seconds)
+
+
+def test_a_server_that_fails_loses_no_work_to_redo(client: TestClient) -> None:
+    clock = Clock(client, start=1_800_000_000.0)
+    for _ in range(3):
+        assert client.post("/v1/jobs/serve-f/reports", json=report_with()).status_code == 200
+        clock.advance(10)
+    assert client.post("/v1/jobs/serve-f/events", json={"type": "failure", "exit_code": 1}).status_code == 200
+    assert client.post("/v1/jobs/serve-f/events", json={"type": "restart"}).status_code == 200
+    for _ in range(3):
+        clock.advance(10)
+        assert client.post("/v1/jobs/serve-f/reports", json=report_with()).status_code == 200
+    job = client.get("/v1/jobs/serve-f").json()
+    training = {e["category"]: e["gpu_seconds"] for e in job["waterfall"]}
+    assert training["lost"] == 0  # served requests are not redone, unlike training steps since a checkpoint
+    assert job["failures"] == 1
