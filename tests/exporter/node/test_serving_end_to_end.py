@@ -76,6 +76,15 @@ def test_vllm_0_28_goodput_from_its_own_histograms(report_of: object, live_serve
     assert metric_value(text, "mfumon_job_slo_goodput_upper_ratio", **labels) == pytest.approx(ttft)
     assert metric_value(text, "mfumon_job_slo_target_seconds", target="ttft", **labels) == 1.0
 
+    page = httpx.get(f"{live_server.url}/ui/jobs/qwen-27b").text
+    assert "74.0 %" in page and "74.5 %" in page  # the goodput's bounds, as the page prints them
+    assert "Goodput (step time" not in page
+    diagnosis = httpx.get(f"{live_server.url}/v1/jobs/qwen-27b/diagnosis").json()
+    causes = {finding["cause"]: finding for finding in diagnosis["findings"]}
+    assert "slo_misses" in causes  # at most 74.5 % met both, objective 90 %
+    assert causes["slo_misses"]["evidence"]["goodput_ratio"] == pytest.approx([ttft + tpot - 1, ttft], abs=1e-4)
+    assert not {"exposed_communication", "data_loading", "pipeline_bubbles", "stalled"} & set(causes)
+
 
 def test_tgi_3_3_has_no_goodput_and_says_why(report_of: object, live_server: LiveServer) -> None:
     sent = report_of("real-tgi-3.3.5-intel-cpu-openhermes7b.prom", "hermes-7b")  # type: ignore[operator]
@@ -87,6 +96,8 @@ def test_tgi_3_3_has_no_goodput_and_says_why(report_of: object, live_server: Liv
     assert good["tpot_met_ratio"] == [1.0, 1.0]
     text = httpx.get(f"{live_server.url}/metrics").text
     assert metric_value(text, "mfumon_job_slo_goodput_ratio", job_id="hermes-7b") is None
+    page = httpx.get(f"{live_server.url}/ui/jobs/hermes-7b").text
+    assert "TGI exports no time-to-first-token histogram" in page
 
 
 def test_sglang_0_4_sends_ttft_but_no_request_tpot(report_of: object, live_server: LiveServer) -> None:
