@@ -313,13 +313,14 @@ def build_report(
         currency=prices.currency if prices else None,
         unpriced=tuple(unpriced),
         remediation=summarize_remediations(remediations) if remediations is not None else None,
-        serving=tuple(
-            sorted(
-                (line for j in jobs if ran_in(j, since, until) and (line := serving_line(j)) is not None),
-                key=_serving_order,
-            )
-        ),
+        serving=tuple(sorted(_serving_lines(jobs, since, until), key=_serving_order)),
     )
+
+
+def _serving_lines(jobs: Sequence[Mapping[str, Any]], since: float, until: float) -> Iterator[ServingLine]:
+    for job in jobs:
+        if ran_in(job, since, until) and (served := serving_line(job)) is not None:
+            yield served
 
 
 def _serving_order(line: ServingLine) -> tuple[float, str]:
