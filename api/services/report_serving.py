@@ -24,7 +24,7 @@ from mfumon.api.serving import (
 from mfumon.api.serving.waterfall import METHOD as WATERFALL_METHOD
 from mfumon.api.state.outcome import ReportOutcome, ServingOutcome
 
-__all__ = ["ServingReport", "serving_report"]
+__all__ = ["ServingReport", "serving_report", "serving_tile"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +70,12 @@ def serving_report(
 
 def _with_goodput(figures: ServingFigures, lower: float | None, upper: float | None) -> ServingFigures:
     return replace(figures, slo_goodput_ratio=lower, slo_goodput_upper_ratio=upper)
+
+
+def serving_tile(job: JobRow, report: JobReportCreate, outcome: ReportOutcome) -> ServingTile | None:
+    """Any inference report's serving-waterfall tile (one without the phases splits nothing: ``busy``); None for
+    training jobs."""
+    return _tile(report, outcome) if job.kind == "inference" else None
 
 
 def _tile(report: JobReportCreate, outcome: ReportOutcome) -> ServingTile:

@@ -20,7 +20,7 @@ from mfumon.api.services.report_baseline import capture_baseline, held_baseline
 from mfumon.api.services.report_billing import allocated_gpus, bill_report
 from mfumon.api.services.report_evaluation import PROFILE_FRESH_SECONDS, ReportEvaluation, evaluate_report
 from mfumon.api.services.report_persist import persist_report
-from mfumon.api.services.report_serving import serving_report
+from mfumon.api.services.report_serving import serving_report, serving_tile
 from mfumon.api.state.refresh import job_view
 
 __all__ = [
@@ -53,7 +53,8 @@ def record_report(
         serving = serving_report(ctx, session, job, report, evaluation.outcome, now)
         if serving is not None:
             evaluation = replace(evaluation, outcome=replace(evaluation.outcome, serving=serving.outcome()))
-        bill_report(ctx, job, evaluation, increments, serving.tile if serving else None)
+        tile = serving.tile if serving is not None else serving_tile(job, report, evaluation.outcome)
+        bill_report(ctx, job, evaluation, increments, tile)
         persist_report(session, job, evaluation, serving.figures if serving else None)
         session.flush()
         captured = capture_baseline(ctx, session, job, evaluation)

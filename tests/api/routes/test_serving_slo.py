@@ -124,3 +124,17 @@ def test_a_server_that_fails_loses_no_work_to_redo(client: TestClient) -> None:
     training = {e["category"]: e["gpu_seconds"] for e in job["waterfall"]}
     assert training["lost"] == 0  # served requests are not redone, unlike training steps since a checkpoint
     assert job["failures"] == 1
+
+
+def test_a_serving_job_without_phases_is_busy_not_down(client: TestClient) -> None:
+    clock = Clock(client, start=1_800_000_000.0)
+    body = {"kind": "inference", "tokens_per_second": 2000.0, "num_gpus": 8, "gpu_model": "NVIDIA H100 80GB HBM3"}
+    body["model"] = {"params": 70e9}
+    for _ in range(2):
+        assert client.post("/v1/jobs/serve-rate/reports", json={**body, "interval_seconds": None}).status_code == 200
+        clock.advance(10)
+    job = client.get("/v1/jobs/serve-rate").json()
+    serving = {e["category"]: e["gpu_seconds"] for e in job["serving_waterfall"]}
+    assert serving["busy"] == pytest.approx(80.0)  # the second tile: serving, phases unknown
+    assert serving["down"] == pytest.approx(job["total_gpu_seconds"] - 80.0)
+    assert job["slo_goodput_ratio"] is None and job["serving"] is None
