@@ -34,20 +34,26 @@ def _category_hours(family: str, category: str) -> str:
     return f"sum({_increase(family, 'category', selector)}) / 3600"
 
 
+def _by(aggregation: str, group: str) -> str:
+    """``sum by (group) `` or, with no group, a bare ``sum`` (which the cluster scoping keeps apart per cluster; an
+    empty ``by ()`` would add the clusters together)."""
+    return f"{aggregation} by ({group}) " if group else aggregation
+
+
 def _goodput(family: str, group: str, selector: str) -> str:
     """Step time ÷ the jobs' allocated time (idle and unreported GPUs are no job's) over the range."""
     by = f"{group}, category" if group else "category"
     sep = ", " if selector else ""
     steps = _increase(family, by, f'{selector}{sep}category=~"{STEP}"')
     jobs = _increase(family, by, f'{selector}{sep}category=~"{JOB_CATEGORIES}"')
-    return f"sum by ({group}) ({steps}) / (sum by ({group}) ({jobs}) > 0)"
+    return f"{_by('sum', group)}({steps}) / ({_by('sum', group)}({jobs}) > 0)"
 
 
 def _flops_ratio(scope: str, group: str, selector: str) -> str:
     """Useful model FLOPs ÷ peak FLOPs over the jobs' allocated time: the lifetime MFU of the window."""
-    model = f"max by ({group}) (increase(mfumon_{scope}_model_flops_total{{{selector}}}[$__range]))"
-    peak = f"max by ({group}) (increase(mfumon_{scope}_peak_flops_total{{{selector}}}[$__range]))"
-    return f"sum by ({group}) ({model}) / (sum by ({group}) ({peak}) > 0)"
+    model = f"{_by('max', group)}(increase(mfumon_{scope}_model_flops_total{{{selector}}}[$__range]))"
+    peak = f"{_by('max', group)}(increase(mfumon_{scope}_peak_flops_total{{{selector}}}[$__range]))"
+    return f"{_by('sum', group)}({model}) / ({_by('sum', group)}({peak}) > 0)"
 
 
 def _scope_panels(scope: str, label: str, variable: str) -> list[Panel]:

@@ -49,13 +49,32 @@ def targets(*queries: tuple[str, str]) -> list[dict[str, Any]]:
     return [target(expr, legend, ref=chr(ord("A") + i)) for i, (expr, legend) in enumerate(queries)]
 
 
-def _field_config(unit: str, *, min_value: float | None, max_value: float | None, **custom: Any) -> dict:
+def _field_config(
+    unit: str,
+    *,
+    min_value: float | None,
+    max_value: float | None,
+    overrides: list[dict[str, Any]] | None = None,
+    **custom: Any,
+) -> dict:
     defaults: dict[str, Any] = {"unit": unit, "custom": custom}
     if min_value is not None:
         defaults["min"] = min_value
     if max_value is not None:
         defaults["max"] = max_value
-    return {"defaults": defaults, "overrides": []}
+    return {"defaults": defaults, "overrides": overrides or []}
+
+
+def right_axis(ref: str, unit: str, label: str) -> dict[str, Any]:
+    """A time-series override: query `ref`'s series drawn against a second y axis, on the right, in `unit`."""
+    return {
+        "matcher": {"id": "byFrameRefID", "options": ref},
+        "properties": [
+            {"id": "unit", "value": unit},
+            {"id": "custom.axisPlacement", "value": "right"},
+            {"id": "custom.axisLabel", "value": label},
+        ],
+    }
 
 
 def timeseries(
@@ -68,10 +87,11 @@ def timeseries(
     bars: bool = False,
     min_value: float | None = 0,
     max_value: float | None = None,
+    overrides: list[dict[str, Any]] | None = None,
     width: int = 12,
     height: int = 8,
 ) -> Panel:
-    """A time-series graph."""
+    """A time-series graph; `overrides` (e.g. :func:`right_axis`) change some series' field settings."""
     custom = {
         "drawStyle": "bars" if bars else "line",
         "fillOpacity": 40 if (stack or bars) else 10,
@@ -86,7 +106,7 @@ def timeseries(
         "description": description,
         "datasource": DATASOURCE,
         "targets": queries,
-        "fieldConfig": _field_config(unit, min_value=min_value, max_value=max_value, **custom),
+        "fieldConfig": _field_config(unit, min_value=min_value, max_value=max_value, overrides=overrides, **custom),
         "options": {
             "legend": {"displayMode": "table", "placement": "bottom", "showLegend": True, "calcs": ["lastNotNull"]},
             "tooltip": {"mode": "multi", "sort": "desc"},
@@ -123,6 +143,47 @@ def stat(
             "colorMode": "background" if thresholds else "value",
             "graphMode": "area",
             "textMode": "auto",
+        },
+        "gridPos": {"w": width, "h": height},
+    }
+
+
+def bargauge(
+    title: str,
+    query: dict[str, Any],
+    *,
+    unit: str = "short",
+    description: str = "",
+    min_value: float | None = 0,
+    max_value: float | None = None,
+    width: int = 8,
+    height: int = 8,
+) -> Panel:
+    """Horizontal bars, one per series of an instant query (its legend names the bar), each its latest value."""
+    defaults: dict[str, Any] = {
+        "unit": unit,
+        "color": {"mode": "palette-classic"},
+        "thresholds": {"mode": "absolute", "steps": [{"value": None, "color": "blue"}]},
+    }
+    if min_value is not None:
+        defaults["min"] = min_value
+    if max_value is not None:
+        defaults["max"] = max_value
+    return {
+        "type": "bargauge",
+        "title": title,
+        "description": description,
+        "datasource": DATASOURCE,
+        "targets": [query],
+        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "options": {
+            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+            "orientation": "horizontal",
+            "displayMode": "gradient",
+            "valueMode": "color",
+            "namePlacement": "auto",
+            "showUnfilled": True,
+            "sizing": "auto",
         },
         "gridPos": {"w": width, "h": height},
     }

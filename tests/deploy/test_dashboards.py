@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from mfumon.api.serving import SERVING_CATEGORIES
 from tests.deploy._support import (
     DASHBOARDS_DIR,
     DEPLOY,
@@ -25,6 +26,7 @@ from tests.deploy._support import (
     recorded_names,
     variables,
 )
+from tests.deploy._two_clusters import clause_problems
 
 FLEET_CONSTANT = re.compile(r"^(kind|cluster):mfumon_[a-z0-9_]+:(default|override|effective)$")
 EXPECTED = {
@@ -116,6 +118,39 @@ def test_every_query_is_limited_to_the_cluster_variable() -> None:
             assert not re.search(r"\b(?:sum|max|min|avg|count|topk|bottomk)\s*\(", expr), (name, title, expr)
 
 
+def test_no_query_matches_or_aggregates_across_clusters() -> None:
+    """The rules' static check (issue 56) over every panel query: no `by ()`, no `on (...)` without `cluster`, so
+    that on a global view a panel never adds two clusters together nor meets two series per key."""
+    for name, dashboard in load_dashboards().items():
+        for title, expr in iter_queries(dashboard):
+            assert clause_problems(expr) == [], (name, title, expr)
+
+
+def test_inference_board_says_what_each_serving_number_is() -> None:
+    """Every panel says what its number is; a goodput is said to be a lower bound wherever one is shown; latencies
+    are drawn against the job's own target; the serving waterfall shows every category the aggregator exports."""
+    dashboard = load_dashboards()["mfumon-inference.json"]
+    panels = {panel["title"]: panel for panel in iter_panels(dashboard)}
+    for title, panel in panels.items():
+        assert panel["description"].strip(), title
+        exprs = " ".join(t["expr"] for t in panel["targets"])
+        if "slo_goodput" in exprs:
+            assert "lower bound" in panel["description"], title
+    for measure, title in (("ttft", "TTFT p90 and p99 vs target"), ("tpot", "TPOT p90 and p99 vs target")):
+        exprs = [t["expr"] for t in panels[title]["targets"]]
+        assert any(f'measure="{measure}", quantile="0.9"' in e for e in exprs), title
+        assert any(f'measure="{measure}", quantile="0.99"' in e for e in exprs), title
+        assert any(
+            f'mfumon_job_slo_target_seconds{{cluster=~"$cluster", job_id=~"$job", target="{measure}"}}' in e
+            for e in exprs
+        ), title
+    (by_job,) = [p for t, p in panels.items() if t.startswith("Serving waterfall by job")]
+    columns = by_job["transformations"][1]["options"]["renameByName"].values()
+    assert [c for c in columns if c != "GPU-hours"] == list(SERVING_CATEGORIES)
+    shares = panels["Serving waterfall over the range (share)"]["targets"][0]["expr"]
+    assert "mfumon_job_serving_gpu_seconds_total" in shares and "$__range" in shares
+
+
 def test_required_panels_exist() -> None:
     titles = {name: {p["title"] for p in iter_panels(d)} for name, d in load_dashboards().items()}
     assert {"Cluster MFU", "Achieved vs peak FLOP/s", "Idle GPUs", "Wasted GPU-hours (24h)", "Worst jobs by MFU"} <= (
@@ -144,6 +179,18 @@ def test_required_panels_exist() -> None:
         "Running and waiting requests",
         "Batch size",
         "KV cache use",
+    } <= titles["mfumon-inference.json"]
+    # Serving jobs (issue 55): what users get (SLO goodput, latency against the targets) and the serving waterfall.
+    assert {
+        "SLO goodput per job (lower bound, upper bound, objective)",
+        "SLO goodput per pool (lower bound)",
+        "Goodput rate vs request rate",
+        "TTFT p90 and p99 vs target",
+        "TPOT p90 and p99 vs target",
+        "KV cache pressure: use and preemptions",
+        "Serving GPUs by category (selected jobs)",
+        "Serving waterfall over the range (share)",
+        "Serving waterfall by job (share of its GPU-hours over the range)",
     } <= titles["mfumon-inference.json"]
     assert {
         "Nodes to drain, with the reason",
