@@ -3,7 +3,7 @@
 Starts ``mfumon serve`` as a subprocess (SQLite in a temporary or given directory) and, in this process, a simulated
 cluster (:func:`mfumon.exporter.demo.simcluster.default_cluster`: 12 nodes x 8 GPUs, H100, B200, A100 and MI300X,
 six pools, one node read through a simulated current dcgm-exporter) whose nodes push samples through the real
-exporter pipeline while its jobs post reports over HTTP, simulated serving engines (vLLM- and TGI-style
+exporter pipeline while its jobs post reports over HTTP, simulated serving engines (vLLM-, SGLang- and TGI-style
 ``/metrics`` on loopback ports) that the real inference collector reads and reports, and a simulated scheduler that
 puts its queue as ``mfumon scheduler`` would. Runs until Ctrl-C or ``--duration``. With ``--prometheus`` a
 Prometheus runs beside it (:mod:`mfumon.exporter.demo.prometheus`).
@@ -43,7 +43,7 @@ from mfumon.exporter.demo.simcluster import ClusterSpec, SimJob, SimNode, defaul
 from mfumon.exporter.demo.simdcgm import SimDcgmExporter, SimDcgmSource
 from mfumon.exporter.demo.simprofile import PROFILED_JOBS, DemoProfiler
 from mfumon.exporter.demo.simremediate import dry_run_remediator
-from mfumon.exporter.demo.simserving import SimulatedEngine
+from mfumon.exporter.demo.simserving import SimServingJob, SimulatedEngine
 from mfumon.exporter.node.inference.collector import InferenceCollector
 from mfumon.exporter.node.inference.endpoints import parse_endpoint
 from mfumon.exporter.node.pipeline import Agent
@@ -83,6 +83,12 @@ def _register_jobs(client: httpx.Client, cluster: ClusterSpec) -> None:
     """``PUT`` every job's metadata, the pending ones with ``gpus_requested`` and no GPUs."""
     bodies = [(job.job_id, job.metadata()) for job in cluster.jobs if job.reports]
     bodies += [(job.job_id, job.metadata()) for job in cluster.pending]
+    # A serving job reports through the exporter, which knows no SLO: the ones with their own targets say so here.
+    bodies += [
+        (job.job_id, {"kind": "inference", "name": job.name, "team": job.team, "pool": job.pool, "slo": slo})
+        for job in cluster.serving
+        if (slo := job.slo_json()) is not None
+    ]
     for job_id, body in bodies:
         try:
             client.put(f"/v1/jobs/{job_id}", json=body).raise_for_status()
@@ -100,8 +106,33 @@ def _ports(node: SimNode, started: float) -> SimIbPorts:
     return SimIbPorts(ports, started=started)
 
 
-def _start_nodes(url: str, cluster: ClusterSpec, interval_seconds: float, seed: int, token: str | None) -> list[Agent]:
-    agents = []
+def _serving_workload(serving: SimServingJob, busy: bool = True) -> SimWorkload:
+    """What a serving job's GPUs run: tensor activity following the MFU the engine's reports will show, ~1.2x of it
+    as for an honest training job (the inference profile's own 1.6x, scaled by 0.75), so the cross-check agrees;
+    none while the engine has no request (the GPUs stay the job's)."""
+    return SimWorkload(
+        profile="inference",
+        target_mfu=serving.expected_mfu() if busy else 0.0,
+        job_id=serving.job_id,
+        step_seconds=0.05,
+        tensor_scale=0.75,
+    )
+
+
+def _follow_idle_engines(engines: list[SimulatedEngine], sources: dict[str, SimSource], now: float) -> None:
+    """The GPUs of a serving job with idle stretches go quiet while its engine has no request."""
+    for engine in engines:
+        if engine.job.idle_every_seconds > 0:
+            workload = _serving_workload(engine.job, engine.busy(now))
+            for node_name, index in engine.job.placement:
+                if node_name in sources:
+                    sources[node_name].assign(index, workload)
+
+
+def _start_nodes(
+    url: str, cluster: ClusterSpec, interval_seconds: float, seed: int, token: str | None
+) -> tuple[list[Agent], dict[str, SimSource]]:
+    agents, sources = [], {}
     started = time.time()
     spacing_seconds = interval_seconds / max(1, len(cluster.nodes))  # pushes spread over the interval, not a burst
     for number, node in enumerate(cluster.nodes):
@@ -120,18 +151,9 @@ def _start_nodes(url: str, cluster: ClusterSpec, interval_seconds: float, seed: 
                 if node_name == node.name:
                     source.assign(index, workload)
         for serving in cluster.serving:
-            # The GPUs' tensor activity follows the MFU the engine's reports will show, ~1.2x of it as for an honest
-            # training job (the inference profile's own 1.6x, scaled by 0.75), so the cross-check agrees.
-            decode = SimWorkload(
-                profile="inference",
-                target_mfu=serving.expected_mfu(),
-                job_id=serving.job_id,
-                step_seconds=0.05,
-                tensor_scale=0.75,
-            )
             for node_name, index in serving.placement:
                 if node_name == node.name:
-                    source.assign(index, decode)
+                    source.assign(index, _serving_workload(serving))
         for gpu in cluster.shared:
             if gpu.node == node.name:
                 lead = gpu.shares[0][0]
@@ -156,7 +178,8 @@ def _start_nodes(url: str, cluster: ClusterSpec, interval_seconds: float, seed: 
         )
         agent.start(delay_seconds=number * spacing_seconds)
         agents.append(agent)
-    return agents
+        sources[node.name] = source
+    return agents, sources
 
 
 def _reader(node: SimNode, source: SimSource) -> Source:
@@ -253,7 +276,7 @@ def run_simulation(
     deadline = None if duration_seconds is None else time.monotonic() + duration_seconds
     client = httpx.Client(base_url=url.rstrip("/"), headers=_auth(token), timeout=5.0, transport=FreshConnectionRetry())
     _register_jobs(client, cluster)
-    agents = _start_nodes(url, cluster, interval_seconds, seed, token)
+    agents, sources = _start_nodes(url, cluster, interval_seconds, seed, token)
     engines = [SimulatedEngine(job, seed).start() for job in cluster.serving]
     collector = InferenceCollector(
         url=url,
@@ -272,6 +295,7 @@ def run_simulation(
     try:
         while True:
             now = time.time()
+            _follow_idle_engines(engines, sources, now)
             if cluster.scheduler is not None and now - synced >= SCHEDULER_INTERVAL_S:
                 _sync_scheduler(client, cluster, started, now)  # as often as a real adapter, not every cycle
                 remediator.run_once()  # what mfumon remediate would do with the drain list (dry run)
@@ -434,8 +458,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(
                 "Simulating 12 nodes x 8 GPUs (H100, B200, A100, MI300X) in 6 pools: 9 reporting jobs (one over-claims,"
                 " one checkpoints, fails once and restarts, one waits on its data, one has a straggler GPU, one "
-                "on AMD, one on B200), a node read through dcgm-exporter 4.10 names, a GPU two jobs share, 3 "
-                "serving jobs behind simulated vLLM/TGI endpoints, an unwrapped "
+                "on AMD, one on B200), a node read through dcgm-exporter 4.10 names, a GPU two jobs share, 6 "
+                "serving jobs behind simulated vLLM/SGLang/TGI endpoints (one misses its TPOT under long prompts, "
+                "one preempts for KV cache, one idles at times), an unwrapped "
                 "job, 2 unreported sweeps, a GPU busy with no job id and a scheduler queue (a long wait, a "
                 "fragmented pool). Ctrl-C stops.",
                 flush=True,

@@ -370,7 +370,7 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
 
     A healthy training job that recomputes activations (HFU), a comm-bound one, an inference job, a pending one, a
     job whose reports over-claim (it reports llama2-13b while a 7B model runs), a job nobody wrapped (busy GPUs, no
-    reports), one GPU running work with no job id, and three serving jobs behind simulated engines
+    reports), one GPU running work with no job id, and six serving jobs behind simulated engines
     (:func:`default_serving`). For the waste waterfall: a job that checkpoints synchronously, fails once and
     restarts (:class:`Lifecycle`), a data-bound job and a job with a straggler GPU.
 
@@ -449,7 +449,7 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
             gpu_model=A100,
             target_mfu=0.07,
             model=ModelShape("llama3-70b", 70.6e9, layers=80, heads=64, head_dim=128, seq_len=2048),
-            placement=_on("gpu-a100-01", range(8)),
+            placement=_on("gpu-a100-01", range(4)),  # GPUs 4-7 of the node run serving jobs behind engines
             step_seconds=0.05,
             comm_fraction=0.1,
             data_wait_fraction=0.0,
@@ -587,11 +587,27 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
 
 
 def default_serving() -> tuple[SimServingJob, ...]:
-    """Three serving jobs on gpu-a100-02 behind simulated engines: well batched, badly batched, short of KV cache.
+    """Six serving jobs behind simulated engines (vLLM, SGLang and TGI), on gpu-a100-02 and half of gpu-a100-01.
 
-    - ``serve-chat-70b`` (vLLM-style, 4 GPUs): batch 32 at 55% MBU with a short queue: healthy.
-    - ``serve-code-8b`` (vLLM-style, 1 GPU): batch 2 at 12% MBU while a dozen requests wait: badly batched.
-    - ``serve-rag-32b`` (TGI-style, 2 GPUs): KV cache 97% full with a queue, and prompts computed at 15% MFU.
+    Judged by the default SLO targets (TTFT 1.0 s, TPOT 0.1 s, 90 % of requests) unless a job sets its own:
+
+    - ``serve-chat-70b`` (vLLM, 4 GPUs): batch 32 at 55% MBU with one request waiting: healthy, ~97 % of requests
+      within both targets (TTFT ~0.6 s: ~0.4 s in the queue and its prompt; TPOT ~35 ms).
+    - ``serve-code-8b`` (vLLM, 1 GPU): batch 2 at 12% MBU while a dozen requests wait: badly batched; ~2 minutes
+      in the queue (12 waiting at 0.1 request/s), so TTFT misses for every request while TPOT is fast (~70 ms).
+    - ``serve-rag-32b`` (TGI, 2 GPUs): KV cache 97% full with a queue (~6 s), prompts computed at 15% MFU; TGI has
+      no time-to-first-token histogram (no SLO goodput); its mean time per token (prompt included) is ~85 ms.
+    - ``serve-agent-32b`` (vLLM, 2 GPUs): long multi-turn contexts keep the KV cache 97-99% full with a queue:
+      0.15 preemptions/s, each preempted request queued again and its context recomputed; ~3 s in the queue, so
+      TTFT misses for nearly every request (goodput ~0), TPOT ~60 ms.
+    - ``serve-docs-8b`` (vLLM, 1 GPU, its own targets TTFT 2.5 s and TPOT 0.05 s): prefill interfering with decode.
+      For the last 40 s of every 120 s, 32k-token documents are prefilled in 2048-token chunks that ride 20% of the
+      steps (~0.55 s each): the mean step goes from 18 ms to ~0.18 s, inter-token latency of everyone decoding
+      spikes, and TPOT climbs past 0.1 s by the burst's end; ~13 % of requests miss the TPOT target over a period
+      (goodput below its 90 % objective), none in the calm 70 s.
+    - ``serve-eval-8b`` (SGLang, 1 GPU): an evaluation endpoint busy for 90 s of every 150 s and idle (no request,
+      no token; its GPUs quiet) for the other 60 s. SGLang 0.5 prints no per-request TPOT histogram (no SLO
+      goodput); TTFT ~70 ms.
     """
     return (
         SimServingJob(
@@ -658,6 +674,83 @@ def default_serving() -> tuple[SimServingJob, ...]:
             waiting=9,
             kv_cache_usage=0.97,
             prefill_active_mfu=0.15,
+            max_model_len=32768,
+        ),
+        SimServingJob(
+            job_id="serve-agent-32b",
+            name="qwen2.5-32b agents with long contexts (vLLM)",
+            team="product",
+            pool="infer-a100",
+            engine="vllm",
+            gpu_model=A100,
+            served_model="Qwen/Qwen2.5-32B-Instruct",
+            params=32.8e9,
+            layers=64,
+            heads=40,
+            kv_heads=8,
+            head_dim=128,
+            placement=_on("gpu-a100-01", range(4, 6)),
+            batch=40,
+            prompt_tokens=6000,
+            output_tokens=500,
+            target_mbu=0.55,
+            waiting=4,
+            kv_cache_usage=0.98,
+            prefix_cache_hit_ratio=0.85,  # each turn resends the conversation so far
+            max_model_len=32768,
+            preemptions_per_second=0.15,
+        ),
+        SimServingJob(
+            job_id="serve-docs-8b",
+            name="llama3-8b document Q&A on long prompts (vLLM)",
+            team="search",
+            pool="infer-a100",
+            engine="vllm",
+            gpu_model=A100,
+            served_model="meta-llama/Llama-3.1-8B-Instruct",
+            params=8.03e9,
+            layers=32,
+            heads=32,
+            kv_heads=8,
+            head_dim=128,
+            placement=_on("gpu-a100-01", range(6, 7)),
+            batch=16,
+            prompt_tokens=1000,
+            output_tokens=300,
+            target_mbu=0.5,
+            waiting=0,  # chunked prefill admits requests at once: they wait inside the batch, not in the queue
+            kv_cache_usage=0.35,
+            prefix_cache_hit_ratio=0.1,
+            long_prompt_tokens=32000,
+            long_prompt_every_seconds=120.0,
+            long_prompt_burst_seconds=40.0,
+            long_prompt_step_share=0.2,
+            long_prompt_running_growth=2.5,
+            slo=(("ttft_seconds", 2.5), ("tpot_seconds", 0.05)),
+        ),
+        SimServingJob(
+            job_id="serve-eval-8b",
+            name="llama3-8b evaluation endpoint (SGLang)",
+            team="research",
+            pool="infer-a100",
+            engine="sglang",
+            gpu_model=A100,
+            served_model="meta-llama/Llama-3.1-8B-Instruct",
+            params=8.03e9,
+            layers=32,
+            heads=32,
+            kv_heads=8,
+            head_dim=128,
+            placement=_on("gpu-a100-01", range(7, 8)),
+            batch=32,
+            prompt_tokens=1500,
+            output_tokens=200,
+            target_mbu=0.45,
+            waiting=0,
+            kv_cache_usage=0.5,
+            prefix_cache_hit_ratio=0.8,  # the few-shot examples every prompt starts with
+            idle_every_seconds=150.0,
+            idle_seconds=60.0,
         ),
     )
 

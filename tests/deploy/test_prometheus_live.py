@@ -2,8 +2,8 @@
 
 One module-wide setup: `mfumon serve` on a free loopback port, fed by the simulated cluster of `mfumon demo`
 (10 nodes, a healthy training job that recomputes activations, a communication-bound one at ~20% MFU, an inference
-job, a pending job, a job whose reports over-claim, an unwrapped job, a GPU busy with no job id, three serving jobs
-behind simulated vLLM/TGI endpoints, a flapping InfiniBand link, a GPU waiting for a reset, an idle pool, a
+job, a pending job, a job whose reports over-claim, an unwrapped job, a GPU busy with no job id, six serving jobs
+behind simulated vLLM/SGLang/TGI endpoints, a flapping InfiniBand link, a GPU waiting for a reset, an idle pool, a
 simulated scheduler with a long-waiting job, a fragmented pool and two unreported sweeps, and for the waste
 waterfall a job that checkpoints synchronously, fails once and restarts, a data-bound job and a job with a hot
 straggler GPU), and a real `prometheus`
@@ -55,7 +55,14 @@ INFERENCE_JOB = "serve-llama3-70b"  # target MFU 0.07
 OVERCLAIM_JOB = "finetune-7b-overclaim"  # reports the 13b model while a 7b one runs: ~1.6x its hardware estimate
 UNWRAPPED_JOB = "sweep-unwrapped-17"  # busy GPUs attributed to it, never reports
 STRAY_NODE = "gpu-h100-02"  # one GPU runs work with no job id
-SERVING_JOBS = ("serve-chat-70b", "serve-code-8b", "serve-rag-32b")  # behind simulated engines, read by the exporter
+SERVING_JOBS = (  # behind simulated engines, read by the exporter
+    "serve-chat-70b",
+    "serve-code-8b",
+    "serve-rag-32b",
+    "serve-agent-32b",
+    "serve-docs-8b",
+    "serve-eval-8b",
+)
 RESILIENT_JOB = "pretrain-3b-resilient"  # saves a third of its time, fails once and restarts
 DATA_BOUND_JOB = "finetune-8b-databound"  # waits 35% of each step on its input
 STRAGGLER_JOB = "pretrain-13b-straggler"  # one GPU at 60% of its clock sets the pace
@@ -130,7 +137,7 @@ def test_mfu_alerts_fire_for_the_low_mfu_jobs_only(prometheus: str) -> None:
 def test_serving_alerts_judge_each_serving_job_by_its_own_number(prometheus: str) -> None:
     expected = {
         "MfumonInferenceBadlyBatched": {"serve-code-8b"},  # 12% MBU, a queue, room in its KV cache
-        "MfumonInferenceKVCacheSaturated": {"serve-rag-32b"},  # 97% full with a queue
+        "MfumonInferenceKVCacheSaturated": {"serve-rag-32b", "serve-agent-32b"},  # 97-98% full with a queue
         "MfumonInferencePrefillMFULow": {"serve-rag-32b"},  # prompts at 15% MFU while prefilling (TGI busy time)
     }
     for alertname, jobs in expected.items():

@@ -50,7 +50,7 @@ def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -
     targets = {
         "pretrain-llama3-8b": (0.45, 8, 0.1),
         "finetune-13b-commbound": (0.20, 4, 0.2),
-        "serve-llama3-70b": (0.07, 8, 0.25),
+        "serve-llama3-70b": (0.07, 4, 0.25),
         "pretrain-llama3-70b-b200": (0.36, 8, 0.1),
     }
     for job_id, (target, gpus, tolerance) in targets.items():
@@ -102,14 +102,14 @@ def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -
     assert pretrain["accounting"]["verdict"] == "consistent"
 
     # Cluster truth: 96 GPUs, every one in a state; the over-claiming job is caught, the unwrapped one estimated.
-    # The serving jobs' 7 GPUs are reporting once the exporter's first inference report for each has arrived; the
+    # The serving jobs' 11 GPUs are reporting once the exporter's first inference report for each has arrived; the
     # resilient job's 4 while it starts up are held by a job that has not reported yet.
     states = {s: summary[f"gpus_{s}"] for s in ("reporting", "unreported", "idle", "down")}
     # Idle: 3 in the busy pools, the 8 of reserve-h100, 3 + 3 the research sweeps leave; busy: 61 (one of them the
     # GPU two evaluation harnesses share: one GPU, in one state; 8 the MI300X job's, 8 the B200 job's) + the sweeps'
     # 10.
     assert (states["idle"], states["down"]) == (17, 0)
-    assert 52 <= states["reporting"] <= 59 and states["reporting"] + states["unreported"] == 79
+    assert 48 <= states["reporting"] <= 59 and states["reporting"] + states["unreported"] == 79
     assert sum(states.values()) == summary["gpus_known"] == 96
     assert summary["reported_coverage"] == pytest.approx(states["reporting"] / 79)
     # The AMD node: its job's MFU against the MI300X's own dense peak, and no hardware estimate to check it with.
