@@ -172,7 +172,8 @@ def test_the_generator_makes_both_kinds() -> None:
     takes most that the model takes."""
     seen: Counter[str] = Counter()
 
-    @settings(max_examples=300, phases=[Phase.generate], deadline=None, database=None)
+    # derandomized: a fixed sample, so the guard does not fail on an unlucky draw (26 of 300 taken, once in CI)
+    @settings(max_examples=300, phases=[Phase.generate], deadline=None, database=None, derandomize=True)
     @given(pushes())
     def collect(body: dict[str, Any]) -> None:
         slow, quick = both(encode(body))
