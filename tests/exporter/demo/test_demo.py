@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import threading
+import time
+from typing import Any
 
 import httpx
 import pytest
@@ -252,9 +255,32 @@ def test_demo_on_a_busy_port_fails_at_once(
 
 def test_simulated_profile_gives_the_profile_panels_data(live_server: LiveServer) -> None:
     """The demo asks its comm-bound job for a profile and answers the request its report answers carry."""
-    demo.run_simulation(live_server.url, duration_seconds=3.0, interval_seconds=0.5, cluster=default_cluster())
+    # The request rides one report's answer and the profile the next ones: the simulation runs until the profile
+    # is back and one more report has followed it, not for a fixed time (3 s once left it "requested" on a loaded
+    # machine). The deadline only bounds a broken run.
+    stop = threading.Event()
+    runner = threading.Thread(
+        target=demo.run_simulation,
+        args=(live_server.url,),
+        kwargs={"duration_seconds": 120.0, "interval_seconds": 0.5, "stop_event": stop, "cluster": default_cluster()},
+    )
+    runner.start()
     with httpx.Client(base_url=live_server.url, timeout=5) as client:
-        (profile,) = client.get("/v1/jobs/finetune-13b-commbound/profiles").json()["data"]
+        try:
+            done: list[dict[str, Any]] = []
+            while runner.is_alive() and not done:
+                time.sleep(0.25)
+                profiles = client.get("/v1/jobs/finetune-13b-commbound/profiles").json()["data"]
+                done = [p for p in profiles if p["status"] == "done"]
+            after = client.get("/v1/jobs/finetune-13b-commbound").json()["reports_received"]
+            while (
+                runner.is_alive() and client.get("/v1/jobs/finetune-13b-commbound").json()["reports_received"] <= after
+            ):
+                time.sleep(0.25)
+        finally:
+            stop.set()
+            runner.join()
+        profile = done[0]
         job = client.get("/v1/jobs/finetune-13b-commbound").json()
         findings = {f["cause"] for f in client.get("/v1/jobs/finetune-13b-commbound/diagnosis").json()["findings"]}
         metrics = client.get("/metrics").text
