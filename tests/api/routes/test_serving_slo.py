@@ -3,6 +3,7 @@ histograms refused, on both databases."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -138,3 +139,20 @@ def test_a_serving_job_without_phases_is_busy_not_down(client: TestClient) -> No
     assert serving["busy"] == pytest.approx(80.0)  # the second tile: serving, phases unknown
     assert serving["down"] == pytest.approx(job["total_gpu_seconds"] - 80.0)
     assert job["slo_goodput_ratio"] is None and job["serving"] is None
+
+
+def test_concurrent_serving_reports_all_count(client: TestClient) -> None:
+    """Reports of one serving job racing each other: every one lands in the history and the window, none is lost to
+    a lost update of the ledger (both databases)."""
+
+    def post(_: int) -> int:
+        return client.post("/v1/jobs/serve-race/reports", json=report_with()).status_code
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        assert list(pool.map(post, range(16))) == [200] * 16
+    job = client.get("/v1/jobs/serve-race", params={"history": 50}).json()
+    assert job["reports_received"] == 16
+    assert len([row for row in job["history"] if row["serving"]]) == 16
+    assert job["serving"]["slo_goodput"]["requests"] == 16 * 100  # all in the window (one clock instant)
+    serving = sum(e["gpu_seconds"] for e in job["serving_waterfall"])
+    assert serving == pytest.approx(job["total_gpu_seconds"])
