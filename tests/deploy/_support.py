@@ -85,11 +85,12 @@ _PROMETHEUS_LISTENING = re.compile(r'msg="Listening on"[^\n]*? address=(127\.0\.
 T = TypeVar("T")
 
 
-def require_tool(name: str) -> str:
-    """Path of the executable `name`; skip without it, except in CI (env CI set), where a missing tool fails."""
+def require_tool(name: str, package: str = "prometheus") -> str:
+    """Path of the executable `name` (from the Debian package `package`); skip without it, except in CI (env CI set),
+    where a missing tool fails."""
     path = shutil.which(name)
     if path is None:
-        message = f"{name} not found on PATH (Debian/Ubuntu: apt-get install prometheus)"
+        message = f"{name} not found on PATH (Debian/Ubuntu: apt-get install {package})"
         if os.environ.get("CI"):
             pytest.fail(f"{message}: CI must install it", pytrace=False)
         pytest.skip(message)
