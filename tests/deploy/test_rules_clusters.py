@@ -46,6 +46,11 @@ def test_with_cluster_adds_the_label() -> None:
         ("a * on (job_id) group_left (pool) b", "matches across clusters"),
         ("sum without (cluster, instance) (mfumon_pool_gpus)", "drops cluster"),
         ("a / ignoring (cluster) b", "matches across clusters"),
+        # `on ()` with anything but a fleet constant: one cluster's series against every cluster's
+        ("a > on () group_left () job_id:mfumon_job_unreported_seconds:sum1d", "matches across clusters"),
+        ("max(cluster:mfumon_unreported_grace_seconds:override) or on () x", "matches across clusters"),
+        ("a + on (kind) group_left () max by (cluster, kind) (job_id:mfumon_job_mfu_ratio:max)", "across clusters"),
+        ("cluster:mfumon_job_warmup_seconds:default < on () group_right () a", "group_right"),
     ],
 )
 def test_clause_check_finds_a_mixing_clause(expr: str, problem: str) -> None:
@@ -55,14 +60,18 @@ def test_clause_check_finds_a_mixing_clause(expr: str, problem: str) -> None:
 
 def test_clause_check_allows_fleet_constants_and_cluster_clauses() -> None:
     assert clause_problems("max by (cluster, job_id) (m) * on (cluster, job_id) group_left () n") == []
-    assert clause_problems("max(cluster:mfumon_unreported_grace_seconds:override) or on () x") == []
+    grace = "max(cluster:mfumon_unreported_grace_seconds:override) or on () cluster:mfumon_unreported_grace_seconds"
+    grace += ":default"
+    assert clause_problems(grace) == []
+    assert clause_problems("a > on () group_left () cluster:mfumon_job_warmup_seconds:default") == []
     threshold = "a + on (kind) group_left () max by (kind) (kind:mfumon_job_mfu_threshold_ratio:default)"
     assert clause_problems(threshold) == []
     assert clause_problems('x{job="sum by (y)"}') == []  # inside a string: not a clause
 
 
 def test_every_rule_keeps_cluster_in_every_clause() -> None:
-    """Each aggregation and vector match of each shipped rule names `cluster` (fleet constants excepted)."""
+    """Each aggregation and vector match of each shipped rule names `cluster`, except where it matches a fleet
+    constant `on ()` (or `on (kind)`): where the rules run, the constant is one series."""
     rules = all_rules()
     assert len(rules) >= 80
     problems = {
