@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from _goodput import job_waterfall_panels
@@ -26,7 +27,11 @@ JOB_INFO = 'job_id:mfumon_job_info:topk1{pool=~"$pool", team=~"$team"}'
 
 
 def _with_info(expr: str) -> str:
-    """Join a per-job series with its name, team and pool, filtered by the pool and team variables."""
+    """Join a per-job series with its name, team and pool, filtered by the pool and team variables. An expression
+    with `and`/`or`/`unless` is parenthesised: `*` binds tighter, so `a and b * info` would join `b`, not the result,
+    and return `a` without the info labels."""
+    if re.search(r"\b(?:and|or|unless)\b", expr):
+        expr = f"({expr})"
     return f"{expr} * on (job_id) group_left (name, team, pool) {JOB_INFO}"
 
 

@@ -299,6 +299,29 @@ def test_required_panels_exist() -> None:
     assert "Hardware MFU estimate" in titles["mfumon-nodes-gpus.json"]
 
 
+def _top_level(expr: str) -> str:
+    """`expr` with everything inside parentheses left out."""
+    depth, out = 0, []
+    for char in expr:
+        depth += char == "("
+        out.append(char if depth == 0 else "")
+        depth -= char == ")"
+    return "".join(out)
+
+
+def test_info_joins_apply_to_the_whole_expression() -> None:
+    """A table that joins a job's name, team and pool joins the whole expression: `*` binds tighter than `and`, `or`
+    and `unless`, so `a and b * on (...) group_left (name, team, pool) info` returns `a` without those columns."""
+    joins = 0
+    for name, dashboard in load_dashboards().items():
+        for title, expr in iter_queries(dashboard):
+            for match in re.finditer(r"\*\s*on\s*\([^)]*\)\s*group_left\s*\(name, team, pool\)", expr):
+                joins += 1
+                left = _top_level(expr[: match.start()])
+                assert not re.search(r"\b(?:and|or|unless)\b", left), (name, title, expr)
+    assert joins >= 8
+
+
 def test_job_gpu_panels_join_through_gpu_info() -> None:
     dashboard = load_dashboards()["mfumon-job-drilldown.json"]
     for title in ("Tensor-core activity per GPU", "SM activity per GPU"):
