@@ -240,7 +240,7 @@ def clause_problems(expr: str, *, dashboard: bool = False) -> list[str]:
         if keyword == "ignoring" and "cluster" in label_set:
             problems.append(f"{match.group(0)} matches across clusters")
     if dashboard:
-        names = re.findall(r"[a-z_]+:mfumon_[a-z0-9_]+:[a-z0-9_]+", text)
-        constants = sorted({n for n in names if is_fleet_constant(n)})
+        read = re.findall(r"[a-z_]+:mfumon_[a-z0-9_]+:[a-z0-9_]+", text)
+        constants = sorted({n for n in read if is_fleet_constant(n)})
         problems += [f"reads the fleet constant {n}: the global store can hold one per cluster" for n in constants]
     return problems

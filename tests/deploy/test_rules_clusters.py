@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -9,8 +10,11 @@ import pytest
 import yaml
 
 from tests.deploy._support import (
+    OVERRIDE_SERIES,
     RULE_TESTS_DIR,
     all_rules,
+    documented_central_relabelling,
+    exposed_metric_names,
     prometheus_copy,
     prometheus_copy_with_broken_rule,
     recorded_names,
@@ -78,6 +82,17 @@ def test_every_rule_keeps_cluster_in_every_clause() -> None:
         rule.get("record") or rule.get("alert"): found for rule in rules if (found := clause_problems(rule["expr"]))
     }
     assert problems == {}
+
+
+def test_documented_central_relabelling_drops_what_the_edges_record_and_alert_only() -> None:
+    """The relabelling docs/operators/deploy.md gives each cluster's Prometheus when the rules run centrally (and
+    test_global_view applies): every recorded series and the alerts' series stay home; every raw series goes."""
+    (rule,) = documented_central_relabelling()
+    assert rule["action"] == "drop" and rule["source_labels"] == ["__name__"]
+    dropped = re.compile(f"^(?:{rule['regex']})$")  # Prometheus anchors relabel regexes
+    assert all(dropped.match(name) for name in [*recorded_names(), *OVERRIDE_SERIES, "ALERTS", "ALERTS_FOR_STATE"])
+    raw = exposed_metric_names() | {"up", "scrape_duration_seconds"}
+    assert not [name for name in sorted(raw) if dropped.match(name)]
 
 
 def test_generated_suite_covers_every_recorded_series_and_alert() -> None:
