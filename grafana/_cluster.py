@@ -7,6 +7,13 @@ rewrites a panel's PromQL so that it (1) selects only the chosen clusters: every
 ``sum(...)`` becomes ``sum by (cluster) (...)``), so picking several clusters, or All, draws one line per cluster. On
 one cluster's own Prometheus the label is absent: "All" is the regex ``.*``, which an absent label matches, and grouping
 by a missing label changes nothing.
+
+A panel never reads a fleet-wide constant (``cluster:…:default``, ``…:effective``, ``kind:…:default``) and never
+matches ``on ()``: :func:`scoped` refuses both. Where the rules run (each cluster's Prometheus, or a global ruler) a
+constant is one series, but the dashboards read the global store, which holds it once per cluster (with ``cluster``)
+when each cluster's Prometheus runs the rules and remote-writes what it records, and once without ``cluster`` when a
+global ruler records it: no match of a constant is right in both. A comparison with a threshold is recorded per
+series by the rules instead (e.g. ``job_id:mfumon_job_unreported_seconds:sum1d_over_grace``), and panels read that.
 """
 
 from __future__ import annotations
@@ -31,18 +38,20 @@ _TOKEN = re.compile(
     r"|(?P<other>.)",
     re.S,
 )
-#: Fleet-wide thresholds and defaults (mfumon-thresholds.yml): recorded without a cluster, so never filtered by one.
+#: Fleet-wide thresholds and defaults (mfumon-thresholds.yml): one per cluster or none on the global store.
 _FLEET_CONSTANT = re.compile(r"^(kind|cluster):mfumon_[a-z0-9_]+:(default|override|effective)$")
 _CLAUSE = re.compile(r"^(?P<kw>by|on)\s*\((?P<labels>[^)]*)\)$")
 
 
 def _clause(text: str) -> str:
-    """`by (x)` -> `by (cluster, x)`, `on (x)` -> `on (cluster, x)`; `on ()` (a match with one constant) is kept."""
+    """`by (x)` -> `by (cluster, x)`, `on (x)` -> `on (cluster, x)`, `by ()` -> `by (cluster)`; `on ()` is refused."""
     match = _CLAUSE.match(text)
     if match is None:
         return text
     labels = [label.strip() for label in match.group("labels").split(",") if label.strip()]
-    if not labels or "cluster" in labels:
+    if not labels and match.group("kw") == "on":
+        raise ValueError(f"{text!r} in a panel: on the global store it meets one series per cluster")
+    if "cluster" in labels:
         return text
     return f"{match.group('kw')} ({', '.join(['cluster', *labels])})"
 
@@ -61,7 +70,7 @@ def scoped(expr: str) -> str:
         elif kind == "ident" and text in _AGGREGATIONS and rest.lstrip().startswith("("):
             out.append(f"{text} by (cluster) ")  # a bare aggregation: keep clusters apart
         elif kind == "ident" and _FLEET_CONSTANT.match(text):
-            out.append(text)
+            raise ValueError(f"fleet constant {text} in a panel: compare with it in a recording rule, read that")
         elif kind == "ident" and text not in _KEYWORDS | _AGGREGATIONS and not rest.lstrip().startswith("("):
             if rest.startswith("{"):
                 close = expr.index("}", token.end())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from _goodput import job_waterfall_panels
@@ -26,7 +27,11 @@ JOB_INFO = 'job_id:mfumon_job_info:topk1{pool=~"$pool", team=~"$team"}'
 
 
 def _with_info(expr: str) -> str:
-    """Join a per-job series with its name, team and pool, filtered by the pool and team variables."""
+    """Join a per-job series with its name, team and pool, filtered by the pool and team variables. An expression
+    with `and`/`or`/`unless` is parenthesised: `*` binds tighter, so `a and b * info` would join `b`, not the result,
+    and return `a` without the info labels."""
+    if re.search(r"\b(?:and|or|unless)\b", expr):
+        expr = f"({expr})"
     return f"{expr} * on (job_id) group_left (name, team, pool) {JOB_INFO}"
 
 
@@ -197,10 +202,11 @@ def cluster_overview() -> dict[str, Any]:
     )
 
 
-GRACE = "on () group_left () cluster:mfumon_unreported_grace_seconds:effective"
-#: jobs and nodes busy without reports for longer than the grace in the last day
-UNREPORTED_LONG = f"and on (job_id) (job_id:mfumon_job_unreported_seconds:sum1d > {GRACE})"
-UNATTRIBUTED_LONG = f"and on (node) (node:mfumon_unattributed_busy_seconds:sum1d > {GRACE})"
+#: Jobs and nodes busy without reports for longer than the grace in the last day, as the rules record them. The
+#: rules compare with the grace where they run; a panel never matches a fleet constant itself: on a global store fed
+#: by Prometheus servers that run the rules, the grace is there once per cluster (grafana/_cluster.py refuses one).
+UNREPORTED_LONG = "and on (job_id) job_id:mfumon_job_unreported_seconds:sum1d_over_grace"
+UNATTRIBUTED_LONG = "and on (node) node:mfumon_unattributed_busy_seconds:sum1d_over_grace"
 HELD_COLUMNS = {
     "Value #A": "GPUs",
     "Value #B": "hardware MFU",

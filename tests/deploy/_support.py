@@ -69,9 +69,56 @@ _LABEL_VALUES = re.compile(r"^label_values\(\s*(?:([A-Za-z_:][A-Za-z0-9_:]*)\s*(
 LOW_MFU_JOB = "finetune-13b-commbound"  # target MFU 0.20, below the 30% training threshold
 HEALTHY_JOB = "pretrain-llama3-8b"  # target MFU 0.45, recomputes activations
 
+INFERENCE_JOB = "serve-llama3-70b"  # target MFU 0.07
+OVERCLAIM_JOB = "finetune-7b-overclaim"  # reports the 13b model while a 7b one runs: ~1.6x its hardware estimate
+UNWRAPPED_JOB = "sweep-unwrapped-17"  # busy GPUs attributed to it, never reports
+RESILIENT_JOB = "pretrain-3b-resilient"  # saves a third of its time, fails once and restarts
+STRAGGLER_JOB = "pretrain-13b-straggler"  # one GPU at 60% of its clock sets the pace
+
 #: The demo's nodes whose fleet-health faults :func:`live_cluster` brings within a live test's time.
 FLAPPING_NODE = "gpu-h100-02"  # an InfiniBand link that flaps
 REMAP_NODE = "gpu-a100-02"  # a GPU whose row remap waits for a reset
+STRAY_NODE = "gpu-h100-02"  # one GPU runs work with no job id
+DOWNTRAINED_GPU = ("gpu-h100-03", "2")  # an idle reserve GPU whose PCIe link trained at x8 of x16
+
+#: Every alert with a simulated case in :func:`live_cluster`, and what it fires for there (see :func:`alert_subject`):
+#: the one-cluster live test (test_prometheus_live) checks these on one Prometheus, the global-view test once per
+#: cluster on the global store.
+SIMULATED_ALERTS: dict[str, frozenset[str]] = {
+    "MfumonTrainingMFULow": frozenset({LOW_MFU_JOB}),
+    "MfumonInferenceMFULow": frozenset({INFERENCE_JOB}),  # 7% MFU: under its own 10% bar
+    "MfumonInferenceBadlyBatched": frozenset({"serve-code-8b"}),  # 12% MBU, a queue, room in its KV cache
+    "MfumonInferenceKVCacheSaturated": frozenset({"serve-rag-32b", "serve-agent-32b"}),  # 97-98% full, a queue
+    "MfumonInferencePrefillMFULow": frozenset({"serve-rag-32b"}),  # prompts at 15% MFU while prefilling
+    "MfumonMFUAccountingSuspect": frozenset({OVERCLAIM_JOB}),
+    # the unwrapped job, the scheduler's sweeps, two time-sliced evaluation harnesses, and the stray GPU's node
+    "MfumonGPUsBusyNotReporting": frozenset(
+        {UNWRAPPED_JOB, "sweep-lr-a", "sweep-lr-b", "eval-harness-a", "eval-harness-b", STRAY_NODE}
+    ),
+    "MfumonNodeDrain": frozenset({FLAPPING_NODE, REMAP_NODE}),
+    "MfumonGPUPcieDowntrained": frozenset({"/".join(DOWNTRAINED_GPU)}),
+    "MfumonJobGoodputLow": frozenset({RESILIENT_JOB}),
+    "MfumonJobCheckpointOverheadHigh": frozenset({RESILIENT_JOB}),
+    "MfumonJobStraggler": frozenset({STRAGGLER_JOB}),
+    "MfumonQueueWaitLong": frozenset({"train-h100"}),  # a job queued for 5 h
+    "MfumonPoolFragmented": frozenset({"research-h100"}),  # a 4-GPU job that fits on no node
+}
+#: Subjects an alert of SIMULATED_ALERTS may also fire for, part of the time: the evaluation endpoint is idle 60 s of
+#: every 150 s, so its goodput over the hour (all of its life in a test) dips below 70% from ~128 s to ~210 s of the
+#: simulation, and again later.
+SOMETIMES_FIRING: dict[str, frozenset[str]] = {"MfumonJobGoodputLow": frozenset({"serve-eval-8b"})}
+
+
+def unexpected_alerts(firing: list[Mapping[str, str]]) -> list[tuple[str, list[str]]]:
+    """(alert, the subjects it fires for) of each alert of SIMULATED_ALERTS that does not fire for each of its
+    subjects, or fires for others (SOMETIMES_FIRING aside); `firing` are the firing alerts' labels."""
+    out = []
+    for alertname, subjects in sorted(SIMULATED_ALERTS.items()):
+        got = {alert_subject(labels) for labels in firing if labels["alertname"] == alertname}
+        if not subjects <= got <= subjects | SOMETIMES_FIRING.get(alertname, frozenset()):
+            out.append((alertname, sorted(got)))
+    return out
+
 
 #: What :func:`write_shortened_rules` shortens: every alert's `for:`, and the warm-up and not-reporting grace series.
 SHORT_FOR = "2s"
@@ -355,6 +402,31 @@ def instant_query(prometheus: str, expr: str) -> list[dict[str, Any]]:
     body = response.json()
     assert body["status"] == "success", (expr, body)
     return body["data"]["result"]
+
+
+def alert_subject(labels: Mapping[str, str]) -> str:
+    """What an alert is about: its job, else its node (node/gpu for a GPU's), else its pool."""
+    if labels.get("job_id"):
+        return labels["job_id"]
+    if labels.get("node"):
+        return labels["node"] + (f"/{labels['gpu']}" if labels.get("gpu") else "")
+    return labels.get("pool", "")
+
+
+def documented_central_relabelling() -> list[dict[str, Any]]:
+    """The `write_relabel_configs` docs/operators/deploy.md gives each cluster's Prometheus when the rules run
+    centrally: the one YAML block of the page that has them."""
+    text = (REPO / "docs" / "operators" / "deploy.md").read_text()
+    blocks = [yaml.safe_load(body) for body in re.findall(r"^```yaml\n(.*?)^```", text, re.S | re.M)]
+    found = [
+        write["write_relabel_configs"]
+        for block in blocks
+        if isinstance(block, dict)
+        for write in block.get("remote_write") or []
+        if "write_relabel_configs" in write
+    ]
+    assert len(found) == 1, "docs/operators/deploy.md: one remote_write with write_relabel_configs expected"
+    return found[0]
 
 
 def firing_alerts(prometheus: str, alertname: str) -> list[dict[str, Any]]:

@@ -35,6 +35,7 @@ _AGGREGATION = re.compile(
     r"\b(sum|min|max|avg|count|group|stddev|stdvar|topk|bottomk|quantile|count_values)\s*"
     r"(?:(?P<kw>by|without)\s*\((?P<labels>[^)]*)\)\s*)?\("
 )
+_KEYWORDS = frozenset({"and", "or", "unless", "bool", "offset", "on", "ignoring", "group_left", "group_right"})
 _MATCHING = re.compile(r"\b(?P<kw>on|ignoring)\s*\((?P<labels>[^)]*)\)")
 
 
@@ -157,19 +158,66 @@ def _operand_names(expr: str, start: int) -> set[str]:
     return set(re.findall(r"[a-z_]+:mfumon_[a-z0-9_]+:[a-z0-9_]+|mfumon_[a-z0-9_]+", expr[start : end + 1]))
 
 
-def clause_problems(expr: str) -> list[str]:
+def _operand_end(text: str, start: int) -> int:
+    """The end of the operand that starts at `start`: a parenthesised expression, a call or aggregation with its
+    arguments (`max by (kind) (x)`), or a selector with its matchers and range."""
+    i = start
+    while i < len(text) and text[i].isspace():
+        i += 1
+    if i < len(text) and text[i] != "(":
+        word = re.match(r"[A-Za-z_:][A-Za-z0-9_:]*", text[i:])
+        if word is None:
+            return i
+        i += word.end()
+        after = re.match(r"\s*(?:(?:by|without)\s*\([^)]*\)\s*)?(?=\()", text[i:])
+        if after is None:  # a selector
+            braces = re.match(r"\s*\{[^}]*\}", text[i:])
+            i += braces.end() if braces else 0
+            brackets = re.match(r"\s*\[[^\]]*\]", text[i:])
+            return i + (brackets.end() if brackets else 0)
+        i += after.end()
+    depth = 0
+    for j in range(i, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[j], 0)
+        if depth == 0:
+            return j + 1
+    return len(text)
+
+
+def _matched_names(text: str, match_end: int) -> tuple[str | None, set[str]]:
+    """After an `on (...)` clause ending at `match_end`: its group modifier, if any, and the series names of the
+    operand that follows."""
+    rest = text[match_end:]
+    group = re.match(r"\s*(?P<kw>group_left|group_right)\s*(?:\([^)]*\))?", rest)
+    start = match_end + (group.end() if group else 0)
+    operand = re.sub(r"\{[^}]*\}|\[[^\]]*\]|\b(?:by|without)\s*\([^)]*\)", " ", text[start : _operand_end(text, start)])
+    names = {
+        m.group()
+        for m in re.finditer(r"(?<![\w:.])[A-Za-z_:][A-Za-z0-9_:]*(?![\w:]*\s*\()", operand)
+        if m.group() not in _KEYWORDS
+    }
+    return (group.group("kw") if group else None), names
+
+
+def clause_problems(expr: str, *, dashboard: bool = False) -> list[str]:
     """Each aggregation or vector match in `expr` that can mix clusters.
 
     Every `by (...)` and every non-empty `on (...)` must name `cluster`; an aggregation with neither `by` nor
-    `without` must be over fleet constants only; `without`/`ignoring` must not drop `cluster`. `on ()` is the match
-    against a single fleet-wide constant (a default threshold) and is allowed.
+    `without` must be over fleet constants only; `without`/`ignoring` must not drop `cluster`.
+
+    A rule may match `on ()` (or `on (kind)`) a fleet constant, and nothing else: the operand brought in (on the right,
+    with `group_left` or none) must read fleet constants only. Where the rules run a constant is one series: on each
+    cluster's Prometheus, or on a global ruler that receives no recorded series (docs/operators/deploy.md, "Where the
+    rules run"). A dashboard query (`dashboard=True`) reads the global store instead, which holds each constant once
+    per cluster when the clusters' Prometheus servers run the rules and remote-write what they record: it may use no
+    `on ()`, read no fleet constant, and aggregate nothing, constants included, without `cluster`.
     """
     text = _without_strings(expr)
     problems = []
     for match in _AGGREGATION.finditer(text):
         keyword, labels = match.group("kw"), match.group("labels")
         names = _operand_names(text, match.end() - 1)
-        over_constants = bool(names) and all(is_fleet_constant(n) for n in names)
+        over_constants = not dashboard and bool(names) and all(is_fleet_constant(n) for n in names)
         label_set = {label.strip() for label in (labels or "").split(",") if label.strip()}
         drops = "cluster" in label_set if keyword == "without" else "cluster" not in label_set
         if keyword is not None and drops and not (keyword == "by" and over_constants):
@@ -178,8 +226,21 @@ def clause_problems(expr: str) -> list[str]:
             problems.append(f"{match.group(0).strip()} aggregates every cluster together")
     for match in _MATCHING.finditer(text):
         label_set = {label.strip() for label in match.group("labels").split(",") if label.strip()}
-        if match.group("kw") == "on" and label_set and "cluster" not in label_set and label_set != {"kind"}:
+        keyword = match.group("kw")
+        if keyword == "on" and "cluster" not in label_set and (not label_set or label_set == {"kind"}):
+            group, names = _matched_names(text, match.end())
+            if dashboard and not label_set:
+                problems.append(f"{match.group(0)} in a dashboard: the global store can hold one series per cluster")
+            elif group == "group_right":
+                problems.append(f"{match.group(0)} group_right: match the fleet constant on the right (group_left)")
+            elif not names or not all(is_fleet_constant(n) for n in names):
+                problems.append(f"{match.group(0)} matches across clusters: {', '.join(sorted(names)) or '?'}")
+        elif keyword == "on" and "cluster" not in label_set:
             problems.append(f"{match.group(0)} matches across clusters")
-        if match.group("kw") == "ignoring" and "cluster" in label_set:
+        if keyword == "ignoring" and "cluster" in label_set:
             problems.append(f"{match.group(0)} matches across clusters")
+    if dashboard:
+        read = re.findall(r"[a-z_]+:mfumon_[a-z0-9_]+:[a-z0-9_]+", text)
+        constants = sorted({n for n in read if is_fleet_constant(n)})
+        problems += [f"reads the fleet constant {n}: the global store can hold one per cluster" for n in constants]
     return problems

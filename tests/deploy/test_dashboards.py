@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -28,7 +29,6 @@ from tests.deploy._support import (
 )
 from tests.deploy._two_clusters import clause_problems
 
-FLEET_CONSTANT = re.compile(r"^(kind|cluster):mfumon_[a-z0-9_]+:(default|override|effective)$")
 EXPECTED = {
     "mfumon-capacity.json": ("mfumon-capacity", {"cluster", "pool", "team"}),
     "mfumon-cluster-overview.json": ("mfumon-cluster-overview", {"cluster", "pool", "team"}),
@@ -100,8 +100,8 @@ def test_template_variables_come_from_label_values() -> None:
 
 
 def test_every_query_is_limited_to_the_cluster_variable() -> None:
-    """Each series selector of each panel carries cluster=~"$cluster" (fleet-wide threshold constants aside), and
-    every aggregation and match keeps `cluster`, so a global view shows the chosen clusters, each apart."""
+    """Each series selector of each panel carries cluster=~"$cluster", and every aggregation and match keeps
+    `cluster`, so a global view shows the chosen clusters, each apart."""
     for name, dashboard in load_dashboards().items():
         cluster = variables(dashboard)["cluster"]
         assert cluster["multi"] and cluster["includeAll"] and cluster["allValue"] == ".*", name
@@ -111,19 +111,76 @@ def test_every_query_is_limited_to_the_cluster_variable() -> None:
                 assert 'cluster=~"$cluster"' in var["query"], (name, var_name)
         for title, expr in iter_queries(dashboard):
             unscoped = re.sub(r'[A-Za-z_:][\w:]*\{cluster=~"\$cluster"[^}]*\}', " ", expr)
-            left = {n for n in metric_names(unscoped) if not FLEET_CONSTANT.match(n)}
-            assert left == set(), (name, title, expr)
+            assert metric_names(unscoped) == set(), (name, title, expr)
             for clause in re.findall(r"\b(?:by|on)\s*\(([^)]*)\)", expr):
-                assert not clause.strip() or "cluster" in clause, (name, title, expr)
+                assert "cluster" in clause, (name, title, expr)
             assert not re.search(r"\b(?:sum|max|min|avg|count|topk|bottomk)\s*\(", expr), (name, title, expr)
 
 
-def test_no_query_matches_or_aggregates_across_clusters() -> None:
-    """The rules' static check (issue 56) over every panel query: no `by ()`, no `on (...)` without `cluster`, so
-    that on a global view a panel never adds two clusters together nor meets two series per key."""
-    for name, dashboard in load_dashboards().items():
+def _query_problems(dashboards: dict[str, dict[str, Any]]) -> dict[tuple[str, str], list[str]]:
+    """(dashboard, panel) -> what :func:`clause_problems` finds in its queries, read as dashboard queries."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for name, dashboard in dashboards.items():
         for title, expr in iter_queries(dashboard):
-            assert clause_problems(expr) == [], (name, title, expr)
+            if problems := clause_problems(expr, dashboard=True):
+                found.setdefault((name, title), []).extend(problems)
+    return found
+
+
+def test_no_query_matches_or_aggregates_across_clusters() -> None:
+    """The rules' static check (issue 56) over every panel query, read as the global store answers it: no `by ()`,
+    no `on (...)` without `cluster`, and no fleet constant nor `on ()`, which the global store can hold once per
+    cluster (the rules at the edge) where the rules see one; so a panel never adds two clusters together nor meets
+    two series per key, on every documented topology."""
+    assert _query_problems(load_dashboards()) == {}
+
+
+#: The overview's "Busy but not reporting" table as it was: the grace matched `on ()` in the panel, which returned
+#: nothing on a global store fed by Prometheus servers that ran the rules (one grace per cluster there).
+OLD_GRACE_QUERY = (
+    'job_id:mfumon_job_gpus_unreported:max{cluster=~"$cluster"} and on (cluster, job_id) '
+    '(job_id:mfumon_job_unreported_seconds:sum1d{cluster=~"$cluster"} > on () group_left () '
+    "cluster:mfumon_unreported_grace_seconds:effective)"
+)
+
+
+@pytest.mark.parametrize(
+    ("expr", "problem"),
+    [
+        (OLD_GRACE_QUERY, "on () in a dashboard"),
+        (OLD_GRACE_QUERY, "reads the fleet constant cluster:mfumon_unreported_grace_seconds:effective"),
+        # matched on cluster: no series centrally, where the global ruler records the grace without one
+        ('a{cluster=~"$cluster"} > on (cluster) cluster:mfumon_unreported_grace_seconds:effective', "fleet constant"),
+        # a constant aggregated away: fine in a rule, the sum of every cluster's copy on the global store
+        ('a{cluster=~"$cluster"} > scalar(max(kind:mfumon_job_mfu_threshold_ratio:default))', "every cluster"),
+    ],
+)
+def test_query_check_finds_a_planted_constant_match(expr: str, problem: str) -> None:
+    assert any(problem in found for found in clause_problems(expr, dashboard=True)), clause_problems(expr)
+
+
+def test_query_check_reports_the_old_grace_table_planted_in_a_board() -> None:
+    """The old form put back into the overview's table is reported, there and only there; the rules' check (where a
+    constant is one series) lets it through, and the dashboard generator refuses to write it."""
+    dashboards = load_dashboards()
+    overview = dashboards["mfumon-cluster-overview.json"]
+    (panel,) = [p for p in iter_panels(overview) if p["title"] == "Busy but not reporting: jobs"]
+    new = 'job_id:mfumon_job_gpus_unreported:max{cluster=~"$cluster"} and on (cluster, job_id) '
+    new += 'job_id:mfumon_job_unreported_seconds:sum1d_over_grace{cluster=~"$cluster"}'
+    assert new in panel["targets"][0]["expr"]
+    panel["targets"][0]["expr"] = panel["targets"][0]["expr"].replace(new, OLD_GRACE_QUERY)
+    assert list(_query_problems(dashboards)) == [("mfumon-cluster-overview.json", "Busy but not reporting: jobs")]
+    assert clause_problems(OLD_GRACE_QUERY) == []
+    sys.path.insert(0, str(GRAFANA_DIR))
+    try:
+        from _cluster import scoped
+    finally:
+        sys.path.remove(str(GRAFANA_DIR))
+    unscoped = "x and on (job_id) (y > on () group_left () cluster:mfumon_unreported_grace_seconds:effective)"
+    with pytest.raises(ValueError, match=r"on \(\)|fleet constant"):
+        scoped(unscoped)
+    with pytest.raises(ValueError, match="fleet constant"):
+        scoped("y > on (job_id) cluster:mfumon_unreported_grace_seconds:effective")
 
 
 def test_inference_board_says_what_each_serving_number_is() -> None:
@@ -240,6 +297,29 @@ def test_required_panels_exist() -> None:
         titles["mfumon-job-drilldown.json"]
     )
     assert "Hardware MFU estimate" in titles["mfumon-nodes-gpus.json"]
+
+
+def _top_level(expr: str) -> str:
+    """`expr` with everything inside parentheses left out."""
+    depth, out = 0, []
+    for char in expr:
+        depth += char == "("
+        out.append(char if depth == 0 else "")
+        depth -= char == ")"
+    return "".join(out)
+
+
+def test_info_joins_apply_to_the_whole_expression() -> None:
+    """A table that joins a job's name, team and pool joins the whole expression: `*` binds tighter than `and`, `or`
+    and `unless`, so `a and b * on (...) group_left (name, team, pool) info` returns `a` without those columns."""
+    joins = 0
+    for name, dashboard in load_dashboards().items():
+        for title, expr in iter_queries(dashboard):
+            for match in re.finditer(r"\*\s*on\s*\([^)]*\)\s*group_left\s*\(name, team, pool\)", expr):
+                joins += 1
+                left = _top_level(expr[: match.start()])
+                assert not re.search(r"\b(?:and|or|unless)\b", left), (name, title, expr)
+    assert joins >= 8
 
 
 def test_job_gpu_panels_join_through_gpu_info() -> None:

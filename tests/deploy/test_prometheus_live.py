@@ -27,11 +27,19 @@ import yaml
 from tests.conftest import LiveServer, start_server
 from tests.deploy._support import (
     AGGREGATOR_JOB,
+    DOWNTRAINED_GPU,
     FLAPPING_NODE,
     HEALTHY_JOB,
+    INFERENCE_JOB,
     LOW_MFU_JOB,
+    OVERCLAIM_JOB,
     PROMETHEUS_DIR,
     REMAP_NODE,
+    RESILIENT_JOB,
+    SOMETIMES_FIRING,
+    STRAGGLER_JOB,
+    STRAY_NODE,
+    UNWRAPPED_JOB,
     dashboard_queries,
     fill_variables,
     firing_alerts,
@@ -43,6 +51,7 @@ from tests.deploy._support import (
     require_tool,
     simulating,
     start_prometheus,
+    unexpected_alerts,
     variables,
     wait_for,
     wait_until_none_left,
@@ -51,10 +60,6 @@ from tests.deploy._support import (
 
 pytestmark = pytest.mark.prometheus
 
-INFERENCE_JOB = "serve-llama3-70b"  # target MFU 0.07
-OVERCLAIM_JOB = "finetune-7b-overclaim"  # reports the 13b model while a 7b one runs: ~1.6x its hardware estimate
-UNWRAPPED_JOB = "sweep-unwrapped-17"  # busy GPUs attributed to it, never reports
-STRAY_NODE = "gpu-h100-02"  # one GPU runs work with no job id
 SERVING_JOBS = (  # behind simulated engines, read by the exporter
     "serve-chat-70b",
     "serve-code-8b",
@@ -63,11 +68,8 @@ SERVING_JOBS = (  # behind simulated engines, read by the exporter
     "serve-docs-8b",
     "serve-eval-8b",
 )
-RESILIENT_JOB = "pretrain-3b-resilient"  # saves a third of its time, fails once and restarts
 DATA_BOUND_JOB = "finetune-8b-databound"  # waits 35% of each step on its input
-STRAGGLER_JOB = "pretrain-13b-straggler"  # one GPU at 60% of its clock sets the pace
 B200_JOB = "pretrain-llama3-70b-b200"  # on B200s, against the B200's own dense peak
-DOWNTRAINED_GPU = ("gpu-h100-03", "2")  # an idle reserve GPU whose PCIe link trained at x8 of x16
 
 
 def _config(work: Path, aggregator: LiveServer) -> dict[str, Any]:
@@ -238,8 +240,14 @@ def test_goodput_alerts_fire_for_the_wasteful_jobs_only(prometheus: str) -> None
         "MfumonJobStraggler": {STRAGGLER_JOB},
     }
     for alertname, jobs in expected.items():
-        firing = wait_for(f"{alertname} to fire", lambda name=alertname: firing_alerts(prometheus, name))  # type: ignore[misc]
-        assert {alert["labels"]["job_id"] for alert in firing} == jobs, alertname
+
+        def fired(name: str = alertname, jobs: set[str] = jobs) -> set[str] | None:
+            got = {alert["labels"]["job_id"] for alert in firing_alerts(prometheus, name)}
+            return got if jobs <= got else None
+
+        got = wait_for(f"{alertname} to fire for {sorted(jobs)}", fired)
+        # the evaluation endpoint's goodput dips below 70% part of the time (SOMETIMES_FIRING)
+        assert got <= jobs | SOMETIMES_FIRING.get(alertname, frozenset()), alertname
     (straggler,) = firing_alerts(prometheus, "MfumonJobStraggler")
     assert (straggler["labels"]["team"], straggler["labels"]["pool"]) == ("foundation", "train-h100")
     assert float(straggler["value"]) == pytest.approx(0.4, abs=0.05)  # the hot GPU's pipes busy 1 / 0.6 as long
@@ -259,6 +267,16 @@ def test_capacity_alerts_fire_for_the_simulated_scheduler(prometheus: str) -> No
     assert {alert["labels"]["pool"] for alert in fragmented} == {"research-h100"}
     assert float(fragmented[0]["value"]) == 4
     assert not firing_alerts(prometheus, "MfumonSchedulerSyncStale")
+
+
+def test_every_simulated_alert_fires_for_its_subjects_only(prometheus: str) -> None:
+    """The table the global-view test checks per cluster (SIMULATED_ALERTS), as this one Prometheus fires it."""
+
+    def wrong() -> list[tuple[str, list[str]]]:
+        alerts = httpx.get(f"{prometheus}/api/v1/alerts", timeout=10.0).json()["data"]["alerts"]
+        return unexpected_alerts([a["labels"] for a in alerts if a["state"] == "firing"])
+
+    wait_until_none_left("simulated alerts not firing for exactly their subjects", wrong)
 
 
 def test_dashboard_variables_resolve(prometheus: str) -> None:

@@ -149,14 +149,21 @@ def test_required_alerts_exist_and_watch_the_right_metrics() -> None:
         ],
         "MfumonMFUAccountingSuspect": ["job_id:mfumon_job_mfu_hardware_agreement_ratio:avg10m > 1.2", "< 0.5"],
         "MfumonGPUsBusyNotReporting": [
-            "job_id:mfumon_job_unreported_seconds:sum1d",
-            "node:mfumon_unattributed_busy_seconds:sum1d",
-            "cluster:mfumon_unreported_grace_seconds:effective",
+            "job_id:mfumon_job_unreported_seconds:sum1d_over_grace",
+            "node:mfumon_unattributed_busy_seconds:sum1d_over_grace",
         ],
     }
     for name, fragments in expected.items():
         for fragment in fragments:
             assert fragment in exprs[name], (name, fragment)
+    # Past the grace is recorded where the rules run, the seconds against the grace in force.
+    recorded = {rule["record"]: rule["expr"] for rule in all_rules() if "record" in rule}
+    for over, seconds in (
+        ("job_id:mfumon_job_unreported_seconds:sum1d_over_grace", "job_id:mfumon_job_unreported_seconds:sum1d"),
+        ("node:mfumon_unattributed_busy_seconds:sum1d_over_grace", "node:mfumon_unattributed_busy_seconds:sum1d"),
+    ):
+        grace = "cluster:mfumon_unreported_grace_seconds:effective"
+        assert recorded[over].split() == [seconds, ">", "on", "()", "group_left", "()", grace], over
     warming = (
         "MfumonTrainingMFULow",
         "MfumonInferenceMFULow",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -9,8 +10,11 @@ import pytest
 import yaml
 
 from tests.deploy._support import (
+    OVERRIDE_SERIES,
     RULE_TESTS_DIR,
     all_rules,
+    documented_central_relabelling,
+    exposed_metric_names,
     prometheus_copy,
     prometheus_copy_with_broken_rule,
     recorded_names,
@@ -46,6 +50,11 @@ def test_with_cluster_adds_the_label() -> None:
         ("a * on (job_id) group_left (pool) b", "matches across clusters"),
         ("sum without (cluster, instance) (mfumon_pool_gpus)", "drops cluster"),
         ("a / ignoring (cluster) b", "matches across clusters"),
+        # `on ()` with anything but a fleet constant: one cluster's series against every cluster's
+        ("a > on () group_left () job_id:mfumon_job_unreported_seconds:sum1d", "matches across clusters"),
+        ("max(cluster:mfumon_unreported_grace_seconds:override) or on () x", "matches across clusters"),
+        ("a + on (kind) group_left () max by (cluster, kind) (job_id:mfumon_job_mfu_ratio:max)", "across clusters"),
+        ("cluster:mfumon_job_warmup_seconds:default < on () group_right () a", "group_right"),
     ],
 )
 def test_clause_check_finds_a_mixing_clause(expr: str, problem: str) -> None:
@@ -55,20 +64,35 @@ def test_clause_check_finds_a_mixing_clause(expr: str, problem: str) -> None:
 
 def test_clause_check_allows_fleet_constants_and_cluster_clauses() -> None:
     assert clause_problems("max by (cluster, job_id) (m) * on (cluster, job_id) group_left () n") == []
-    assert clause_problems("max(cluster:mfumon_unreported_grace_seconds:override) or on () x") == []
+    grace = "max(cluster:mfumon_unreported_grace_seconds:override) or on () cluster:mfumon_unreported_grace_seconds"
+    grace += ":default"
+    assert clause_problems(grace) == []
+    assert clause_problems("a > on () group_left () cluster:mfumon_job_warmup_seconds:default") == []
     threshold = "a + on (kind) group_left () max by (kind) (kind:mfumon_job_mfu_threshold_ratio:default)"
     assert clause_problems(threshold) == []
     assert clause_problems('x{job="sum by (y)"}') == []  # inside a string: not a clause
 
 
 def test_every_rule_keeps_cluster_in_every_clause() -> None:
-    """Each aggregation and vector match of each shipped rule names `cluster` (fleet constants excepted)."""
+    """Each aggregation and vector match of each shipped rule names `cluster`, except where it matches a fleet
+    constant `on ()` (or `on (kind)`): where the rules run, the constant is one series."""
     rules = all_rules()
     assert len(rules) >= 80
     problems = {
         rule.get("record") or rule.get("alert"): found for rule in rules if (found := clause_problems(rule["expr"]))
     }
     assert problems == {}
+
+
+def test_documented_central_relabelling_drops_what_the_edges_record_and_alert_only() -> None:
+    """The relabelling docs/operators/deploy.md gives each cluster's Prometheus when the rules run centrally (and
+    test_global_view applies): every recorded series and the alerts' series stay home; every raw series goes."""
+    (rule,) = documented_central_relabelling()
+    assert rule["action"] == "drop" and rule["source_labels"] == ["__name__"]
+    dropped = re.compile(f"^(?:{rule['regex']})$")  # Prometheus anchors relabel regexes
+    assert all(dropped.match(name) for name in [*recorded_names(), *OVERRIDE_SERIES, "ALERTS", "ALERTS_FOR_STATE"])
+    raw = exposed_metric_names() | {"up", "scrape_duration_seconds"}
+    assert not [name for name in sorted(raw) if dropped.match(name)]
 
 
 def test_generated_suite_covers_every_recorded_series_and_alert() -> None:
