@@ -103,19 +103,13 @@ SIMULATED_ALERTS: dict[str, frozenset[str]] = {
     "MfumonQueueWaitLong": frozenset({"train-h100"}),  # a job queued for 5 h
     "MfumonPoolFragmented": frozenset({"research-h100"}),  # a 4-GPU job that fits on no node
 }
-#: Subjects an alert of SIMULATED_ALERTS may also fire for, part of the time: the evaluation endpoint is idle 60 s of
-#: every 150 s, so its goodput over the hour (all of its life in a test) dips below 70% from ~128 s to ~210 s of the
-#: simulation, and again later.
-SOMETIMES_FIRING: dict[str, frozenset[str]] = {"MfumonJobGoodputLow": frozenset({"serve-eval-8b"})}
-
-
 def unexpected_alerts(firing: list[Mapping[str, str]]) -> list[tuple[str, list[str]]]:
     """(alert, the subjects it fires for) of each alert of SIMULATED_ALERTS that does not fire for each of its
-    subjects, or fires for others (SOMETIMES_FIRING aside); `firing` are the firing alerts' labels."""
+    subjects, or fires for others; `firing` are the firing alerts' labels."""
     out = []
     for alertname, subjects in sorted(SIMULATED_ALERTS.items()):
         got = {alert_subject(labels) for labels in firing if labels["alertname"] == alertname}
-        if not subjects <= got <= subjects | SOMETIMES_FIRING.get(alertname, frozenset()):
+        if got != subjects:
             out.append((alertname, sorted(got)))
     return out
 
