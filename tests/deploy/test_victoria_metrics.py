@@ -1,0 +1,255 @@
+"""A second engine: test_global_view's fleet, stored in VictoriaMetrics, its rules evaluated by vmalert.
+
+Two clusters, "a" and "b", each `mfumon serve` fed by the simulated cluster of `mfumon demo` (the same jobs and nodes
+in both) and scraped by its own `vmagent` with deploy/prometheus/prometheus.yml's aggregator job, which remote-writes
+everything, labelled `cluster=a` (or b), into one `victoria-metrics` single node. `vmalert` evaluates the shipped rule
+files (timings shortened as in test_prometheus_live) against it, writing recorded series and alert state back. Through
+VictoriaMetrics' Prometheus-compatible API (MetricsQL, not PromQL) every dashboard query returns data for cluster a,
+for cluster b and for All, every recording rule yields one series per cluster, and the MFU alert fires once per cluster
+(vmalert's own /api/v1/alerts).
+
+Flags that keep it fast and deterministic (Debian's 1.79 packages):
+
+* victoria-metrics `-search.latencyOffset=0s`: by default a query whose time is within 30 s of now is moved 30 s back
+  (samples that recent may be incomplete), so nothing scraped in the last 30 s would be seen, and vmalert would
+  evaluate every rule on 30 s old data. `-search.disableCache`: no response cache, so a query polled while series
+  arrive never answers from an older result.
+* vmagent `-remoteWrite.flushInterval=1s` (its default, stated) with `scrape_interval: 1s`; vmalert
+  `-evaluationInterval=1s` and `-remoteWrite.flushInterval=1s` (default 5 s): a recording rule that reads another
+  rule's series sees it only once vmalert has written it into VictoriaMetrics, so each link of a chain costs a flush.
+* vmalert `-notifier.url` points at a local sink that accepts and drops every notification: 1.79 has no
+  `-notifier.blackhole` and will not start alerting rules without a notifier.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import httpx
+import pytest
+import yaml
+
+from tests.conftest import reserved_port, start_server, stop_process
+from tests.deploy._support import (
+    AGGREGATOR_JOB,
+    HEALTHY_JOB,
+    LOW_MFU_JOB,
+    PROMETHEUS_DIR,
+    dashboard_queries,
+    live_cluster,
+    load_dashboards,
+    parse_label_values,
+    recorded_names,
+    require_tool,
+    simulating,
+    variables,
+    wait_for,
+    wait_until_none_left,
+    write_shortened_rules,
+)
+from tests.deploy._two_clusters import is_fleet_constant
+
+pytestmark = pytest.mark.prometheus
+
+CLUSTERS = ("a", "b")
+TOOLS = ("victoria-metrics", "vmagent", "vmalert")
+PACKAGE = "victoria-metrics"  # Debian's, with all three
+
+
+def _scrape_config(aggregator_url: str) -> dict:
+    """deploy/prometheus/prometheus.yml's aggregator job, scraping `aggregator_url` every second, for vmagent."""
+    config = yaml.safe_load((PROMETHEUS_DIR / "prometheus.yml").read_text())
+    (job,) = [job for job in config["scrape_configs"] if job["job_name"] == AGGREGATOR_JOB]
+    job.update(scrape_interval="1s", scrape_timeout="1s")
+    job["static_configs"] = [{"targets": [urlparse(aggregator_url).netloc]}]
+    return {"global": {"scrape_interval": "1s"}, "scrape_configs": [job]}
+
+
+@contextmanager
+def _victoria_process(work: Path, tool: str, *args: str) -> Iterator[str]:
+    """Run `tool` (victoria-metrics, vmagent or vmalert) on a port of its own with `args`, its log in `work`; yield
+    its URL once /health answers, and stop it on leaving."""
+    log_path = work / f"{tool}.log"
+    with reserved_port() as port, open(log_path, "wb") as log:
+        url = f"http://127.0.0.1:{port}"
+        cmd = [require_tool(tool, PACKAGE), f"-httpListenAddr=127.0.0.1:{port}", *args]
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=work)
+        try:
+
+            def _healthy() -> bool:
+                assert proc.poll() is None, f"{tool} exited:\n{log_path.read_text(errors='replace')[-3000:]}"
+                try:
+                    return httpx.get(f"{url}/health", timeout=1.0).status_code == 200
+                except httpx.TransportError:
+                    return False
+
+            wait_for(f"{tool} to answer", _healthy, timeout_seconds=30.0)
+            yield url
+        finally:
+            stop_process(proc)
+
+
+class _Sink(BaseHTTPRequestHandler):
+    """An Alertmanager that accepts every notification and keeps none."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def _notification_sink() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """The store and the ruler, asked through one kept-alive client: a fresh connection (and TLS context) per query,
+    as httpx.get makes, costs tens of milliseconds on a busy machine, and the tests ask hundreds of queries a pass."""
+
+    victoria_metrics: str  # the store's URL: its Prometheus-compatible query API
+    vmalert: str  # the ruler's URL: its rules and alerts
+    http: httpx.Client
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        """The result of the instant query `expr` on VictoriaMetrics, asserted successful."""
+        body = self.http.get(f"{self.victoria_metrics}/api/v1/query", params={"query": expr}).json()
+        assert body["status"] == "success", (expr, body)
+        return body["data"]["result"]
+
+    def firing(self, alertname: str) -> list[dict[str, Any]]:
+        """The alerts named `alertname` that vmalert holds firing."""
+        alerts = self.http.get(f"{self.vmalert}/api/v1/alerts").json()["data"]["alerts"]
+        return [a for a in alerts if a["labels"]["alertname"] == alertname and a["state"] == "firing"]
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    for tool in TOOLS:
+        require_tool(tool, PACKAGE)
+    with ExitStack() as stack:
+        work = tmp_path_factory.mktemp("victoria-metrics")
+        vm = stack.enter_context(
+            _victoria_process(
+                work,
+                "victoria-metrics",
+                f"-storageDataPath={work / 'data'}",
+                "-search.latencyOffset=0s",
+                "-search.disableCache",
+            )
+        )
+        ruler_work = tmp_path_factory.mktemp("vmalert")
+        write_shortened_rules(ruler_work / "rules")
+        sink = stack.enter_context(_notification_sink())
+        vmalert = stack.enter_context(
+            _victoria_process(
+                ruler_work,
+                "vmalert",
+                f"-rule={ruler_work / 'rules'}/*.yml",
+                f"-datasource.url={vm}",
+                f"-remoteWrite.url={vm}",
+                f"-remoteRead.url={vm}",
+                "-remoteWrite.flushInterval=1s",
+                "-evaluationInterval=1s",
+                f"-notifier.url={sink}",
+            )
+        )
+        for cluster in CLUSTERS:
+            server = stack.enter_context(start_server(tmp_path_factory.mktemp(f"aggregator-{cluster}")))
+            stack.enter_context(simulating(server.url, live_cluster()))
+            agent_work = tmp_path_factory.mktemp(f"vmagent-{cluster}")
+            (agent_work / "scrape.yml").write_text(yaml.safe_dump(_scrape_config(server.url), sort_keys=False))
+            stack.enter_context(
+                _victoria_process(
+                    agent_work,
+                    "vmagent",
+                    f"-promscrape.config={agent_work / 'scrape.yml'}",
+                    f"-remoteWrite.url={vm}/api/v1/write",
+                    f"-remoteWrite.label=cluster={cluster}",
+                    f"-remoteWrite.tmpDataPath={agent_work / 'remotewrite'}",
+                    "-remoteWrite.flushInterval=1s",
+                )
+            )
+        http = stack.enter_context(httpx.Client(timeout=10.0))
+        yield Fleet(vm, vmalert, http)
+
+
+def test_both_clusters_arrive_apart(fleet: Fleet) -> None:
+    def both() -> set[str]:
+        up = fleet.query(f'up{{job="{AGGREGATOR_JOB}"}} == 1')
+        return {s["metric"].get("cluster", "") for s in up} if len(up) == 2 else set()
+
+    assert wait_for("both clusters' aggregators", both) == set(CLUSTERS)
+
+
+def test_every_recording_rule_evaluates_per_cluster(fleet: Fleet) -> None:
+    names = sorted(n for n in recorded_names() if not is_fleet_constant(n))
+
+    def missing() -> list[tuple[str, list[str]]]:
+        out = []
+        for name in names:
+            result = fleet.query(f"count by (cluster) ({name})")
+            seen = {s["metric"].get("cluster", "") for s in result}
+            if seen != set(CLUSTERS):
+                out.append((name, sorted(seen)))
+        return out
+
+    wait_until_none_left("recording rules without one series per cluster", missing)
+    groups = fleet.http.get(f"{fleet.vmalert}/api/v1/rules").json()["data"]["groups"]
+    failing = [(r["name"], r["lastError"]) for g in groups for r in g["rules"] if r.get("lastError")]
+    assert not failing
+    # The same job id in both clusters stays two jobs: one info series each, not one merged.
+    info = fleet.query(f'job_id:mfumon_job_info:topk1{{job_id="{HEALTHY_JOB}"}}')
+    assert sorted(s["metric"]["cluster"] for s in info) == sorted(CLUSTERS)
+
+
+def test_mfu_alert_fires_once_per_cluster(fleet: Fleet) -> None:
+    def per_cluster() -> list[str] | None:
+        firing = fleet.firing("MfumonTrainingMFULow")
+        clusters = sorted(a["labels"].get("cluster", "") for a in firing)
+        return clusters if clusters == sorted(CLUSTERS) else None
+
+    wait_for("MfumonTrainingMFULow in each cluster", per_cluster)
+    assert {a["labels"]["job_id"] for a in fleet.firing("MfumonTrainingMFULow")} == {LOW_MFU_JOB}
+    assert not fleet.firing("MfumonAggregatorDown")
+
+
+def test_cluster_variable_lists_both_clusters(fleet: Fleet) -> None:
+    wait_for("both clusters", lambda: len(fleet.query(f'up{{job="{AGGREGATOR_JOB}"}}')) == 2)
+    for name, dashboard in load_dashboards().items():
+        query = parse_label_values(variables(dashboard)["cluster"]["query"])
+        params = {"match[]": f"{query.metric}{query.matchers}"}
+        response = fleet.http.get(f"{fleet.victoria_metrics}/api/v1/label/cluster/values", params=params)
+        assert sorted(response.json()["data"]) == sorted(CLUSTERS), name
+
+
+@pytest.mark.parametrize("cluster", [*CLUSTERS, ".*"], ids=["a", "b", "All"])
+def test_every_dashboard_query_returns_data_per_cluster_and_for_all(fleet: Fleet, cluster: str) -> None:
+    queries = dashboard_queries({"cluster": cluster, "pool": ".*", "team": ".*", "node": ".*", "job": HEALTHY_JOB})
+
+    def without_data() -> list[tuple[str, str, str]]:
+        return [q for q in queries if not fleet.query(q[2])]
+
+    wait_until_none_left(f"dashboard queries without data for cluster {cluster}", without_data)
+    if cluster == ".*":  # All: the fleet panels draw one line per cluster
+        (mfu,) = [q for _, title, q in queries if title == "MFU by cluster"]
+        assert sorted(s["metric"]["cluster"] for s in fleet.query(mfu)) == sorted(CLUSTERS)
