@@ -103,6 +103,8 @@ SIMULATED_ALERTS: dict[str, frozenset[str]] = {
     "MfumonQueueWaitLong": frozenset({"train-h100"}),  # a job queued for 5 h
     "MfumonPoolFragmented": frozenset({"research-h100"}),  # a 4-GPU job that fits on no node
 }
+
+
 def unexpected_alerts(firing: list[Mapping[str, str]]) -> list[tuple[str, list[str]]]:
     """(alert, the subjects it fires for) of each alert of SIMULATED_ALERTS that does not fire for each of its
     subjects, or fires for others; `firing` are the firing alerts' labels."""
