@@ -100,7 +100,14 @@ class LatencyHistogram(BaseModel):
     all of them (the ``+Inf`` bucket), ``sum`` their total seconds.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "description": "The increase of a latency histogram over the interval. Besides what the schema states: "
+            "`le` strictly ascending, `counts` as many as `le` and non-decreasing (cumulative), `count` at least the "
+            "last of `counts` (422 naming the histogram otherwise)."
+        },
+    )
 
     le: list[Annotated[Number, Field(gt=0, le=1e7)]] = Field(max_length=MAX_HISTOGRAM_BUCKETS)
     counts: list[Count] = Field(max_length=MAX_HISTOGRAM_BUCKETS)

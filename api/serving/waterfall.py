@@ -85,5 +85,7 @@ def _add(out: dict[str, float], category: str, gpu_seconds: float) -> None:
 def serving_waterfall(total_gpu_seconds: float, split: dict[str, float]) -> list[tuple[str, float]]:
     """The serving waterfall in category order: ``down`` is the total less the categories the reports placed."""
     placed = {c: split.get(c, 0.0) for c in SERVING_CATEGORIES if c != "down"}
-    down = max(0.0, total_gpu_seconds - sum(placed.values()))
+    down = total_gpu_seconds - sum(placed.values())
+    if down < 1e-9 * max(1.0, total_gpu_seconds):  # the float residue of a sum, not time the engine was down
+        down = 0.0
     return [("down", down), *placed.items()]

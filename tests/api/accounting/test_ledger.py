@@ -400,3 +400,15 @@ def test_categories_add_up_to_the_allocated_gpu_seconds(ops: list[tuple]) -> Non
     if goodput is not None:
         steps = sum(ledger.gpu_seconds.get(c, 0.0) for c in STEP_CATEGORIES)
         assert 0.0 <= goodput <= 1.0 + 1e-12 and goodput == pytest.approx(steps / ledger.total_gpu_seconds)
+
+
+def test_serving_split_accumulates_by_category_and_survives_storage() -> None:
+    """A serving job's tiles, split by serving category, add up per category; the JSON round trip keeps them."""
+    ledger = Ledger()
+    ledger.add_serving({"prefill": 16.0, "decode": 48.0})
+    ledger.add_serving({"decode": 2.0, "idle": 80.0})
+    assert ledger.serving_gpu_seconds == {"prefill": 16.0, "decode": 50.0, "idle": 80.0}
+    assert Ledger.from_json(ledger.to_json()).serving_gpu_seconds == {"prefill": 16.0, "decode": 50.0, "idle": 80.0}
+    assert Ledger().serving_gpu_seconds == {}
+    ledger.add_serving({})
+    assert ledger.serving_gpu_seconds["decode"] == 50.0

@@ -90,12 +90,26 @@ def _report(body: dict[str, Any]) -> None:
     if phases:
         body["kind"] = "inference"
         body.pop("tokens", None)
+    for name in ("ttft_histogram", "tpot_histogram", "itl_histogram", "queue_histogram"):
+        _histogram(body.get(name))
     interval = body.get("interval_seconds")
     if interval is None:
         return
     for name, share in (("tokens", 1.0), ("prefill_tokens", 0.5), ("decode_tokens", 0.5)):
         if body.get(name) is not None and body[name] / interval > share * MAX_TOKENS_PER_SECOND:
             body[name] = math.floor(interval * share * MAX_TOKENS_PER_SECOND)
+
+
+def _histogram(histogram: Any) -> None:
+    """LatencyHistogram's description: `le` strictly ascending, `counts` as many and cumulative, `count` at least
+    the last of them."""
+    if not isinstance(histogram, dict):
+        return
+    edges = sorted(set(histogram.get("le") or []))
+    counts = sorted(histogram.get("counts") or [])[: len(edges)]
+    edges = edges[: len(counts)]
+    histogram["le"], histogram["counts"] = edges, counts
+    histogram["count"] = max(histogram.get("count") or 0, counts[-1] if counts else 0)
 
 
 def _scheduler(body: dict[str, Any]) -> None:
