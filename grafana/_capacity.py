@@ -9,13 +9,15 @@ from __future__ import annotations
 from typing import Any
 
 from _panels import JOB_LINK, dashboard, query_variable, row, table, target, targets, timeseries
+from _window import window_increase
 
 POOL = 'pool=~"$pool"'
 TEAM = 'team=~"$team"'
 
 
 def _wait_quantile(q: float) -> str:
-    buckets = f"max by (pool, team, le) (increase(mfumon_started_job_queue_wait_seconds_bucket{{{POOL}}}[1h]))"
+    started = window_increase(f"mfumon_started_job_queue_wait_seconds_bucket{{{POOL}}}", "1h")
+    buckets = f"max by (pool, team, le) ({started})"
     return f"histogram_quantile({q}, sum by (pool, le) ({buckets}))"
 
 

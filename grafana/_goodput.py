@@ -1,8 +1,9 @@
 """Where the GPU-hours go: the waste waterfall of the cluster, its pools and teams over the chosen time range, and
 the jobs that wasted most; the job drill-down's waterfall panels.
 
-Every figure is an ``increase()`` of the durable waterfall counters over the dashboard's range (``$__range``), so the
-numbers are the GPU-hours of that window, whatever it is. Replicas export the same counters: each series is
+Every figure is the growth of the durable waterfall counters over the dashboard's range (``$__range``, read with
+:func:`window_increase`, alike in PromQL and MetricsQL), so the numbers are the GPU-hours of that window, whatever it
+is. Replicas export the same counters: each series is
 collapsed with ``max by`` before it is summed.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from _panels import JOB_LINK, Panel, dashboard, query_variable, row, stat, table, target, targets, timeseries
+from _window import window_increase
 
 STEP = "data_wait|comm_exposed|bubble|compute"
 BADPUT = "init|checkpoint|eval|lost|stalled"
@@ -20,7 +22,7 @@ GOODPUT_STEPS = [(None, "red"), (0.7, "orange"), (0.9, "green")]
 
 def _increase(family: str, by: str, selector: str = "") -> str:
     """GPU-seconds per ``by`` labels over the range, replicas collapsed (``by`` includes ``category``)."""
-    return f"max by ({by}) (increase({family}{{{selector}}}[$__range]))"
+    return f"max by ({by}) ({window_increase(f'{family}{{{selector}}}', '$__range')})"
 
 
 def _hours(family: str, group: str, selector: str) -> str:
@@ -51,8 +53,8 @@ def _goodput(family: str, group: str, selector: str) -> str:
 
 def _flops_ratio(scope: str, group: str, selector: str) -> str:
     """Useful model FLOPs ÷ peak FLOPs over the jobs' allocated time: the lifetime MFU of the window."""
-    model = f"{_by('max', group)}(increase(mfumon_{scope}_model_flops_total{{{selector}}}[$__range]))"
-    peak = f"{_by('max', group)}(increase(mfumon_{scope}_peak_flops_total{{{selector}}}[$__range]))"
+    model = f"{_by('max', group)}({window_increase(f'mfumon_{scope}_model_flops_total{{{selector}}}', '$__range')})"
+    peak = f"{_by('max', group)}({window_increase(f'mfumon_{scope}_peak_flops_total{{{selector}}}', '$__range')})"
     return f"{_by('sum', group)}({model}) / ({_by('sum', group)}({peak}) > 0)"
 
 

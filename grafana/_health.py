@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from _panels import dashboard, query_variable, row, stat, table, target, targets, timeseries
+from _window import window_increase
 
 NODE = 'node=~"$node"'
 POOL = 'pool=~"$pool"'
+#: What mfumon remediate's drains cost over the last day, alike in PromQL and MetricsQL.
+REMEDIATION_GPU_SECONDS_1D = window_increase("mfumon_remediation_gpu_seconds_total", "1d")
 
 
 def _per_gpu_rate(metric: str) -> str:
@@ -188,7 +191,7 @@ def fleet_health() -> dict[str, Any]:
             "Remediation GPU-hours (24h): drained, and lost before the drain",
             targets(
                 (
-                    "max by (category) (increase(mfumon_remediation_gpu_seconds_total[1d])) / 3600 or vector(0)",
+                    f"max by (category) ({REMEDIATION_GPU_SECONDS_1D}) / 3600 or vector(0)",
                     "{{category}}",
                 )
             ),

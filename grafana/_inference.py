@@ -24,6 +24,7 @@ from _panels import (
     targets,
     timeseries,
 )
+from _window import window_increase
 
 POOL_VAR = query_variable("pool", "Pool", 'label_values(mfumon_job_info{kind="inference"}, pool)')
 TEAM_VAR = query_variable("team", "Team", 'label_values(mfumon_job_info{kind="inference",pool=~"$pool"}, team)')
@@ -85,7 +86,9 @@ def _latency(measure: str, what: str) -> list[dict[str, Any]]:
 def _by_category(function: str, window: str) -> str:
     """The selected jobs' serving GPU-seconds summed by category: ``rate`` or ``increase`` over ``window`` per job,
     replicas collapsed, kept to the pool and team variables."""
-    per_job = f"max by (job_id, category) ({function}({SERVING_GPU_SECONDS}{{{JOBS}}}[{window}]))"
+    selector = f"{SERVING_GPU_SECONDS}{{{JOBS}}}"
+    growth = window_increase(selector, window) if function == "increase" else f"{function}({selector}[{window}])"
+    per_job = f"max by (job_id, category) ({growth})"
     return f"sum by (category) ({_per_job(per_job)})"
 
 
@@ -169,10 +172,12 @@ def slo_panels() -> list[Panel]:
 def waterfall_panels() -> list[Panel]:
     """Where the selected serving jobs' GPU-hours go: by category over time, as shares over the range, per job."""
     over_range = _by_category("increase", "$__range")
-    total = f"sum by (job_id) (max by (job_id, category) (increase({SERVING_GPU_SECONDS}{{{JOBS}}}[$__range])))"
+    growth = window_increase(f"{SERVING_GPU_SECONDS}{{{JOBS}}}", "$__range")
+    total = f"sum by (job_id) (max by (job_id, category) ({growth}))"
 
     def share(category: str) -> str:
-        part = f'max by (job_id) (increase({SERVING_GPU_SECONDS}{{{JOBS}, category="{category}"}}[$__range]))'
+        selector = f'{SERVING_GPU_SECONDS}{{{JOBS}, category="{category}"}}'
+        part = f"max by (job_id) ({window_increase(selector, '$__range')})"
         return _per_job(f"({part} / on (job_id) ({total} > 0))")
 
     by_job = [target(_per_job(f"({total} / 3600)"), instant=True, table=True, ref="A")]

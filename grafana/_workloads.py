@@ -18,6 +18,7 @@ from _panels import (
     targets,
     timeseries,
 )
+from _window import window_increase
 
 MFU_STEPS = [(None, "red"), (0.2, "orange"), (0.35, "green")]
 
@@ -42,7 +43,11 @@ _JOB_CATEGORIES = f"init|checkpoint|eval|lost|stalled|{_STEPS}"
 def _fleet_panels() -> list[dict[str, Any]]:
     """One line per cluster (a global view, the `cluster` variable on several or All): MFU, GPU states, goodput and
     the drain list side by side. On one cluster's Prometheus each shows that cluster."""
-    gpu_seconds = 'max by (category) (increase(mfumon_cluster_gpu_seconds_total{{category=~"{}"}}[1h]))'
+
+    def gpu_seconds(categories: str) -> str:
+        growth = window_increase(f'mfumon_cluster_gpu_seconds_total{{category=~"{categories}"}}', "1h")
+        return f"max by (category) ({growth})"
+
     return [
         row("Clusters"),
         timeseries(
@@ -62,7 +67,7 @@ def _fleet_panels() -> list[dict[str, Any]]:
             "Goodput by cluster (1h)",
             [
                 target(
-                    f"sum({gpu_seconds.format(_STEPS)}) / (sum({gpu_seconds.format(_JOB_CATEGORIES)}) > 0)",
+                    f"sum({gpu_seconds(_STEPS)}) / (sum({gpu_seconds(_JOB_CATEGORIES)}) > 0)",
                     "{{cluster}}",
                 )
             ],
