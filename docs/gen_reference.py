@@ -1,11 +1,13 @@
-"""Write the reference pages that must never drift from the code: metrics, alerts and recording rules, the CLI.
+"""Write the reference pages that must never drift from the code: metrics, alerts and recording rules, the CLI,
+the log formats `mfumon wrap` reads.
 
-    python docs/gen_reference.py          # rewrite docs/reference/{metrics,alerts,cli}.md
+    python docs/gen_reference.py          # rewrite docs/reference/{metrics,alerts,cli,wrap-formats}.md
     python docs/gen_reference.py --check  # exit 1 if a committed page differs (tests/test_docs.py does the same)
 
 The metrics come from the families each resource module of ``mfumon.api.metrics`` declares (name, type, help),
 the alerts and recording rules from ``deploy/prometheus/rules/*.yml``, the CLI from each subcommand's own
-argparse parser (captured as ``mfumon <command> --help`` would build it).
+argparse parser (captured as ``mfumon <command> --help`` would build it), the log formats from the declarations of
+``mfumon.exporter.job.wrap.patterns``.
 """
 
 from __future__ import annotations
@@ -140,7 +142,61 @@ def cli_page() -> str:
     return "".join(out)
 
 
-PAGES = {"metrics.md": metrics_page, "alerts.md": alerts_page, "cli.md": cli_page}
+_SCOPE = {
+    "job": "whole job",
+    "device": "per GPU",
+    "unsettled": "per GPU or whole job, by version: `--rate-scope`",
+    "none": "",
+}
+_TIMING = {
+    "current": "current",
+    "cumulative": "average since the start",
+    "run": "whole run, at the end",
+    "count": "running count",
+    "none": "",
+}
+_NEEDS = {
+    "seq_len": "seq length",
+    "num_gpus": "GPUs",
+    "tokens_per_step": "tokens per step",
+    "micro_batch_size": "micro batch",
+}
+
+
+def wrap_formats_page() -> str:
+    """The trainers `mfumon wrap` reads, from each built-in format's declarations."""
+    from mfumon.exporter.job.wrap.patterns import BUILTIN_FORMATS
+
+    declarations = [d for fmt in BUILTIN_FORMATS for d in fmt.declarations]
+    out = [
+        "# Log formats `mfumon wrap` reads\n\n",
+        GENERATED.format(source="the declarations of exporter/job/wrap/patterns/"),
+        f"{len(declarations)} declared formats of {len({d.trainer for d in declarations})} trainers and servers. ",
+        "Each is declared once, next to real lines of the versions named (sources in ",
+        "`tests/exporter/job/fixtures/logs/`), with what its figure means: whose it is (the whole job's or one ",
+        "GPU's), over what time, and what else it needs. A figure wrap cannot settle is not sent: a per-GPU figure ",
+        "without the GPU count, a figure a trainer changed between versions without `--rate-scope`, an average since ",
+        "the start that the line gives no way to turn into a current rate. `mfumon wrap --explain LOG` shows, line ",
+        "by line, what wrap makes of a log.\n\n",
+        "| trainer | versions | line it reads | figure | whose | over | needs | tokens/s of the job |\n",
+        "|---|---|---|---|---|---|---|---|\n",
+    ]
+    for d in declarations:
+        needs = ", ".join(_NEEDS.get(n, n) for n in d.all_needs)
+        example = _cell(d.example).replace("`", "'")
+        out.append(
+            f"| {_cell(d.trainer)} | {_cell(d.versions)} | `{example}` | `{_cell(d.key)}` ({d.figure}) | "
+            f"{_SCOPE[d.scope]} | {_TIMING[d.timing]} | {needs} | {_cell(d.sends)} |\n"
+        )
+    return "".join(out)
+
+
+PAGES = {
+    "metrics.md": metrics_page,
+    "alerts.md": alerts_page,
+    "cli.md": cli_page,
+    "wrap-formats.md": wrap_formats_page,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,13 +11,16 @@ import argparse
 import json
 import logging
 import os
-from collections.abc import Sequence
+import re
+import sys
+from collections.abc import Iterable, Iterator, Sequence
 
 from mfumon.exporter.cliopts import add_log_level_option, add_token_file_option
 from mfumon.exporter.job.models import ModelSpec, from_hf_config
 from mfumon.exporter.job.reporter import JobReporter
 from mfumon.exporter.job.reporter._env import default_world_size, read_token
 from mfumon.exporter.job.wrap.cmdline import micro_batch_from_command, seq_len_from_command
+from mfumon.exporter.job.wrap.explain import explain
 from mfumon.exporter.job.wrap.patterns import RATE_GROUPS, LogParser, ParseContext, compile_user_pattern, to_number
 from mfumon.exporter.job.wrap.proc import run_child
 from mfumon.exporter.job.wrap.relay import Relay
@@ -105,6 +108,19 @@ def build_parser() -> argparse.ArgumentParser:
         "tokens and seconds, " + ", ".join(RATE_GROUPS[3:]) + r"; \N matches a number (12,345 or 14.2K)",
     )
     logs.add_argument("--no-builtin-patterns", action="store_true", help="use only --pattern")
+    logs.add_argument(
+        "--rate-scope",
+        choices=("job", "device"),
+        help="what a figure whose meaning the trainer changed between versions is: the whole job's or one GPU's",
+    )
+    logs.add_argument(
+        "--explain",
+        nargs="?",
+        const="-",
+        metavar="LOG",
+        help="print, for each line of LOG (default stdin), which format read it and what wrap would send; "
+        "runs nothing, contacts no aggregator",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log every report and the aggregator's answer")
     parser.add_argument("-q", "--quiet", action="store_true", help="no messages of our own on stderr")
     add_log_level_option(parser, None)
@@ -164,6 +180,39 @@ def _num_gpus(args: argparse.Namespace) -> tuple[int | None, str]:
     return (len(devices), "CUDA_VISIBLE_DEVICES") if devices else (None, "unknown")
 
 
+def _explain(parser: argparse.ArgumentParser, args: argparse.Namespace, command: list[str]) -> int:
+    """``--explain [LOG]``: the verdict on each line of a log; the options a wrapped run would get still apply."""
+    try:
+        patterns = tuple(compile_user_pattern(p) for p in args.pattern)
+        model = _model_spec(args)
+    except ValueError as exc:
+        parser.error(str(exc))
+    seq_len = args.seq_len or (model.seq_len if model else None) or seq_len_from_command(command)
+    context = ParseContext(
+        seq_len=seq_len,
+        num_gpus=_num_gpus(args)[0],
+        tokens_per_step=args.tokens_per_step,
+        micro_batch_size=micro_batch_from_command(command),
+        rate_scope=args.rate_scope,
+    )
+    log_parser = LogParser(context, patterns, builtin=not args.no_builtin_patterns)
+    if args.explain == "-":
+        explain(sys.stdin, context, log_parser, model=model, kind=args.kind or "training")
+        return 0
+    try:
+        with open(args.explain, encoding="utf-8", errors="replace", newline="") as log:
+            explain(_lines(log), context, log_parser, model=model, kind=args.kind or "training")
+    except OSError as exc:
+        parser.error(f"--explain {args.explain!r}: {exc.strerror or exc}")
+    return 0
+
+
+def _lines(log: Iterable[str]) -> Iterator[str]:
+    """The log's lines split as a wrapped run splits its output: at ``\n`` and at ``\r`` (progress bars)."""
+    for chunk in log:
+        yield from (part for part in re.split(r"[\r\n]", chunk) if part)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``mfumon wrap``: returns the command's exit status (128 + N if killed by signal N)."""
     argv = list(argv or [])
@@ -171,6 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(options)
     command = command or list(args.command)
+    if args.explain is not None:
+        return _explain(parser, args, command)
     if not command:
         parser.error("no command given; usage: mfumon wrap [options] -- CMD ARGS...")
     level: int | str = logging.CRITICAL + 1 if args.quiet else logging.INFO if args.verbose else logging.WARNING
@@ -221,6 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         num_gpus=num_gpus,
         tokens_per_step=args.tokens_per_step,
         micro_batch_size=micro_batch_from_command(command),
+        rate_scope=args.rate_scope,
     )
     log_parser = LogParser(context, patterns, builtin=not args.no_builtin_patterns)
     relay = Relay(reporter, model, context, kind_given=args.kind is not None)

@@ -9,9 +9,9 @@ produced no report says why.
 from __future__ import annotations
 
 import logging
+from typing import Any, Protocol
 
 from mfumon.exporter.job.models import ModelSpec
-from mfumon.exporter.job.reporter import JobReporter
 from mfumon.exporter.job.wrap.patterns import FALLBACK_PATTERNS, Observation, ParseContext, title_of
 
 logger = logging.getLogger("mfumon.exporter.job.wrap")
@@ -26,7 +26,42 @@ MISSING_HELP = {
         "mfumon.exporter.integrations.MfumonTrainerCallback"
     ),
     "model": "the model, to turn its FLOP/s into tokens/s: pass --model config.json, --params N or --flops-per-token",
+    "rate_scope": (
+        "to know whether its figure is one GPU's or the whole job's (the trainer changed that between versions; "
+        "see docs/reference/wrap-formats.md): pass --rate-scope device or --rate-scope job"
+    ),
+    "current_rate": (
+        "a current rate: its figure is an average since the start, and the line prints no elapsed time or token "
+        "count to turn it into the interval's rate. Describe a current figure of the log with --pattern"
+    ),
 }
+
+
+class ReportSink(Protocol):
+    """What the relay hands its figures to: the job's `JobReporter`, or ``--explain``'s record of what it would send."""
+
+    kind: str
+
+    def update(self, **fields: Any) -> None: ...
+
+    def record_throughput(
+        self,
+        tokens_per_second: float,
+        *,
+        step_seconds: float | None = None,
+        comm_seconds: float | None = None,
+        data_wait_seconds: float | None = None,
+        source: str = "",
+        step: int | None = None,
+    ) -> None: ...
+
+    def record_times(
+        self,
+        *,
+        step_seconds: float | None = None,
+        comm_seconds: float | None = None,
+        data_wait_seconds: float | None = None,
+    ) -> None: ...
 
 
 class Relay:
@@ -34,7 +69,7 @@ class Relay:
 
     def __init__(
         self,
-        reporter: JobReporter,
+        reporter: ReportSink,
         model: ModelSpec | None,
         context: ParseContext,
         *,

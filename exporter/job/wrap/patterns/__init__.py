@@ -11,20 +11,38 @@ import re
 from collections.abc import Sequence
 
 from mfumon.exporter.job.wrap.patterns import (
+    axolotl,
+    colossalai,
     composer,
     deepspeed,
+    fairseq,
+    fairseq2,
     hf,
+    levanter,
+    liger,
+    lightning,
     litgpt,
+    llama_factory,
     maxtext,
     megatron,
+    mlx_lm,
+    nanochat,
     nanogpt,
     nanotron,
     nemo,
     nemo_automodel,
+    olmo,
+    olmo_core,
+    paddlenlp,
+    prime_rl,
     torchtitan,
+    torchtune,
+    trl,
+    unsloth,
     vllm,
 )
 from mfumon.exporter.job.wrap.patterns._core import NUMBER, Format, Observation, ParseContext, to_number
+from mfumon.exporter.job.wrap.patterns._declared import Declaration
 from mfumon.exporter.job.wrap.patterns.user import RATE_GROUPS, compile_user_pattern, user_format
 
 __all__ = [
@@ -32,6 +50,7 @@ __all__ = [
     "FALLBACK_PATTERNS",
     "NUMBER",
     "RATE_GROUPS",
+    "Declaration",
     "Format",
     "LogParser",
     "Observation",
@@ -53,6 +72,24 @@ BUILTIN_FORMATS: tuple[Format, ...] = (
     *torchtitan.FORMATS,
     *maxtext.FORMATS,
     *composer.FORMATS,
+    # read on the lines of issue 57's trainers (sources in tests/exporter/job/fixtures/logs/<trainer>.yml)
+    *olmo.FORMATS,
+    *olmo_core.FORMATS,
+    *torchtune.FORMATS,
+    *levanter.FORMATS,
+    *nanochat.FORMATS,
+    *prime_rl.FORMATS,
+    *trl.FORMATS,
+    *axolotl.FORMATS,
+    *llama_factory.FORMATS,
+    *liger.FORMATS,
+    *unsloth.FORMATS,
+    *lightning.FORMATS,
+    *paddlenlp.FORMATS,
+    *fairseq.FORMATS,
+    *fairseq2.FORMATS,
+    *mlx_lm.FORMATS,
+    *colossalai.FORMATS,
     *vllm.FORMATS,
 )
 
@@ -85,6 +122,9 @@ class LogParser:
         self.formats: list[Format] = [user_format(p) for p in user_patterns]
         if builtin:
             self.formats.extend(BUILTIN_FORMATS)
+        self.matched: Format | None = None  # the format that read the last line fed (None: no format did)
+        self.matched_text = ""  # what of that line it matched
+        self._block_owner: Format | None = None  # the format whose multi-line block is being read
 
     def feed(self, line: str, now: float) -> list[Observation]:
         """Parse one line (without its newline) that arrived at ``now`` (monotonic seconds)."""
@@ -95,19 +135,24 @@ class LogParser:
         ctx = self.context
         ctx.now = now
         observed: list[Observation] = []
+        self.matched, self.matched_text = None, ""
         if ctx.block is not None:
             block, ctx.block = ctx.block, None
             taken, done = self._guard(lambda: block(line, ctx))
             observed.extend(done)
             if taken:
                 ctx.block = block
+                self.matched, self.matched_text = self._block_owner, line.strip()
                 return observed
         for fmt in self.formats:
             if fmt.marker not in line:
                 continue
             match = fmt.regex.search(line)
             if match is not None:
+                self.matched, self.matched_text = fmt, match.group(0)
                 observed.extend(self._run(fmt, match, line))
+                if ctx.block is not None:
+                    self._block_owner = fmt
                 break
         return observed
 

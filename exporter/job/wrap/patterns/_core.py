@@ -10,7 +10,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mfumon.exporter.job.wrap.patterns._declared import Declaration
 
 #: A number as logs print it: ``12,345``, ``1.2e+04``, ``14.2K``, ``1.07M`` (nanotron also prints ``B`` for 1e9).
 NUMBER = r"[-+]?(?:\d[\d,_]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[kKMGBT]?"
@@ -80,6 +83,7 @@ class ParseContext:
     num_gpus: int | None = None
     tokens_per_step: int | None = None
     micro_batch_size: int | None = None
+    rate_scope: str | None = None  # --rate-scope: what an unsettled per-device/whole-job figure is ("job", "device")
     now: float = 0.0
     memory: dict[str, Any] = field(default_factory=dict)
     block: Block | None = None
@@ -123,7 +127,9 @@ Handler = Callable[[re.Match[str], str, ParseContext], Result]
 class Format:
     """One log format: lines containing ``marker`` (a cheap substring test) and matching ``regex`` go to ``handler``.
 
-    ``name`` is the key observations carry; ``title`` is how messages name the trainer.
+    ``name`` is the key observations carry; ``title`` is how messages name the trainer; ``declarations`` what the
+    figures it reads mean, one per trainer or version whose lines it reads (every built-in format has at least one:
+    the docs' formats table is generated from them).
     """
 
     name: str
@@ -131,3 +137,4 @@ class Format:
     marker: str
     regex: re.Pattern[str]
     handler: Handler
+    declarations: tuple[Declaration, ...] = ()

@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 
 from mfumon.exporter.job.wrap.patterns._core import NUMBER, Format, Observation, ParseContext, Result, to_number
+from mfumon.exporter.job.wrap.patterns._declared import Declaration
 
 _HEADER = re.compile(r"^\[(?:epoch=\d+\])?\[?(?:batch|ba|sample|token|tok|iteration|ep)=(?P<step>\d+)(?:/\d+)?\]:\s*$")
 _METRIC = re.compile(r"^[ \t]+Train (?P<key>[\w/]+): (?P<v>" + NUMBER + r")\s*$")
@@ -60,4 +61,24 @@ def _header(match: re.Match[str], line: str, ctx: ParseContext) -> Result:
     return None
 
 
-FORMATS = (Format("composer", "Composer", "]:", _HEADER, _header),)
+FORMATS = (
+    Format(
+        "composer",
+        "Composer",
+        "]:",
+        _HEADER,
+        _header,
+        (
+            Declaration(
+                trainer="Composer",
+                versions="main @ 02c872e; 0.21.3",
+                example="[batch=10/100]:\n\t Train throughput/tokens_per_sec: 40448.0000",
+                key="throughput/tokens_per_sec",
+                figure="tokens/s",
+                scope="job",
+                timing="current",
+                sends="`throughput/tokens_per_sec` (whole job), else `throughput/samples_per_sec` x seq length",
+            ),
+        ),
+    ),
+)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 
 from mfumon.exporter.job.wrap.patterns._core import NUMBER, Format, ParseContext, Result, to_number
+from mfumon.exporter.job.wrap.patterns._declared import Declaration
 
 _TIMER = re.compile(
     r"(?:global_step=(?P<step>\d+)|(?<![\w./])\d+/(?P<local>\d+)), "
@@ -40,4 +41,31 @@ def _timer(match: re.Match[str], line: str, ctx: ParseContext) -> Result:
     return ctx.samples("deepspeed", samples, step=int(match["step"] or match["local"]))
 
 
-FORMATS = (Format("deepspeed", "DeepSpeed throughput timer", "SamplesPerSec=", _TIMER, _timer),)
+FORMATS = (
+    Format(
+        "deepspeed",
+        "DeepSpeed throughput timer",
+        "SamplesPerSec=",
+        _TIMER,
+        _timer,
+        (
+            Declaration(
+                trainer="DeepSpeed throughput timer",
+                versions="before 0.6, 0.6, 0.7, 0.8+ (main @ 038beb6)",
+                example=(
+                    "epoch=0/micro_step=199/global_step=199, RunningAvgSamplesPerSec=58.73, CurrSamplesPerSec=61.35, "
+                    "MemAllocated=6.01GB, ..."
+                ),
+                key="CurrSamplesPerSec",
+                figure="samples/s",
+                scope="job",
+                timing="current",
+                sends=(
+                    "`CurrSamplesPerSec` (the global batch), else `SamplesPerSec` (before 0.7: the running average) x "
+                    "seq length; only while no other format gives a rate (it also prints under Megatron-DeepSpeed and "
+                    "the HF Trainer)"
+                ),
+            ),
+        ),
+    ),
+)

@@ -37,6 +37,7 @@ from __future__ import annotations
 import re
 
 from mfumon.exporter.job.wrap.patterns._core import NUMBER, Format, Observation, ParseContext, Result, to_number
+from mfumon.exporter.job.wrap.patterns._declared import Declaration
 
 _ITER = re.compile(r"\biter (?P<iter>\d+)(?: step (?P<step>\d+))?\]?(?::| \|) .*?\biter time: (?P<ms>[\d.]+) ?ms")
 _PAUSE = re.compile(r"^(?:Validating \.\.\.|Saving checkpoint to |iter \d+: val loss )")
@@ -97,7 +98,69 @@ def _summary(match: re.Match[str], line: str, ctx: ParseContext) -> Result:
 
 
 FORMATS = (
-    Format("litgpt", "LitGPT", "iter time:", _ITER, _iteration),
-    Format("litgpt_pause", "LitGPT", "", _PAUSE, _pause),
-    Format("litgpt_summary", "LitGPT", "| - ", _SUMMARY, _summary),
+    Format(
+        "litgpt",
+        "LitGPT",
+        "iter time:",
+        _ITER,
+        _iteration,
+        (
+            Declaration(
+                trainer="LitGPT",
+                versions="main @ 0363060; lit-gpt 2023",
+                example="Epoch 1 | iter 100 step 25 | loss train: 2.345, val: n/a | iter time: 123.45 ms (step) ...",
+                key="iter",
+                figure="it/s",
+                scope="job",
+                timing="current",
+                sends=(
+                    "iterations between lines ÷ the time between them x tokens per iteration: `--tokens-per-step`, "
+                    "else the command's `--train.micro_batch_size` x seq length x GPUs (intervals with validation or "
+                    "a checkpoint are skipped)"
+                ),
+            ),
+        ),
+    ),
+    Format(
+        "litgpt_pause",
+        "LitGPT",
+        "",
+        _PAUSE,
+        _pause,
+        (
+            Declaration(
+                trainer="LitGPT",
+                versions="main @ 0363060",
+                example="Validating ...",
+                key="Validating / Saving checkpoint",
+                figure="context",
+                scope="none",
+                timing="none",
+                sends="none: the interval around it is not timed",
+            ),
+        ),
+    ),
+    Format(
+        "litgpt_summary",
+        "LitGPT",
+        "| - ",
+        _SUMMARY,
+        _summary,
+        (
+            Declaration(
+                trainer="LitGPT, end of training",
+                versions="0.5.3 to main @ 26857050",
+                example="| - Total tokens  : 999,424\n| - Training Time : 48.30 s\n| - Tok/sec       : 60.93 tok/s",
+                key="Total tokens, Training Time",
+                figure="tokens/s",
+                scope="job",
+                timing="run",
+                sends=(
+                    "total tokens (whole job) ÷ training time; the printed `Tok/sec` where it is within 1% of that, "
+                    "else total ÷ time, and wrap says so on stderr (LitGPT's pretrain `Tok/sec` divides by a clock "
+                    "reading, not by the time elapsed)"
+                ),
+            ),
+        ),
+    ),
 )

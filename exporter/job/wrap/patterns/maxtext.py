@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 from mfumon.exporter.job.wrap.patterns._core import NUMBER, Format, Observation, ParseContext, Result, to_number
+from mfumon.exporter.job.wrap.patterns._declared import Declaration
 
 _STEP = re.compile(
     r"completed step: (?P<step>\d+), seconds: (?P<t>" + NUMBER + r"),.*?TFLOP/s/device: (?P<tflops>" + NUMBER + r"), "
@@ -32,4 +33,27 @@ def _step(match: re.Match[str], line: str, ctx: ParseContext) -> Result:
     )
 
 
-FORMATS = (Format("maxtext", "MaxText", "completed step: ", _STEP, _step),)
+FORMATS = (
+    Format(
+        "maxtext",
+        "MaxText",
+        "completed step: ",
+        _STEP,
+        _step,
+        (
+            Declaration(
+                trainer="MaxText",
+                versions="main (2025)",
+                example="completed step: 10, seconds: 1.234, TFLOP/s/device: 345.678, Tokens/s/device: 6638.574, ...",
+                key="Tokens/s/device",
+                figure="tokens/s",
+                scope="device",
+                timing="current",
+                sends=(
+                    "`Tokens/s/device` x devices (the first step, with JAX's compilation, is skipped); the TFLOP/s "
+                    "stands in for a model"
+                ),
+            ),
+        ),
+    ),
+)

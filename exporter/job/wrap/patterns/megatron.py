@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 
 from mfumon.exporter.job.wrap.patterns._core import NUMBER, Format, Observation, ParseContext, Result, to_number
+from mfumon.exporter.job.wrap.patterns._declared import Declaration
 
 _ITERATION = re.compile(r"\biteration\s+(?P<step>\d+)\s*/\s*\d+\s*\|.*?elapsed time per iteration \((?P<unit>ms|s)\):")
 _ELAPSED = re.compile(r"elapsed time per iteration \((?P<unit>ms|s)\):\s*(?P<t>" + NUMBER + ")")
@@ -131,7 +132,98 @@ def _timers(match: re.Match[str], line: str, ctx: ParseContext) -> Result:
 
 
 FORMATS = (
-    Format("megatron", "Megatron-LM", "elapsed time per iteration", _ITERATION, _training_log),
-    Format("megatron_timers", "Megatron-LM timers", "across ranks (ms):", _TIMERS_HEADER, _timers),
-    Format("megatron_args", "Megatron-LM arguments", "seq_length", _ARG_SEQ_LEN, _argument_dump),
+    Format(
+        "megatron",
+        "Megatron-LM",
+        "elapsed time per iteration",
+        _ITERATION,
+        _training_log,
+        (
+            Declaration(
+                trainer="Megatron-LM",
+                versions="core 0.x, main @ 00caa53",
+                example=(
+                    "iteration 100/ 1000 | ... elapsed time per iteration (ms): 1250.0 | throughput per GPU "
+                    "(TFLOP/s/GPU): 187.5 | ... global batch size: 512 |"
+                ),
+                key="elapsed time per iteration (ms)",
+                figure="tokens/s",
+                scope="job",
+                timing="current",
+                sends="global batch x seq length ÷ iteration time; the TFLOP/s stands in for a model nobody described",
+                needs=("seq_len",),
+            ),
+            Declaration(
+                trainer="Megatron-DeepSpeed",
+                versions="DeepSpeed 0.13 era (2024)",
+                example=(
+                    "iteration 199/ 317892 | ... elapsed time per iteration (ms): 14287.5 | ... global batch size: "
+                    "768 | ... actual seqlen: 4096 | ... samples per second: 53.753 |"
+                ),
+                key="elapsed time per iteration (ms)",
+                figure="tokens/s",
+                scope="job",
+                timing="current",
+                sends=(
+                    "global batch x `actual seqlen` ÷ iteration time (its `TFLOPs` counts recomputation and is not "
+                    "used)"
+                ),
+            ),
+            Declaration(
+                trainer="GPT-NeoX",
+                versions="main @ 018b8a9",
+                example="samples/sec: 25.921 | iteration 10/ 320000 | elapsed time per iteration (ms): 1234.5 | ...",
+                key="samples/sec",
+                figure="samples/s",
+                scope="job",
+                timing="current",
+                sends="samples/s x seq length (`approx flops per GPU` counts recomputation and is not used)",
+            ),
+        ),
+    ),
+    Format(
+        "megatron_timers",
+        "Megatron-LM timers",
+        "across ranks (ms):",
+        _TIMERS_HEADER,
+        _timers,
+        (
+            Declaration(
+                trainer="Megatron-LM timers",
+                versions="main @ 00caa53, `--timing-log-level 1`",
+                example=(
+                    "(min, max) time across ranks (ms):\n    all-grads-sync ....: (40.00, 60.00)\n    batch-generator "
+                    "....: (2.10, 3.90)"
+                ),
+                key="all-grads-sync, batch-generator",
+                figure="context",
+                scope="none",
+                timing="current",
+                sends=(
+                    "none: the collective timers (`all-grads-sync`, `params-all-gather`, `*-all-reduce`) become "
+                    "`comm_seconds`, `batch-generator` `data_wait_seconds` (midpoint of min and max; the max with "
+                    "`--timing-log-option max`, the mean with `all`)"
+                ),
+            ),
+        ),
+    ),
+    Format(
+        "megatron_args",
+        "Megatron-LM arguments",
+        "seq_length",
+        _ARG_SEQ_LEN,
+        _argument_dump,
+        (
+            Declaration(
+                trainer="Megatron-LM arguments",
+                versions="main @ 00caa53",
+                example="  seq_length ...................................... 4096",
+                key="seq_length",
+                figure="context",
+                scope="none",
+                timing="none",
+                sends="none: the sequence length of the iteration lines",
+            ),
+        ),
+    ),
 )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from mfumon.exporter.job.wrap.patterns._core import Format, Observation, ParseContext, Result, to_number
+from mfumon.exporter.job.wrap.patterns._declared import Declaration
 
 _TOKENS = re.compile(r"tokens per iteration will be:\s*(?P<tokens>[\d,]+)")
 _ITER = re.compile(r"\biter (?P<step>\d+): loss [^,]+, time (?P<ms>[\d.]+)ms(?:, mfu (?P<mfu>-?[\d.]+)%)?")
@@ -37,6 +38,46 @@ def _iteration(match: re.Match[str], line: str, ctx: ParseContext) -> Result:
 
 
 FORMATS = (
-    Format("nanogpt_tokens", "nanoGPT", "tokens per iteration", _TOKENS, _tokens),
-    Format("nanogpt", "nanoGPT", "iter ", _ITER, _iteration),
+    Format(
+        "nanogpt_tokens",
+        "nanoGPT",
+        "tokens per iteration",
+        _TOKENS,
+        _tokens,
+        (
+            Declaration(
+                trainer="nanoGPT",
+                versions="master",
+                example="tokens per iteration will be: 491,520",
+                key="tokens per iteration",
+                figure="context",
+                scope="none",
+                timing="none",
+                sends="none: the tokens of one iteration, for the lines below",
+            ),
+        ),
+    ),
+    Format(
+        "nanogpt",
+        "nanoGPT",
+        "iter ",
+        _ITER,
+        _iteration,
+        (
+            Declaration(
+                trainer="nanoGPT",
+                versions="master",
+                example="iter 100: loss 2.3000, time 123.45ms, mfu 35.20%",
+                key="time",
+                figure="tokens/s",
+                scope="job",
+                timing="current",
+                sends=(
+                    "tokens per iteration (or `--tokens-per-step`) ÷ iteration time; warm-up iterations (`mfu "
+                    "-100.00%`) are skipped"
+                ),
+                needs=("tokens_per_step",),
+            ),
+        ),
+    ),
 )

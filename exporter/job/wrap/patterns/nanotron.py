@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 from mfumon.exporter.job.wrap.patterns._core import NUMBER, Format, Observation, ParseContext, Result, to_number
+from mfumon.exporter.job.wrap.patterns._declared import Declaration
 
 _LINE = re.compile(r"\biteration: (?P<step>\d+) / \d+ \|.*?\| tokens_per_sec: (?P<tps>" + NUMBER + ")")
 _FIELD = re.compile(r"\| (?P<key>elapsed_time_per_iteration_ms|model_tflops_per_gpu): (?P<v>" + NUMBER + ")")
@@ -31,4 +32,29 @@ def _line(match: re.Match[str], line: str, ctx: ParseContext) -> Result:
     )
 
 
-FORMATS = (Format("nanotron", "nanotron", "tokens_per_sec: ", _LINE, _line),)
+FORMATS = (
+    Format(
+        "nanotron",
+        "nanotron",
+        "tokens_per_sec: ",
+        _LINE,
+        _line,
+        (
+            Declaration(
+                trainer="nanotron",
+                versions="main (2025); early 2024",
+                example=(
+                    "iteration: 10 / 100 | ... tokens_per_sec: 426K | tokens_per_sec_per_gpu: 53.3K | ... "
+                    "model_tflops_per_gpu: 123"
+                ),
+                key="tokens_per_sec",
+                figure="tokens/s",
+                scope="job",
+                timing="current",
+                sends=(
+                    "`tokens_per_sec` (whole job; `K`/`M`/`B` suffixes); `model_tflops_per_gpu` stands in for a model"
+                ),
+            ),
+        ),
+    ),
+)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 
 from mfumon.exporter.job.wrap.patterns._core import NUMBER, Format, Observation, ParseContext, Result, to_number
+from mfumon.exporter.job.wrap.patterns._declared import Declaration
 
 _NEMO2 = re.compile(
     r"Training epoch \d+, iteration (?P<step>\d+)/\d+ \|.*?\| train_step_timing in s: (?P<t>" + NUMBER + ")"
@@ -67,6 +68,54 @@ def _nemo1(match: re.Match[str], line: str, ctx: ParseContext) -> Result:
 
 
 FORMATS = (
-    Format("nemo", "NeMo", "train_step_timing in s: ", _NEMO2, _nemo2),
-    Format("nemo1", "NeMo", "train_step_timing in s=", _NEMO1, _nemo1),
+    Format(
+        "nemo",
+        "NeMo",
+        "train_step_timing in s: ",
+        _NEMO2,
+        _nemo2,
+        (
+            Declaration(
+                trainer="NeMo 2",
+                versions="2.x @ 01f7dbc (2024-11, 2025-06, 2025-11 logs)",
+                example=(
+                    "Training epoch 0, iteration 17/99 | ... global_batch_size: 128 | ... train_step_timing in s: "
+                    "12.64 | ..."
+                ),
+                key="tokens_per_sec_per_gpu, else train_step_timing in s",
+                figure="tokens/s",
+                scope="job",
+                timing="current",
+                sends=(
+                    "`tokens_per_sec_per_gpu` x GPUs, else global batch x seq length ÷ step time; the TFLOP/s stands "
+                    "in for a model"
+                ),
+            ),
+        ),
+    ),
+    Format(
+        "nemo1",
+        "NeMo",
+        "train_step_timing in s=",
+        _NEMO1,
+        _nemo1,
+        (
+            Declaration(
+                trainer="NeMo 1",
+                versions="1.x (NeMo-Megatron launcher)",
+                example=(
+                    "Epoch 0: : 47%|...| 7/15 [06:19<07:13, ..., global_step=5.000, consumed_samples=12288.0, "
+                    "train_step_timing in s=49.50]"
+                ),
+                key="train_step_timing in s",
+                figure="tokens/s",
+                scope="job",
+                timing="current",
+                sends=(
+                    "`consumed_samples ÷ (global_step + 1)` (the global batch) x seq length ÷ step time, or "
+                    "`--tokens-per-step` ÷ step time when the bar rounds (`2e+3`)"
+                ),
+            ),
+        ),
+    ),
 )

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 
 from mfumon.exporter.job.wrap.patterns._core import NUMBER, Format, ParseContext, Result, to_number
+from mfumon.exporter.job.wrap.patterns._declared import Declaration
 
 _HEAD = r"\bstep (?P<step>\d+) \| epoch \d+ \|.*?\| mem [\d.]+ GiB \| "
 _PER_GPU = r"(?:\(" + NUMBER + r"/gpu\))?"  # read past, never used (see above)
@@ -32,4 +33,30 @@ def _step(match: re.Match[str], line: str, ctx: ParseContext) -> Result:
     return ctx.whole_job("nemo_automodel", to_number(match["tps"]), step=int(match["step"]))
 
 
-FORMATS = (Format("nemo_automodel", "NeMo Automodel", " GiB | tps ", _STEP, _step),)
+FORMATS = (
+    Format(
+        "nemo_automodel",
+        "NeMo Automodel",
+        " GiB | tps ",
+        _STEP,
+        _step,
+        (
+            Declaration(
+                trainer="NeMo Automodel",
+                versions="since db4c6227a (2025-08) to main @ 36044ad3d",
+                example=(
+                    "step 13 | epoch 0 | loss 0.6407 | ... | mem 31.55 GiB | tps 6574.51(821.81/gpu) | "
+                    "num_label_tokens 26779"
+                ),
+                key="tps",
+                figure="tokens/s",
+                scope="job",
+                timing="current",
+                sends=(
+                    "`tps` (whole job: the data-parallel ranks' tokens ÷ step time); the `/gpu` figure is `tps` ÷ "
+                    "(data x context parallel), not one GPU's under tensor or pipeline parallelism, and is not used"
+                ),
+            ),
+        ),
+    ),
+)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 
 from mfumon.exporter.job.wrap.patterns._core import NUMBER, Format, ParseContext, Result, to_number
+from mfumon.exporter.job.wrap.patterns._declared import Declaration
 
 _METRICS = re.compile(r"(?<!validate )\bstep:\s*(?P<step>\d+)\b.*?\b(?:tps|wps):\s*(?P<rate>" + NUMBER + ")")
 _STARTS = re.compile(r"Training starts at step \d+, .*?sequence length (?P<seq>\d+)")
@@ -36,6 +37,48 @@ def _starts(match: re.Match[str], line: str, ctx: ParseContext) -> Result:
 
 
 FORMATS = (
-    Format("torchtitan", "torchtitan", "ps: ", _METRICS, _metrics),
-    Format("torchtitan_start", "torchtitan", "Training starts at step", _STARTS, _starts),
+    Format(
+        "torchtitan",
+        "torchtitan",
+        "ps: ",
+        _METRICS,
+        _metrics,
+        (
+            Declaration(
+                trainer="torchtitan",
+                versions="main @ 00fbaaf (`tps`); 2024 @ 0011fb9 (`wps`)",
+                example=(
+                    "step: 10  loss:  8.1234  grad_norm:  1.2345  memory: 12.34GiB(15.67%)  tps: 12,345  tflops: "
+                    "123.45  mfu: 12.34%"
+                ),
+                key="tps (wps before 2025)",
+                figure="tokens/s",
+                scope="device",
+                timing="current",
+                sends="`tps`/`wps` (per GPU) x GPUs; `validate step:` lines are skipped",
+            ),
+        ),
+    ),
+    Format(
+        "torchtitan_start",
+        "torchtitan",
+        "Training starts at step",
+        _STARTS,
+        _starts,
+        (
+            Declaration(
+                trainer="torchtitan",
+                versions="main @ 00fbaaf",
+                example=(
+                    "Training starts at step 1, with local batch size 8, global batch size 64, sequence length 8192, "
+                    "..."
+                ),
+                key="sequence length",
+                figure="context",
+                scope="none",
+                timing="none",
+                sends="none: the sequence length",
+            ),
+        ),
+    ),
 )

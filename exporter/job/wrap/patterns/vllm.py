@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 
 from mfumon.exporter.job.wrap.patterns._core import NUMBER, Format, Observation, ParseContext, Result, to_number
+from mfumon.exporter.job.wrap.patterns._declared import Declaration
 
 _ENGINE = re.compile(
     r"(?:Engine (?P<engine>\d+): )?Avg prompt throughput:\s*(?P<prompt>" + NUMBER + r") tokens/s, "
@@ -40,7 +41,63 @@ def _benchmark(match: re.Match[str], line: str, ctx: ParseContext) -> Result:
 
 
 FORMATS = (
-    Format("vllm", "vLLM", "Avg prompt throughput", _ENGINE, _engine),
-    Format("vllm_bench", "vLLM benchmark", "requests/s, ", _THROUGHPUT, _benchmark),
-    Format("vllm_bench", "vLLM benchmark", "oken throughput (tok/s):", _SERVING, _benchmark),
+    Format(
+        "vllm",
+        "vLLM",
+        "Avg prompt throughput",
+        _ENGINE,
+        _engine,
+        (
+            Declaration(
+                trainer="vLLM engine",
+                versions="V1 (`vllm/v1/metrics/loggers.py`); 0.5-era V0",
+                example=(
+                    "Engine 000: Avg prompt throughput: 1024.3 tokens/s, Avg generation throughput: 512.7 tokens/s, ..."
+                ),
+                key="Avg prompt throughput, Avg generation throughput",
+                figure="tokens/s",
+                scope="job",
+                timing="current",
+                sends="prompt + generation, summed over engines; switches the job to `--kind inference` unless given",
+            ),
+        ),
+    ),
+    Format(
+        "vllm_bench",
+        "vLLM benchmark",
+        "requests/s, ",
+        _THROUGHPUT,
+        _benchmark,
+        (
+            Declaration(
+                trainer="vLLM benchmarks",
+                versions="`vllm bench throughput` (0.4 and current)",
+                example="Throughput: 12.35 requests/s, 5678.90 total tokens/s, 1234.57 output tokens/s",
+                key="total tokens/s",
+                figure="tokens/s",
+                scope="job",
+                timing="run",
+                sends="total tokens/s, inference",
+            ),
+        ),
+    ),
+    Format(
+        "vllm_bench",
+        "vLLM benchmark",
+        "oken throughput (tok/s):",
+        _SERVING,
+        _benchmark,
+        (
+            Declaration(
+                trainer="vLLM benchmarks",
+                versions="`vllm bench serve`",
+                example="Total Token throughput (tok/s):  25393.81",
+                key="Total Token throughput (tok/s)",
+                figure="tokens/s",
+                scope="job",
+                timing="run",
+                sends="total tokens/s, inference",
+            ),
+        ),
+    ),
 )
