@@ -16,11 +16,13 @@ from fastapi.exceptions import RequestValidationError
 
 from mfumon.api.context import AppContext
 from mfumon.api.core.security import Principal, granted
+from mfumon.api.errors import InputError
 from mfumon.api.route_table import endpoint_of
 from mfumon.api.schemas._common import ID_PATTERN
 from mfumon.api.schemas.baselines import SIGNATURE_KEY_PATTERN
 from mfumon.api.services.ingest import limited
 from mfumon.api.services.ingest import reject_future_timestamp as reject_future_timestamp  # for the routes
+from mfumon.api.services.usage import parse_time
 
 
 async def get_context(request: Request) -> AppContext:
@@ -205,3 +207,16 @@ def invalid_query(name: str, message: str, value: object) -> RequestValidationEr
     """The 422 for query parameter ``name`` that passed its declared type and pattern but breaks a rule between
     parameters (``since < until``, ``shard`` with ``shards``): raise it from the route, like FastAPI's own."""
     return RequestValidationError([{"type": "value_error", "loc": ("query", name), "msg": message, "input": value}])
+
+
+def window_bounds(now: float, since: str, until: str | None) -> tuple[float, float]:
+    """A window's ``since``/``until`` query values (``7d``, an ISO time, a Unix time) as Unix seconds; the 422 of
+    ``invalid_query`` for a value that cannot be read or a window that ends before it starts."""
+    try:
+        start = parse_time(since, now=now, field="since")
+        end = parse_time(until, now=now, field="until") if until is not None else now
+    except InputError as exc:
+        raise invalid_query(exc.field, str(exc), until if exc.field == "until" else since) from None
+    if start >= end:
+        raise invalid_query("since", "since must be before until (default: now)", since)
+    return start, end

@@ -7,12 +7,13 @@ refused request sent was stored (its transaction rolled back).
 
 from __future__ import annotations
 
+import html
 import logging
 
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from sqlalchemy.exc import DataError, OperationalError, StatementError
 from starlette.exceptions import HTTPException
 
@@ -104,6 +105,24 @@ async def method_not_allowed(request: Request, exc: Exception) -> Response:
     return await http_exception_handler(request, HTTPException(exc.status_code, exc.detail, headers))
 
 
+_NOT_FOUND_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Not found - mfu-monitor</title></head>
+<body><h1>Not found</h1><p>The aggregator has no page at <code>{path}</code>.</p>
+<p><a href="{root}/ui">Cluster</a> &middot; <a href="{root}/ui/jobs">Jobs</a></p></body></html>
+"""
+
+
+async def not_found_page(request: Request, exc: Exception) -> Response:
+    """404 under ``/ui`` is a page a browser shows (a plain one, linking the pages that exist); elsewhere JSON."""
+    assert isinstance(exc, HTTPException)
+    path = request.url.path
+    if path != "/ui" and not path.startswith("/ui/"):
+        return await http_exception_handler(request, exc)
+    root = html.escape(str(request.scope.get("root_path", "")).rstrip("/"), quote=True)
+    body = _NOT_FOUND_PAGE.format(path=html.escape(path), root=root)
+    return HTMLResponse(body, status_code=404, headers=exc.headers)
+
+
 def install(app: FastAPI) -> None:
     """Register every handler on ``app``."""
     app.add_exception_handler(RequestValidationError, validation_failed)  # type: ignore[arg-type]
@@ -115,3 +134,4 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(StatementError, unstorable)  # type: ignore[arg-type]
     app.add_exception_handler(SamplesBacklogged, samples_backlogged)  # type: ignore[arg-type]
     app.add_exception_handler(405, method_not_allowed)
+    app.add_exception_handler(404, not_found_page)

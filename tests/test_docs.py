@@ -53,3 +53,4 @@ def test_the_site_builds_strict_and_loads_nothing_from_outside(tmp_path: Path) -
     outside = [f"{p.relative_to(site)}: {m.group(0)}" for p in pages for m in EXTERNAL.finditer(p.read_text())]
     assert outside == []
     assert (site / "reference" / "metrics" / "index.html").exists()
+    assert not list(site.rglob("__pycache__"))  # docs/ holds gen_reference.py, whose import leaves one (exclude_docs)

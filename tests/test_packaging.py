@@ -4,6 +4,7 @@ stack, and a one-line hint where a subcommand needs an extra."""
 from __future__ import annotations
 
 import email
+import json
 import os
 import re
 import subprocess
@@ -189,3 +190,60 @@ def test_the_installed_wheel_runs_the_demo_outside_the_checkout(wheel: Path, tmp
     assert demo.returncode == 0, demo.stdout + demo.stderr
     assert re.search(r"aggregator at http://127\.0\.0\.1:\d+ ", demo.stdout), demo.stdout
     assert "stopped after" in demo.stdout
+
+
+@pytest.mark.slow
+def test_a_wheelhouse_installs_offline_and_runs_the_node_agent(tmp_path: Path) -> None:
+    """The air-gapped install docs/operators/bare-metal.md gives: ``pip wheel . -w wheelhouse`` where an index is
+    reachable, then ``pip install --no-index --find-links wheelhouse mfu-monitor`` in a fresh venv, with no index nor
+    pip configuration at all; ``mfumon exporter --once --source sim`` then reads a (simulated) node and prints it."""
+    wheelhouse = tmp_path / "wheelhouse"
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", str(ROOT), "-w", str(wheelhouse)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=600,
+    )
+    if built.returncode != 0 and re.search(r"Could not find a version|NewConnectionError|No matching", built.stderr):
+        pytest.skip(f"no package index reachable to build the wheelhouse from: {built.stderr.strip()[-300:]}")
+    assert built.returncode == 0, built.stderr[-3000:]
+    wheels = {re.split(r"-\d", p.name, maxsplit=1)[0].lower().replace("_", "-") for p in wheelhouse.glob("*.whl")}
+    assert {"mfu-monitor", "pydantic", "httpx", "pyyaml", "prometheus-client"} <= wheels, wheels
+    assert not wheels & {"fastapi", "uvicorn", "sqlalchemy", "alembic", "torch"}, wheels  # the base install only
+
+    # Offline: no index, no pip configuration (this machine's find-links and mirrors), nothing of the checkout.
+    offline = {
+        k: v for k, v in os.environ.items() if not k.startswith("PIP_") and k not in ("PYTHONPATH", "PYTHONHOME")
+    }
+    offline["PIP_CONFIG_FILE"] = os.devnull
+    env = tmp_path / "env"
+    venv.create(env, with_pip=False)
+    python = env / "bin" / "python"
+    install = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-index"]
+    installed = subprocess.run(
+        [*install, "--find-links", str(wheelhouse), "mfu-monitor"],
+        capture_output=True,
+        text=True,
+        env=offline,
+        timeout=600,
+    )
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    probe = "import importlib.util, mfumon; print(mfumon.__file__, importlib.util.find_spec('fastapi') is None)"
+    where, no_server = subprocess.run(
+        [str(python), "-c", probe], capture_output=True, text=True, check=True, cwd=outside, env=offline
+    ).stdout.split()
+    assert Path(where).is_relative_to(env) and no_server == "True"
+    once = subprocess.run(
+        [str(env / "bin" / "mfumon"), "exporter", "--once", "--source", "sim", "--web.listen-address", ""],
+        capture_output=True,
+        text=True,
+        cwd=outside,
+        env=offline,
+        timeout=120,
+    )
+    assert once.returncode == 0, once.stderr[-3000:]
+    batch = json.loads(once.stdout)
+    assert batch["gpus"] and all(gpu["up"] for gpu in batch["gpus"]), batch

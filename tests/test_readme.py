@@ -22,9 +22,14 @@ def _first_code_block() -> list[str]:
 
 
 def test_readme_opens_with_the_run_and_test_commands_ci_uses() -> None:
-    run_command, test_command = _first_code_block()
+    run_command, test_command, quick_command = _first_code_block()
     assert run_command.endswith("mfumon demo")
     assert test_command in (ROOT / ".ci" / "run").read_text().splitlines()
+    # The quick subset beside it: the marker conftest.py gives every test that starts a server, cluster or browser.
+    assert quick_command == ".venv/bin/pytest -m 'not slow'"
+    assert quick_command in (ROOT / "docs" / "developing.md").read_text()
+    markers = (ROOT / "pyproject.toml").read_text()
+    assert '"slow: ' in markers and "`pytest -m 'not slow'` is the quick subset" in markers
 
 
 def test_readme_is_a_landing_page() -> None:

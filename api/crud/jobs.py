@@ -92,6 +92,8 @@ def apply_job_fields(*, job: JobRow, fields: JobFields) -> None:
         job.parallelism = fields.parallelism.model_dump(exclude_none=True)
     if fields.slo is not None:  # targets left out keep the job's earlier ones
         job.slo = {**(job.slo or {}), **fields.slo.model_dump(exclude_none=True)}
+    if fields.software:  # components sent later (a driver the node agent saw) are added to the job's
+        job.software = {**(job.software or {}), **fields.software}
 
 
 def add_report(*, session: Session, job_id: str, received_at: float, values: dict[str, Any]) -> None:

@@ -97,6 +97,8 @@ class JobRow(Base):
     profile: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     # A serving job's latency targets as it sent them (api.schemas.jobs.SloTargets); the rest from pool or defaults.
     slo: Mapped[dict[str, float] | None] = mapped_column(JSON)
+    # The job's software fingerprint (component -> version) as it sent it: what a regression is traced to.
+    software: Mapped[dict[str, str] | None] = mapped_column(JSON)
 
 
 class JobEventRow(Base):

@@ -7,6 +7,7 @@ Each function returns :class:`markupsafe.Markup` (escaped here, so templates pri
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
 from markupsafe import Markup, escape
 
@@ -61,6 +62,25 @@ def gpu_hours(gpu_seconds: float | None, reason: str | None = None) -> Markup:
     if abs(gpu_seconds) < 360:
         return Markup('<span title="{0:.1f} GPU-seconds">{0:.0f} GPU-s</span>').format(gpu_seconds)
     return Markup('<span title="{0:.0f} GPU-seconds">{1:.2f} GPU-h</span>').format(gpu_seconds, gpu_seconds / 3600)
+
+
+GPU_HOURS, GPU_SECONDS = "GPU-h", "GPU-s"
+
+
+def gpu_time_unit(values: Iterable[float | None]) -> str:
+    """The one unit a column of GPU-times is printed in: GPU-hours when its largest value is a tenth of an hour or
+    more, else GPU-seconds (so a column never mixes ``24 GPU-s`` with ``0.13 GPU-h``)."""
+    largest = max((abs(v) for v in values if v is not None), default=0.0)
+    return GPU_HOURS if largest >= 360 else GPU_SECONDS
+
+
+def gpu_time(gpu_seconds: float | None, unit: str, reason: str | None = None) -> Markup:
+    """GPU-seconds in ``unit`` (:func:`gpu_time_unit` of the column); GPU-seconds in the title."""
+    if gpu_seconds is None:
+        return unknown(reason)
+    if unit == GPU_HOURS:
+        return Markup('<span title="{0:.0f} GPU-seconds">{1:.2f} GPU-h</span>').format(gpu_seconds, gpu_seconds / 3600)
+    return Markup('<span title="{0:.1f} GPU-seconds">{0:.0f} GPU-s</span>').format(gpu_seconds)
 
 
 def seconds(value: float | None, reason: str | None = None) -> Markup:
@@ -121,6 +141,54 @@ _RATIO_WORDS = (
 )
 
 
+#: evidence keys whose words alone would mislead or read oddly; any other key is its words (``share_of_step_time``:
+#: "Share of step time")
+_KEY_LABELS = {
+    "gpu_seconds": "GPU-time at stake",
+    "mfu": "MFU",
+    "hardware_mfu": "hardware MFU (estimate)",
+    "reported_mfu": "reported MFU",
+    "baseline_mfu": "baseline MFU",
+    "sm_active": "SM active",
+    "gpus": "GPUs",
+    "throttled_gpus": "throttled GPUs",
+    "ttft_target_seconds": "TTFT target",
+    "tpot_target_seconds": "TPOT target",
+    "kv_cache_usage": "KV-cache use",
+    "profile_id": "profile",
+}
+_WORDS = {
+    "gpu": "GPU",
+    "gpus": "GPUs",
+    "mfu": "MFU",
+    "mbu": "MBU",
+    "sm": "SM",
+    "kv": "KV",
+    "ttft": "TTFT",
+    "tpot": "TPOT",
+    "slo": "SLO",
+    "id": "id",
+    "hfu": "HFU",
+    "nvlink": "NVLink",
+    "ib": "InfiniBand",
+}
+
+
+def label(key: str) -> str:
+    """A snake_case key as words for people (``share_of_step_time`` -> "share of step time", ``gpu`` -> "GPU")."""
+    if key in _KEY_LABELS:
+        return _KEY_LABELS[key]
+    words = [_WORDS.get(w, w) for w in str(key).split("_") if w]
+    return " ".join(words) or str(key)
+
+
+def gpu_name(item: dict[str, object]) -> Markup:
+    """A GPU named as people find it, its index and node (``GPU 3 on node-7``); the UUID in the title only."""
+    uuid = item.get("uuid")
+    shown = Markup("GPU {0} on {1}").format(item.get("gpu"), item.get("node"))
+    return Markup('<span title="{0}">{1}</span>').format(uuid, shown) if uuid else shown
+
+
 def evidence(value: object, key: str = "") -> Markup:
     """A finding's evidence value: a ratio (by its key's name: ``share_of_step_time``, ``clock_ratio``,
     ``kv_cache_usage``) as a percentage, GPU-seconds with their unit, other seconds (``ttft_target_seconds``) as a
@@ -134,7 +202,12 @@ def evidence(value: object, key: str = "") -> Markup:
     if isinstance(value, float):
         return Markup(escape(f"{value:.4g}"))
     if isinstance(value, dict):
-        return Markup("; ").join(Markup("{0}: {1}").format(k, evidence(v, str(k))) for k, v in value.items())
+        parts = []
+        if "node" in value and "gpu" in value:
+            parts.append(gpu_name(value))
+            value = {k: v for k, v in value.items() if k not in ("node", "gpu", "uuid")}
+        parts += [Markup("{0}: {1}").format(label(str(k)), evidence(v, str(k))) for k, v in value.items()]
+        return Markup("; ").join(parts)
     if isinstance(value, (list, tuple)):
         if any(isinstance(v, dict) for v in value):
             return Markup("").join(Markup("<div>{0}</div>").format(evidence(v, key)) for v in value)

@@ -66,8 +66,44 @@ def nice_top(largest: float) -> float:
     return next(m * magnitude for m in (1, 2, 4, 8, 10) if m * magnitude >= raw)
 
 
-def _clock(x: float) -> str:
-    return time.strftime("%H:%M", time.gmtime(x))
+#: tick steps in seconds, each with the strftime format its labels need (a day or more: the date too)
+_TICK_STEPS = (
+    *((s, "%H:%M:%S") for s in (1, 2, 5, 10, 15, 30)),
+    *((m * 60, "%H:%M") for m in (1, 2, 5, 10, 15, 30)),
+    *((h * 3600, "%H:%M") for h in (1, 2, 3, 6, 12)),
+    *((d * 86400, "%d %b") for d in (1, 2, 7, 14, 28)),
+)
+LABEL_CHAR_WIDTH = 6.6  # px of one character of an 11 px axis label, generously
+LABEL_GAP = 14.0
+
+
+def _label_width(label: str) -> float:
+    return len(label) * LABEL_CHAR_WIDTH
+
+
+def time_ticks(x0: float, x1: float, plot_width: float) -> list[tuple[float, str]]:
+    """Round UTC times in ``[x0, x1]`` and their labels, the step the smallest that keeps the labels apart at
+    ``plot_width`` px (seconds for a short span, clock time within a day, dates over days; midnight as a date when the
+    span is over a day). A span of zero: that one time; no round time inside: the span's two ends."""
+    if x1 <= x0:
+        return [(x0, time.strftime("%H:%M:%S" if x0 % 60 else "%H:%M", time.gmtime(x0)))]
+    span = x1 - x0
+    for step, form in _TICK_STEPS:
+        ticks = []
+        t = math.ceil(x0 / step) * step
+        while t <= x1:
+            moment = time.gmtime(t)
+            midnight = span > 86400 and step < 86400 and moment.tm_hour == moment.tm_min == 0
+            ticks.append((float(t), time.strftime("%d %b" if midnight else form, moment)))
+            t += step
+        widest = max((_label_width(label) for _, label in ticks), default=0.0)
+        # 1.5 label widths apart: a label at an edge is shifted inside the plot by up to half its width
+        if len(ticks) == 1 or (ticks and step / span * plot_width >= 1.5 * widest + LABEL_GAP):
+            return ticks
+        if not ticks:
+            ends = [(x0, time.strftime(form, time.gmtime(x0))), (x1, time.strftime(form, time.gmtime(x1)))]
+            return ends if 2 * _label_width(ends[0][1]) + LABEL_GAP <= plot_width else ends[:1]
+    return [(x0, time.strftime("%d %b", time.gmtime(x0))), (x1, time.strftime("%d %b", time.gmtime(x1)))]
 
 
 def _svg(chart_id: str, title: str, width: float, height: float, body: Sequence[str]) -> Markup:
@@ -89,16 +125,20 @@ def line_chart(
     width: float = 640,
     height: float = 200,
     y_format: Callable[[float], str] = _percent,
+    x_range: tuple[float, float] | None = None,
 ) -> Markup:
-    """Lines over time (x in Unix seconds, labelled as UTC clock time), over shaded ``bands`` (a range such as a
-    lower and an upper bound); y from 0 to ``y_max`` (the largest value shown, at least a little above zero, when
-    not given)."""
+    """Lines over time (x in Unix seconds, labelled as UTC time with ticks chosen for the span), over shaded
+    ``bands`` (a range such as a lower and an upper bound); y from 0 to ``y_max`` (the largest value shown, at least a
+    little above zero, when not given); x over ``x_range`` (a page's time range) or the points' own span. Dashed
+    references are drawn last, over the lines, so a baseline equal to the MFU stays visible."""
     spans = [(x, lo, hi) for b in bands for x, lo, hi in b.points if lo is not None and hi is not None]
     xs = [x for s in series for x, y in s.points if y is not None] + [x for x, _, _ in spans]
     ys = [y for s in series for _, y in s.points if y is not None] + [r.y for r in references]
     ys += [hi for _, _, hi in spans]
     top = y_max if y_max is not None else nice_top(max([*ys, 1e-9]))
     x0, x1 = (min(xs), max(xs)) if xs else (0.0, 1.0)
+    if x_range is not None and xs:
+        x0, x1 = min(x_range[0], x0), max(x_range[1], x1)
     span = (x1 - x0) or 1.0
     plot_w, plot_h = width - PAD_LEFT - PAD_RIGHT, height - PAD_TOP - PAD_BOTTOM
 
@@ -122,12 +162,29 @@ def line_chart(
             )
         )
     if xs:
-        for x, anchor in ((x0, "start"), (x1, "end")) if x1 > x0 else ((x0, "middle"),):  # one time: one label
+        right = width - PAD_RIGHT
+        for x, label in time_ticks(x0, x1, plot_w):
+            at, half = px(x), _label_width(label) / 2
+            anchor = "middle"
+            if at + half > right:  # a tick at the right edge: its label ends there
+                at, anchor = right, "end"
+            elif at - half < PAD_LEFT:
+                at, anchor = PAD_LEFT, "start"
             body.append(
-                Markup('<text class="axis" x="{0:.1f}" y="{1:g}" text-anchor="{2}">{3} UTC</text>').format(
-                    px(x), height - 6, anchor, _clock(x)
+                Markup('<line class="tick" x1="{0:.1f}" x2="{0:.1f}" y1="{1:g}" y2="{2:g}"/>').format(
+                    px(x), PAD_TOP + plot_h, PAD_TOP + plot_h + 3
                 )
             )
+            body.append(
+                Markup('<text class="axis time" x="{0:.1f}" y="{1:g}" text-anchor="{2}">{3}</text>').format(
+                    at, height - 6, anchor, label
+                )
+            )
+        body.append(
+            Markup('<text class="axis" x="{0:g}" y="{1:g}" text-anchor="end">UTC</text>').format(
+                PAD_LEFT - 6, height - 6
+            )
+        )
     for band in bands:
         for run in _runs(band.points):
             upper = " ".join(f"{'M' if i == 0 else 'L'}{px(x):.1f} {py(hi):.1f}" for i, (x, _, hi) in enumerate(run))
@@ -140,12 +197,6 @@ def line_chart(
                     band.css, upper, lower, band.label
                 )
             )
-    for ref in references:
-        body.append(
-            Markup('<path class="{0}" d="M{1:g} {2:.1f}H{3:g}"><title>{4}: {5}</title></path>').format(
-                ref.css, PAD_LEFT, py(ref.y), width - PAD_RIGHT, ref.label, y_format(ref.y)
-            )
-        )
     for s in series:
         d, pen_down = [], False
         for px_at, value in s.points:
@@ -168,6 +219,12 @@ def line_chart(
                     s.css, px(last_x), py(last_y)
                 )
             )
+    for ref in references:  # last: over the lines
+        body.append(
+            Markup('<path class="{0}" d="M{1:g} {2:.1f}H{3:g}"><title>{4}: {5}</title></path>').format(
+                ref.css, PAD_LEFT, py(ref.y), width - PAD_RIGHT, ref.label, y_format(ref.y)
+            )
+        )
     return _svg(chart_id, title, width, height, body)
 
 
@@ -250,4 +307,4 @@ def bar_list(
     return _svg(chart_id, title, width, max(len(parts), 1) * row_height, body)
 
 
-__all__ = ["Band", "Part", "Reference", "Series", "bar_list", "line_chart", "nice_top", "stacked_bar"]
+__all__ = ["Band", "Part", "Reference", "Series", "bar_list", "line_chart", "nice_top", "stacked_bar", "time_ticks"]

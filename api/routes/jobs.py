@@ -95,6 +95,7 @@ def _public(
         baseline_mfu=baseline.mfu if baseline else None,
         mfu_vs_baseline=mfu / baseline.mfu if baseline and mfu is not None and baseline.mfu > 0 else None,
         parallelism=job.parallelism,
+        software=job.software,
         baseline_signature=signature,
         gpus=gpus,
         history=history,

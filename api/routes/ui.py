@@ -8,17 +8,29 @@ Reads go through the services like the JSON API's, and the same admission rule g
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from collections.abc import Sequence
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import FileResponse, HTMLResponse
 
 from mfumon.api.deps import ContextDep, JobIdPath
 from mfumon.api.errors import NotFoundError
 from mfumon.api.pages import STATIC_DIR, render
-from mfumon.api.pages.cluster import MAX_JOBS_READ, cluster_page
+from mfumon.api.pages.cluster import CLUSTER_TABLES, MAX_JOBS_READ, cluster_page
 from mfumon.api.pages.compare import compare_page
-from mfumon.api.pages.jobs import FILTERS, KINDS, STATUSES, hardware_reason, job_page, list_jobs, mfu_reason
+from mfumon.api.pages.jobs import (
+    FILTERS,
+    JOB_TABLES,
+    JOBS_TABLE,
+    KINDS,
+    STATUSES,
+    hardware_reason,
+    job_page,
+    list_jobs,
+    mfu_reason,
+)
+from mfumon.api.pages.view import PageQuery, QueryError, Table, parse
 from mfumon.api.routes.landing import static_file
 from mfumon.api.schemas._common import ID_PATTERN
 
@@ -33,24 +45,41 @@ def _error(status_code: int, heading: str, message: str) -> HTMLResponse:
     return render("error.html", status_code, status_code=status_code, heading=heading, message=message)
 
 
+def _query(request: Request, tables: Sequence[Table[Any]]) -> PageQuery | HTMLResponse:
+    """The page's range, refresh and sort (:mod:`mfumon.api.pages.view`), or a 422 page naming the values it takes."""
+    params = {k: v[:128] for k, v in request.query_params.items()}
+    try:
+        return parse(request.url.path, params, tables=tables)
+    except QueryError as exc:
+        return _error(422, "Unknown page option", str(exc))
+
+
 @router.get("", response_class=HTMLResponse)
-def read_cluster_page(ctx: ContextDep) -> HTMLResponse:
-    """The cluster at a glance."""
-    return render("cluster.html", **cluster_page(ctx))
+def read_cluster_page(ctx: ContextDep, request: Request) -> HTMLResponse:
+    """The cluster at a glance; ``?range=`` (1h, 6h, 24h, 7d), ``?refresh=`` seconds (0: never), ``?sort=&dir=``."""
+    query = _query(request, CLUSTER_TABLES)
+    if isinstance(query, HTMLResponse):
+        return query
+    return render("cluster.html", **cluster_page(ctx, query))
 
 
 @router.get("/jobs", response_class=HTMLResponse)
 def read_jobs_page(
-    ctx: ContextDep, status: Filter = "", team: Filter = "", pool: Filter = "", kind: Filter = ""
+    ctx: ContextDep, request: Request, status: Filter = "", team: Filter = "", pool: Filter = "", kind: Filter = ""
 ) -> HTMLResponse:
-    """Jobs, filtered by status, team, pool and kind."""
+    """Jobs, filtered by status, team, pool and kind; ``?range=``, ``?refresh=``, ``?sort=&dir=`` as on ``/ui``."""
     filters = {"status": status, "team": team, "pool": pool, "kind": kind}
     for name, allowed in (("status", STATUSES), ("kind", KINDS)):
         if filters[name] and filters[name] not in allowed:
             return _error(422, "Unknown filter value", f"{name} must be one of {', '.join(allowed)} (or empty).")
-    lines, truncated, choices = list_jobs(ctx, filters)
+    query = _query(request, (JOBS_TABLE,))
+    if isinstance(query, HTMLResponse):
+        return query
+    lines, truncated, choices = list_jobs(ctx, filters, query)
     return render(
         "jobs.html",
+        q=query,
+        table=JOBS_TABLE,
         lines=lines,
         truncated=truncated,
         max_jobs=MAX_JOBS_READ,
@@ -62,10 +91,14 @@ def read_jobs_page(
 
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
-def read_job_page(job_id: JobIdPath, ctx: ContextDep) -> HTMLResponse:
-    """One job: MFU over time, waterfall, diagnosis, stragglers, events, baseline."""
+def read_job_page(job_id: JobIdPath, ctx: ContextDep, request: Request) -> HTMLResponse:
+    """One job: MFU over time, waterfall, diagnosis, stragglers, events, baseline; ``?range=`` narrows the charts to
+    the last hour, 6 h, 24 h or 7 d; ``?refresh=`` and ``?sort=&dir=`` as on ``/ui``."""
+    query = _query(request, JOB_TABLES)
+    if isinstance(query, HTMLResponse):
+        return query
     try:
-        context = job_page(ctx, job_id)
+        context = job_page(ctx, job_id, query)
     except NotFoundError:
         return _error(404, "No such job", f"The aggregator has no job {job_id!r}.")
     return render("job.html", **context)

@@ -6,11 +6,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from mfumon.api.deps import ContextDep, invalid_query
-from mfumon.api.errors import InputError
+from mfumon.api.deps import ContextDep, window_bounds
 from mfumon.api.openapi import invalid_when
 from mfumon.api.schemas.usage import UsagePublic
-from mfumon.api.services.usage import TIME_PATTERN, TIME_RULE, parse_time, read_usage
+from mfumon.api.services.usage import TIME_PATTERN, TIME_RULE, read_usage
 
 router = APIRouter(prefix="/v1/usage", tags=["usage"])
 
@@ -25,11 +24,5 @@ def read_window(
 ) -> UsagePublic:
     """The waterfall (GPU-seconds by category), goodput, MFU and job ends of a window, in whole hours."""
     now = ctx.clock()
-    try:
-        start = parse_time(since, now=now, field="since")
-        end = parse_time(until, now=now, field="until") if until is not None else now
-    except InputError as exc:
-        raise invalid_query(exc.field, str(exc), until if exc.field == "until" else since) from None
-    if start >= end:
-        raise invalid_query("since", "since must be before until (default: now)", since)
+    start, end = window_bounds(now, since, until)
     return read_usage(ctx, start, end)

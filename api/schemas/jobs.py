@@ -154,6 +154,14 @@ _LAYOUT_RULE = (
 )
 
 
+#: A job's software fingerprint (issue 59): component -> version, e.g. {"pytorch": "2.5.1", "nccl": "2.21.5",
+#: "driver": "550.54.15", "tag.experiment": "lr-sweep"}; bounded like the reporter bounds it
+#: (mfumon.exporter.job.fingerprint).
+SoftwareKey = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.+-]+$")]
+SoftwareVersion = Annotated[str, Field(min_length=1, max_length=256)]
+Software = Annotated[dict[SoftwareKey, SoftwareVersion], Field(max_length=64)]
+
+
 class JobFields(BaseModel):
     """Metadata fields shared by ``PUT /v1/jobs/{id}`` and job reports; all optional."""
 
@@ -176,6 +184,11 @@ class JobFields(BaseModel):
     kv_cache_dtype: StorageDtype | None = None
     peak_memory_bandwidth_per_gpu: _PEAK_BANDWIDTH | None = None
     slo: SloTargets | None = Field(None, description="serving: latency targets for SLO goodput (inference jobs)")
+    software: Software | None = Field(
+        None,
+        description="the job's software fingerprint, component -> version (python, pytorch, cuda, cudnn, nccl, "
+        "driver, frameworks, container_image, tag.<key> for the user's tags); components sent later are added",
+    )
 
 
 class JobUpdate(JobFields):
@@ -497,6 +510,9 @@ class JobPublic(BaseModel):
         default=None, description="the workload signature the job is compared under (GET /v1/baselines/{signature})"
     )
     slo: dict[str, float] | None = Field(default=None, description="the latency targets the job itself sent")
+    software: dict[str, str] | None = Field(
+        default=None, description="the job's software fingerprint (component -> version), as it sent it"
+    )
     slo_goodput_ratio: float | None = Field(
         default=None,
         description="serving: at least this share of the window's requests met both the TTFT and TPOT targets "

@@ -38,7 +38,7 @@ import httpx
 from mfumon.cli import LISTENING_PREFIX
 from mfumon.exporter.auth import read_token
 from mfumon.exporter.cliopts import add_token_file_option
-from mfumon.exporter.demo.prometheus import DemoPrometheus, PrometheusUnavailable, start_prometheus
+from mfumon.exporter.demo.prometheus import DemoPrometheus, PrometheusUnavailable, shortened_note, start_prometheus
 from mfumon.exporter.demo.simcluster import ClusterSpec, SimJob, SimNode, default_cluster
 from mfumon.exporter.demo.simdcgm import SimDcgmExporter, SimDcgmSource
 from mfumon.exporter.demo.simprofile import PROFILED_JOBS, DemoProfiler
@@ -414,6 +414,7 @@ def _print_banner(url: str, data_dir: Path, prometheus: DemoPrometheus | None) -
     print(f"  aggregator at {url} (data in {data_dir})", flush=True)
     if prometheus is not None:
         print(f"  prometheus: {prometheus.url} (rules loaded; config {prometheus.config_path})", flush=True)
+        print(f"  ({shortened_note()})", flush=True)
     print(f"  metrics:  {url}/metrics\n  API docs: {url}/docs\n  cluster:  {url}/v1/cluster", flush=True)
     print(f"  jobs:     {url}/v1/jobs\n  nodes:    {url}/v1/nodes", flush=True)
 
@@ -438,13 +439,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             url = _wait_listening(log_path, proc)
             if url is None or not _wait_healthy(url, proc):
                 reason = _startup_error(log_path)
+                if "in use" in reason:  # serve's own advice names its settings; the demo's port is --port
+                    reason = reason.partition(": stop what listens")[0]
+                    reason += ": is another mfumon running there? Pick a free port with --port"
                 print(
                     f"mfumon demo: the aggregator could not start on {args.host}:{args.port}: {reason}", file=sys.stderr
                 )
-                if "in use" in reason:
-                    print(
-                        "mfumon demo: is another mfumon running there? Pick a free port with --port.", file=sys.stderr
-                    )
                 return 1
             if args.prometheus:
                 try:

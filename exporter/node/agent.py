@@ -31,6 +31,7 @@ from mfumon.exporter.node.sources.sim import SimIbPorts, SimPort, SimSource
 from mfumon.exporter.node.spool import DiskSpool, MemorySpool, Spool
 from mfumon.exporter.samples import NodeBatch
 from mfumon.exporter.signals import stop_on_signals
+from mfumon.startup import aggregator_url_problem, fail
 
 __all__ = ["build_agent", "build_inference_collector", "main", "open_configured_source", "open_port_reader"]
 
@@ -192,6 +193,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"mfumon exporter: {exc}", file=sys.stderr)
         return 2
+    url_problem = aggregator_url_problem(settings.URL)
+    if url_problem is not None:
+        return fail("mfumon exporter", url_problem, code=2)
     logging.basicConfig(level=settings.LOG_LEVEL, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if getattr(args, "inference.list", False):
         return _list_inference(settings)

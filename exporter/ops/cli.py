@@ -27,6 +27,7 @@ from mfumon.exporter.ops.markdown import render_markdown
 from mfumon.exporter.ops.prices import ENV as PRICES_ENV
 from mfumon.exporter.ops.prices import Prices, parse_prices
 from mfumon.exporter.ops.report import BELOW_BASELINE, TOP_WASTERS, ReportError, fetch_report
+from mfumon.startup import aggregator_url_problem, fail
 
 __all__ = ["build_parser", "main"]
 
@@ -107,6 +108,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         sources = [source_from_url(u) for u in args.url] + (load_clusters(args.clusters) if args.clusters else [])
     except ValueError as exc:
         parser.error(str(exc))
+    for url in [source.url for source in sources] or [os.environ.get("MFUMON_URL", "")]:
+        url_problem = aggregator_url_problem(url)
+        if url_problem is not None:
+            return fail("mfumon report", url_problem, code=2)
     if len(sources) > 1 or args.clusters:
         return _fleet(args, sources, token, prices)
     url = args.url[0] if args.url else os.environ.get("MFUMON_URL", "http://127.0.0.1:8000")

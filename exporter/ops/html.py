@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
+from mfumon.exporter.links import cluster_page_url, job_page_url
 from mfumon.exporter.ops.remediation import Remediation, summary_line
-from mfumon.exporter.ops.report import COMPUTE, Group, JobLine, Report
+from mfumon.exporter.ops.report import COMPUTE, Group, Report
 from mfumon.exporter.ops.svg import stacked_bars
 from mfumon.exporter.ops.text import BLANK, SERVING_NOTE, hours, money, name, pct, serving_columns, wasters_title, when
 
@@ -56,8 +57,9 @@ def _groups(report: Report, groups: Sequence[Group], kind: str) -> str:
     return grid + chart
 
 
-def _job(j: JobLine) -> str:
-    return _code(j.job_id)
+def _job(report: Report, job_id: str) -> str:
+    """The job's id, linked to its page on the aggregator."""
+    return f'<a href="{escape(job_page_url(report.url, job_id))}">{_code(job_id)}</a>'
 
 
 def _code(text: str) -> str:
@@ -82,8 +84,9 @@ def render_html(report: Report) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{escape(title)}</title><style>{CSS}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
-        f'<p class="muted">Aggregator {escape(report.url)}, generated {when(report.generated_at)}; '
-        f"{report.jobs_in_window} jobs ran in the window.</p>",
+        f'<p class="muted">Aggregator {escape(report.url)} (<a href="{escape(cluster_page_url(report.url))}">its '
+        f"cluster page</a>), generated {when(report.generated_at)}; {report.jobs_in_window} jobs ran in the window; "
+        "each job links to its page.</p>",
         '<div class="kpi">' + "".join(f"<div>{escape(k)}<b>{escape(v)}</b></div>" for k, v in kpis) + "</div>",
     ]
     if report.unpriced:
@@ -108,7 +111,7 @@ def render_html(report: Report) -> str:
         cost = report.currency is not None
         rows = [
             [
-                _job(j),
+                _job(report, j.job_id),
                 escape(name(j.team, "")),
                 escape(name(j.pool, "")),
                 hours(j.gpu_hours),
@@ -136,7 +139,14 @@ def render_html(report: Report) -> str:
     out.append(f"<h2>Jobs below baseline (MFU under {pct(report.below_baseline_threshold)} of their workload's)</h2>")
     if report.below_baseline:
         rows = [
-            [_job(j), escape(name(j.team, "")), pct(j.mfu), pct(j.baseline_mfu), pct(j.vs_baseline), escape(j.status)]
+            [
+                _job(report, j.job_id),
+                escape(name(j.team, "")),
+                pct(j.mfu),
+                pct(j.baseline_mfu),
+                pct(j.vs_baseline),
+                escape(j.status),
+            ]
             for j in report.below_baseline
         ]
         out.append(table(["job", "team", "MFU", "baseline", "of baseline", "status"], rows, "--nnn-"))
@@ -147,7 +157,9 @@ def render_html(report: Report) -> str:
         for kind, outcomes in report.ends.items()
     )
     if report.serving:
-        rows = [[_code(cells[0]), *(escape(c) for c in cells[1:])] for cells in (s.cells() for s in report.serving)]
+        rows = [
+            [_job(report, cells[0]), *(escape(c) for c in cells[1:])] for cells in (s.cells() for s in report.serving)
+        ]
         out += [
             "<h2>Serving jobs</h2>",
             f"<p>{escape(SERVING_NOTE)}</p>",
@@ -157,7 +169,7 @@ def render_html(report: Report) -> str:
     if report.failed_jobs:
         rows = [
             [
-                _job(j),
+                _job(report, j.job_id),
                 escape(name(j.team, "")),
                 str(j.failures),
                 str(j.restarts),

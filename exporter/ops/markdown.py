@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from mfumon.exporter.links import cluster_page_url, job_page_url
 from mfumon.exporter.ops.remediation import Remediation, summary_line
 from mfumon.exporter.ops.report import COMPUTE, Group, JobLine, Report
 from mfumon.exporter.ops.text import (
@@ -25,6 +26,11 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]], align: str = "")
     out = ["| " + " | ".join(header) + " |", "| " + " | ".join(marks) + " |"]
     out += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
     return out
+
+
+def _job(report: Report, job_id: str) -> str:
+    """The job's id, linked to its page on the aggregator."""
+    return f"[`{job_id}`]({job_page_url(report.url, job_id)})"
 
 
 def _waste(item: tuple[str, float] | None) -> str:
@@ -57,7 +63,7 @@ def _jobs(report: Report, jobs: Sequence[JobLine]) -> list[str]:
     header += ["cost of waste"] if cost else []
     rows = [
         [
-            f"`{j.job_id}`",
+            _job(report, j.job_id),
             name(j.team, ""),
             name(j.pool, ""),
             hours(j.gpu_hours),
@@ -77,8 +83,8 @@ def render_markdown(report: Report) -> str:
     out = [
         f"# GPU-hours report: {when(report.since)} to {when(report.until)}",
         "",
-        f"Aggregator {report.url}, generated {when(report.generated_at)}. "
-        f"{report.jobs_in_window} jobs ran in the window.",
+        f"Aggregator {report.url} ([cluster page]({cluster_page_url(report.url)})), generated "
+        f"{when(report.generated_at)}. {report.jobs_in_window} jobs ran in the window; each job links to its page.",
         "",
         "## Cluster",
         "",
@@ -108,7 +114,7 @@ def render_markdown(report: Report) -> str:
     out += [f"## Jobs below baseline (MFU under {pct(report.below_baseline_threshold)} of their workload's)", ""]
     if report.below_baseline:
         rows = [
-            [f"`{j.job_id}`", name(j.team, ""), pct(j.mfu), pct(j.baseline_mfu), pct(j.vs_baseline), j.status]
+            [_job(report, j.job_id), name(j.team, ""), pct(j.mfu), pct(j.baseline_mfu), pct(j.vs_baseline), j.status]
             for j in report.below_baseline
         ]
         out += table(["job", "team", "MFU", "baseline", "of baseline", "status"], rows, "llrrrl")
@@ -121,7 +127,7 @@ def render_markdown(report: Report) -> str:
         out.append("")
         rows = [
             [
-                f"`{j.job_id}`",
+                _job(report, j.job_id),
                 name(j.team, ""),
                 str(j.failures),
                 str(j.restarts),
@@ -139,7 +145,7 @@ def render_markdown(report: Report) -> str:
 
 def _serving(report: Report) -> list[str]:
     """Serving jobs: SLO goodput (as bounds) and where their GPU-hours went."""
-    rows = [[f"`{cells[0]}`", *cells[1:]] for cells in (line.cells() for line in report.serving)]
+    rows = [[_job(report, cells[0]), *cells[1:]] for cells in (line.cells() for line in report.serving)]
     return ["## Serving jobs", "", SERVING_NOTE, "", *table(serving_columns(), rows, "lllrllrlrrr")]
 
 

@@ -3,7 +3,8 @@
 Posts ``POST /v1/jobs/{id}/profile`` (a token with the ``profile`` scope when the aggregator requires tokens), then,
 unless ``--no-wait``, polls ``GET /v1/jobs/{id}/profiles`` until a rank's summary arrives and prints the figures:
 communication and exposed communication by parallelism, idle time, tensor-core share, and where each rank's trace is
-kept. The job learns of the request in the answer to its next report, so expect one report interval before it starts.
+kept, and the job's page (``/ui/jobs/{id}``). The job learns of the request in the answer to its next report, so
+expect one report interval before it starts.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any
 import httpx
 
 from mfumon.exporter.auth import add_token_file_option, read_token
+from mfumon.exporter.links import job_page_url
+from mfumon.startup import aggregator_url_problem, fail
 
 __all__ = ["build_parser", "format_profile", "main"]
 
@@ -103,6 +106,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         token = args.token or read_token(args.token_file)
     except (ValueError, OSError) as exc:
         parser.error(str(exc))
+    url_problem = aggregator_url_problem(args.url)
+    if url_problem is not None:
+        return fail("mfumon profile", url_problem, code=2)
     headers = {"User-Agent": "mfumon-profile", **({"Authorization": f"Bearer {token}"} if token else {})}
     path = f"/v1/jobs/{args.job_id}"
     try:
@@ -113,6 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 1
             profile = asked.json()
             print(f"profile {profile['id']} asked of job {args.job_id}: it starts after the job's next report")
+            print(f"job page: {job_page_url(args.url, args.job_id)}")
             if args.no_wait:
                 return 0
             deadline = time.monotonic() + args.wait

@@ -13,7 +13,6 @@ import argparse
 import json
 import logging
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -27,10 +26,12 @@ from mfumon.exporter.auth import read_token
 from mfumon.exporter.cliopts import add_log_level_option, add_token_file_option
 from mfumon.exporter.scheduler.model import Quota, Snapshot
 from mfumon.exporter.signals import stop_on_signals
+from mfumon.startup import aggregator_url_problem, fail, is_debug
 
 __all__ = ["Syncer", "load_quotas", "main"]
 
 logger = logging.getLogger("mfumon.exporter.scheduler")
+PROG = "mfumon scheduler"
 
 
 def load_quotas(path: str | os.PathLike[str]) -> list[Quota]:
@@ -86,6 +87,10 @@ class Syncer:
             self.failures += 1
             logger.warning("reading the scheduler failed, nothing sent: %s", exc)
             return False
+        return self.push(body)
+
+    def push(self, body: dict[str, Any]) -> bool:
+        """Put one snapshot (as JSON) to the aggregator; False (logged) when it failed."""
         try:
             response = self._client.put(f"/v1/scheduler/{self._source}", json=body)
         except httpx.HTTPError as exc:
@@ -183,37 +188,59 @@ def _token(args: argparse.Namespace) -> str | None:
     return read_token(args.token_file)
 
 
+def _unreadable(args: argparse.Namespace, exc: Exception) -> str:
+    """The one line for a scheduler that cannot be read at start: what failed and which setting to fix."""
+    if args.source == "slurm":
+        fix = (
+            "run it where Slurm's commands work (slurm.conf or SLURM_CONF set), "
+            "or point --slurm.squeue/--slurm.sinfo at them"
+        )
+    else:
+        fix = "run it in the cluster or with a kubeconfig that can list pods and nodes"
+    return f"--source {args.source}: cannot read the scheduler: {exc}: {fix}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
+    debug = is_debug(args.log_level)
+    url_problem = aggregator_url_problem(args.url)
+    if url_problem is not None:
+        return fail(PROG, url_problem, code=2)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         quotas = load_quotas(args.quota_file) if args.quota_file else []
         token = _token(args)
         read = _reader(args)
     except (OSError, ValueError) as exc:
-        print(f"mfumon scheduler: {exc}", file=sys.stderr)
-        return 2
+        return fail(PROG, str(exc), debug=debug, code=2)
     except ModuleNotFoundError as exc:
         if (exc.name or "").partition(".")[0] != "lightkube":
             raise
-        print(
-            f"mfumon scheduler: --source {args.source} needs the 'kubernetes' extra (lightkube is not installed): "
+        return fail(
+            PROG,
+            f"--source {args.source} needs the 'kubernetes' extra (lightkube is not installed): "
             "pip install 'mfu-monitor[kubernetes]'",
-            file=sys.stderr,
+            code=2,
         )
-        return 2
     except (ImportError, RuntimeError) as exc:  # API server unreachable
-        print(f"mfumon scheduler: {args.source}: {exc}", file=sys.stderr)
-        return 1
+        return fail(PROG, _unreadable(args, exc), debug=debug)
     syncer = Syncer(read, url=args.url, source=args.name or args.source, token=token, quotas=quotas)
     try:
+        # The first read is the start-up check: a scheduler that cannot be read at all (not configured, commands
+        # missing) is one line and a non-zero exit, not a warning repeated every interval.
+        try:
+            first = syncer.snapshot().as_json()
+        except Exception as exc:
+            return fail(PROG, _unreadable(args, exc), debug=debug)
         if args.dry_run:
-            print(json.dumps(syncer.snapshot().as_json(), indent=1))
+            print(json.dumps(first, indent=1))
             return 0
+        pushed = syncer.push(first)
         if args.once:
-            return 0 if syncer.sync_once() else 1
+            return 0 if pushed else 1
         with stop_on_signals() as stop:
-            syncer.run(args.interval, stop)
+            if not stop.wait(args.interval):
+                syncer.run(args.interval, stop)
         return 0
     finally:
         syncer.close()

@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from mfumon.api.metrics import families
+from mfumon.exporter.demo import prometheus as demo_prometheus
 from mfumon.exporter.demo.cli import run_simulation
 from mfumon.exporter.demo.simcluster import ClusterSpec, default_cluster
 from tests.conftest import stop_process, wait_for_listening
@@ -118,7 +119,7 @@ def unexpected_alerts(firing: list[Mapping[str, str]]) -> list[tuple[str, list[s
 
 #: What :func:`write_shortened_rules` shortens: every alert's `for:`, and the warm-up and not-reporting grace series.
 SHORT_FOR = "2s"
-SHORTENED_SERIES = ("cluster:mfumon_job_warmup_seconds:default", "cluster:mfumon_unreported_grace_seconds:default")
+SHORTENED_SERIES = demo_prometheus.SHORTENED_SERIES
 SHORT_WARMUP_S = 2
 
 WAIT_S = 90.0
@@ -375,20 +376,11 @@ def start_prometheus(work: Path, config: dict[str, Any], *extra_args: str) -> It
 
 def write_shortened_rules(target_dir: Path) -> None:
     """Copy the rule files to `target_dir` with alerts' `for:` and the warm-up shortened, so that a test sees them
-    fire; shared by the live tests, whose Prometheus servers evaluate the copy."""
-    target_dir.mkdir()
-    shortened: list[str] = []
-    for path in sorted(RULES_DIR.glob("*.yml")):
-        data = yaml.safe_load(path.read_text())
-        for group in data["groups"]:
-            group.pop("interval", None)  # the global 1 s
-            for rule in group["rules"]:
-                if "for" in rule:
-                    rule["for"] = SHORT_FOR
-                if rule.get("record") in SHORTENED_SERIES:
-                    rule["expr"] = f"vector({SHORT_WARMUP_S})"
-                    shortened.append(rule["record"])
-        (target_dir / path.name).write_text(yaml.safe_dump(data, sort_keys=False))
+    fire; shared by the live tests, whose Prometheus servers evaluate the copy. The demo's Prometheus shortens them
+    the same way (mfumon.exporter.demo.prometheus), less."""
+    shortened = demo_prometheus.write_shortened_rules(
+        RULES_DIR, target_dir, for_=SHORT_FOR, warmup_seconds=SHORT_WARMUP_S, group_intervals=False
+    )
     assert sorted(shortened) == sorted(SHORTENED_SERIES), "a shortened rule was renamed: update this test"
 
 

@@ -36,7 +36,7 @@ class MfumonTrainerCallback(TrainerCallback):  # type: ignore[misc]
             arguments (world size, bf16/fp16) and the model (parameters, config shape).
         model: overrides what is reported as the model (a `ModelSpec`, dict, HF config or module).
         seq_len: the sequence length; defaults to the width of the first training batch.
-        **reporter_kwargs: passed to `JobReporter` (``job_id``, ``url``, ``name``, ``team``, ...).
+        **reporter_kwargs: passed to `JobReporter` (``job_id``, ``url``, ``name``, ``team``, ``tags``, ...).
     """
 
     def __init__(

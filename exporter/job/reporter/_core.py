@@ -14,17 +14,19 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from types import TracebackType
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from mfumon.exporter.job import fingerprint
 from mfumon.exporter.job.models import ModelSpec, describe_model
 from mfumon.exporter.job.profile import ProfileAgent, ProfileRequest
 from mfumon.exporter.job.reporter import _env
 from mfumon.exporter.job.reporter._client import Delivery, DeliveryStats
 from mfumon.exporter.job.reporter._phases import StepPhases, for_module
 from mfumon.exporter.job.reporter._window import StepWindow
+from mfumon.exporter.links import job_page_url
 from mfumon.mfu import DTYPES
 
 logger = logging.getLogger("mfumon.exporter.job.reporter")
@@ -79,6 +81,10 @@ class JobReporter:
         profile: act on profiles asked of the job (``mfumon profile JOB_ID``): run ``torch.profiler`` for the asked
             steps on the asked ranks and send a summary; every rank's reporter takes part, reporting or not.
         profile_dir: where profile traces are kept (default ``MFUMON_PROFILE_DIR``, else a temporary directory).
+        tags: the user's own labels for the software fingerprint (``{"experiment": "lr-sweep"}``), sent once with
+            the fingerprint the reporter collects (Python, PyTorch, CUDA, cuDNN, NCCL, driver, frameworks, image).
+        software_from: ``"imported"`` (what this process runs: the default) or ``"installed"`` (what is installed
+            beside it: ``mfumon wrap``, whose training runs in a child process).
     """
 
     def __init__(
@@ -109,6 +115,8 @@ class JobReporter:
         step_timing: bool = True,
         profile: bool = True,
         profile_dir: str | os.PathLike[str] | None = None,
+        tags: Mapping[str, str] | None = None,
+        software_from: str = "imported",
     ) -> None:
         if kind not in _KINDS:
             raise ValueError(f"kind must be one of {_KINDS}, got {kind!r}")
@@ -166,7 +174,10 @@ class JobReporter:
         secret = token or _env.read_token(token_file)
         self._delivery = Delivery(self.url, secret, timeout_seconds=timeout_seconds, max_pending=max_pending_reports)
         self._job_path = f"/v1/jobs/{quote(self.job_id, safe='')}"
-        self._delivery.enqueue("PUT", self._job_path, dict(self.metadata))
+        # The software fingerprint goes once, with the job's registration: every probe guarded, nothing imported.
+        probes = fingerprint.IMPORTED if software_from == "imported" else fingerprint.INSTALLED
+        self.software = fingerprint.collect(_tag_pairs(tags), probes=probes)
+        self._delivery.enqueue("PUT", self._job_path, {**self.metadata, "software": self.software})
         if profile:
             delivery, path = self._delivery, f"{self._job_path}/profiles"
             self._profiler = ProfileAgent(
@@ -178,6 +189,10 @@ class JobReporter:
             )
         self._started_at = _env.process_start_time() or time.time()
         self._init_pending = True
+        # Once, from the reporting rank: which id the job reports as and where its page is (W&B's "View run at").
+        # WARNING, because that is what Python shows with no logging set up (the last-resort handler prints the bare
+        # message on stderr) and what `mfumon wrap` shows by default; `wrap -q` or mfumon's logger at ERROR hides it.
+        logger.warning("mfumon: reporting job %s, view it at %s", self.job_id, self.page_url)
         if _env.restart_count() > 0:  # Slurm requeued the job, or torchrun restarted its workers
             self.event("restart")
         atexit.register(self._close_at_exit)
@@ -396,6 +411,11 @@ class JobReporter:
         return None if self._delivery is None else self._delivery.last_response
 
     @property
+    def page_url(self) -> str:
+        """The job's page on the aggregator (``<url>/ui/jobs/<job_id>``)."""
+        return job_page_url(self.url, self.job_id)
+
+    @property
     def profiler(self) -> ProfileAgent | None:
         """This rank's profile agent, or None (``profile=False``, or no http(s) URL): shows whether and as which
         rank this process takes part in profiles, a rank that does not report included."""
@@ -460,6 +480,17 @@ class JobReporter:
         """No step for this long means the job is stuck, not slow: four report intervals or four steps."""
         step = self._window.last_mean_step_seconds or 0.0
         return 4 * max(self.interval_seconds, step)
+
+
+def _tag_pairs(tags: Mapping[str, str] | None) -> list[tuple[str, str]]:
+    """The user's tags, each checked as ``--tag`` checks it; a bad one is logged and left out, never raised."""
+    pairs = []
+    for key, value in (tags or {}).items():
+        try:
+            pairs.append(fingerprint.parse_tag(f"{key}={value}"))
+        except ValueError as exc:
+            logger.warning("mfumon: %s; it is not sent", exc)
+    return pairs
 
 
 def _metadata(**fields: Any) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 
 from mfumon.exporter.cliopts import add_log_level_option, add_token_file_option
+from mfumon.exporter.job import fingerprint
 from mfumon.exporter.job.models import ModelSpec, from_hf_config
 from mfumon.exporter.job.reporter import JobReporter
 from mfumon.exporter.job.reporter._env import default_world_size, read_token
@@ -24,7 +25,8 @@ from mfumon.exporter.job.wrap.explain import explain
 from mfumon.exporter.job.wrap.patterns import RATE_GROUPS, LogParser, ParseContext, compile_user_pattern, to_number
 from mfumon.exporter.job.wrap.proc import run_child
 from mfumon.exporter.job.wrap.relay import Relay
-from mfumon.mfu import DTYPES
+from mfumon.mfu import DTYPES, PeakTable
+from mfumon.startup import aggregator_url_problem, fail
 
 logger = logging.getLogger("mfumon.exporter.job.wrap")
 
@@ -38,6 +40,14 @@ def _whole(text: str) -> int:
     if value < 1 or value != int(value):
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
     return int(value)
+
+
+def _tag(text: str) -> tuple[str, str]:
+    """``key=value`` for ``--tag``."""
+    try:
+        return fingerprint.parse_tag(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _positive(text: str) -> float:
@@ -88,6 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
     job.add_argument("--recompute-activations", action="store_true", default=None, help="full activation recompute")
     for label, meaning in (("name", "a readable name"), ("team", "the owning team"), ("pool", "the GPU pool")):
         job.add_argument(f"--{label}", help=f"the job's label: {meaning}")
+    job.add_argument(
+        "--tag",
+        action="append",
+        type=_tag,
+        default=[],
+        metavar="KEY=VALUE",
+        help="a label of your own for the job's software fingerprint (repeatable), e.g. --tag image=train:v42",
+    )
     model = parser.add_argument_group("model")
     model.add_argument("--model", help="HF config.json (or its folder), or a JSON object of model fields")
     for label in ("params", "active-params"):
@@ -213,6 +231,18 @@ def _lines(log: Iterable[str]) -> Iterator[str]:
         yield from (part for part in re.split(r"[\r\n]", chunk) if part)
 
 
+def _gpu_model_problem(args: argparse.Namespace) -> str | None:
+    """A ``--gpu-model`` the peak table does not know (and no ``--peak-flops-per-gpu``): every MFU would be missing."""
+    if not args.gpu_model or args.gpu_model == "auto" or args.peak_flops_per_gpu is not None:
+        return None
+    if PeakTable().resolve(args.gpu_model) is not None:
+        return None
+    return (
+        f"--gpu-model {args.gpu_model!r} is not a GPU model mfumon knows: give its device name "
+        "(e.g. 'NVIDIA H100 80GB HBM3') or short name (h100-sxm), or its peak with --peak-flops-per-gpu"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``mfumon wrap``: returns the command's exit status (128 + N if killed by signal N)."""
     argv = list(argv or [])
@@ -239,6 +269,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         token = read_token(args.token_file)
     except OSError as exc:
         parser.error(f"cannot read the token file (--token-file or MFUMON_TOKEN_FILE): {exc}")
+    problem = aggregator_url_problem(args.url or os.environ.get("MFUMON_URL")) or _gpu_model_problem(args)
+    if problem is not None:
+        return fail("mfumon wrap", problem, code=2)
     seq_from_command = seq_len_from_command(command)
     seq_len = args.seq_len or (model.seq_len if model else None) or seq_from_command
     if model is not None and seq_len and model.seq_len is None:
@@ -266,6 +299,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         gpus_requested=args.gpus_requested,
         interval_seconds=args.interval,
         profile=False,  # the wrapper reads the job's logs; only a reporter inside the training process can profile
+        tags=dict(args.tag),
+        software_from="installed",  # the training runs in the child: what is installed here is what it runs
     )
     context = ParseContext(
         seq_len=seq_len,

@@ -96,10 +96,12 @@ def open_source(
         source = DcgmSource(dcgm_url, resolver)
         try:
             source.probe()
-        except SourceUnavailable:
+        except SourceUnavailable as exc:
             source.close()
             if kind == "dcgm":
-                raise
+                raise SourceUnavailable(
+                    f"{exc}: start dcgm-exporter there, or point --dcgm.url (MFUMON_DCGM_URL) at it"
+                ) from exc
             raise SourceUnavailable(
                 f"no GPU source found: NVML and amdsmi did not load and no dcgm-exporter answers at {dcgm_url} "
                 "(use --source sim for a simulated node)"

@@ -16,12 +16,15 @@ from pathlib import Path
 from mfumon.exporter.auth import read_token
 from mfumon.exporter.cliopts import add_log_level_option, add_token_file_option
 from mfumon.exporter.scheduler.remediate.aggregator import Aggregator
-from mfumon.exporter.scheduler.remediate.driver import Driver
+from mfumon.exporter.scheduler.remediate.driver import Driver, SchedulerCommandError
 from mfumon.exporter.scheduler.remediate.loop import KILL_ENV, KillSwitch, Remediator, Retry
 from mfumon.exporter.scheduler.remediate.model import Policy
 from mfumon.exporter.signals import stop_on_signals
+from mfumon.startup import aggregator_url_problem, fail, is_debug
 
 __all__ = ["main"]
+
+PROG = "mfumon remediate"
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -123,6 +126,9 @@ def _token(args: argparse.Namespace) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
+    url_problem = aggregator_url_problem(args.url)
+    if url_problem is not None:
+        return fail(PROG, url_problem, code=2)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         policy = Policy(
@@ -149,6 +155,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    try:  # the start-up check: a scheduler that cannot be read at all is one line, not a warning every round
+        driver.read_nodes()
+    except SchedulerCommandError as exc:
+        fix = (
+            "run it where Slurm's commands work (slurm.conf or SLURM_CONF set), or point --slurm.sinfo at them"
+            if args.source == "slurm"
+            else "run it in the cluster or with a kubeconfig that can list nodes"
+        )
+        return fail(
+            PROG, f"--source {args.source}: cannot read the scheduler: {exc}: {fix}", debug=is_debug(args.log_level)
+        )
     aggregator = Aggregator(args.url, token=token)
     remediator = Remediator(
         driver,

@@ -34,8 +34,24 @@ def test_a_latency_keeps_three_digits_in_milliseconds_or_seconds() -> None:
 
 def test_evidence_prints_nested_values_readably() -> None:
     out = fmt.evidence([{"node": "n1", "clock_ratio": 0.612345}], "throttled_gpus")
-    assert out == '<div>node: n1; clock_ratio: <span class="ratio" title="0.6123">61.2 %</span></div>'
+    assert out == '<div>node: n1; clock ratio: <span class="ratio" title="0.6123">61.2 %</span></div>'
     assert ">10.0 %<" in fmt.evidence(0.1, "share_of_step_time")
     assert fmt.evidence(2.4, "gpu_seconds") == fmt.gpu_hours(2.4) and fmt.evidence(8, "gpus") == "8"
     assert ">41.0 %<" in fmt.evidence(0.41, "kv_cache_usage") and ">37.7 %<" in fmt.evidence(0.377, "mbu")
     assert fmt.evidence(0.1, "tpot_target_seconds") == fmt.latency(0.1)  # 100 ms
+
+
+def test_evidence_names_a_gpu_by_index_and_node_and_keys_in_words() -> None:
+    uuid = "GPU-5c0e7f1a-3b2d-4e6f-8a9b-0c1d2e3f4a5b"
+    out = fmt.evidence([{"node": "node-7", "gpu": 3, "uuid": uuid, "clock_ratio": 0.5}], "throttled_gpus")
+    assert out.startswith(f'<div><span title="{uuid}">GPU 3 on node-7</span>; clock ratio: ')
+    assert out.count(uuid) == 1  # only in the title
+    assert fmt.label("share_of_step_time") == "share of step time" and fmt.label("sm_active") == "SM active"
+    assert fmt.label("tensor_active_spread") == "tensor active spread" and "_" not in fmt.label("kv_cache_usage")
+
+
+def test_one_unit_per_column_of_gpu_time() -> None:
+    unit = fmt.gpu_time_unit([24.0, 468.0, None])
+    assert unit == fmt.GPU_HOURS and fmt.gpu_time_unit([24.0, 300.0]) == fmt.GPU_SECONDS
+    assert ">0.01 GPU-h<" in fmt.gpu_time(24.0, unit) and ">0.13 GPU-h<" in fmt.gpu_time(468.0, unit)
+    assert ">24 GPU-s<" in fmt.gpu_time(24.0, fmt.GPU_SECONDS)

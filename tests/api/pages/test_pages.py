@@ -8,6 +8,7 @@ from collections.abc import Callable
 import pytest
 from fastapi.testclient import TestClient
 
+from mfumon.api.pages.findings import CAUSES, RUNBOOK_BASE, cause
 from tests.utils.factories import node_sample, report
 
 READER = "pages-reader-token-0123456789ab"
@@ -55,6 +56,18 @@ def test_a_job_page_shows_mfu_waterfall_and_baseline_with_units(client: TestClie
     assert "comm_exposed" in text and "GPU-s" in text and "tokens/s" in text
     assert client.get("/v1/jobs/run-1/diagnosis").status_code == 200
     assert "/ui/static/ui.css" in _hrefs(text) and client.get("/ui/static/ui.css").status_code == 200
+
+
+def test_a_job_page_lists_its_software_stack_first_and_tags_last(client: TestClient) -> None:
+    software = {"tag.image": "train:v42", "transformers": "4.57.1", "pytorch": "2.5.1", "driver": "550.54.15"}
+    assert client.put("/v1/jobs/sw-page", json={"software": software}).status_code == 200
+    assert client.post("/v1/jobs/sw-page/reports", json=report()).status_code == 200
+    text = client.get("/ui/jobs/sw-page").text
+    rows = re.findall(r"<tr><td><code>([^<]+)</code></td><td><code>([^<]+)</code></td></tr>", text)
+    stack = [("driver", "550.54.15"), ("pytorch", "2.5.1"), ("transformers", "4.57.1"), ("tag.image", "train:v42")]
+    assert rows == stack
+    assert client.post("/v1/jobs/no-sw/reports", json=report()).status_code == 200
+    assert "no software fingerprint" in client.get("/ui/jobs/no-sw").text
 
 
 def test_an_unknown_mfu_is_a_dash_with_the_engines_reason(client: TestClient) -> None:
@@ -161,3 +174,138 @@ def test_the_mfu_chart_draws_the_hardware_estimate_of_each_report(client: TestCl
     chart = text[text.index('id="chart-mfu"') :]
     assert "hardware estimate" in chart and 'class="line s3"' in chart
     assert "hardware estimate now" not in text  # a series over time, not only today's value as a line
+
+
+def _rows(page: str, table: str) -> list[str]:
+    body = page[page.index(f'<table id="{table}">') :]
+    return re.findall(r'<tr><td class="name"><a class="clip" href="([^"]+)"', body[: body.index("</table>")])
+
+
+def test_pages_take_a_range_reload_themselves_and_stop_when_asked(client: TestClient) -> None:
+    assert client.post("/v1/jobs/r-1/reports", json=report(pool="train")).status_code == 200
+    for path in ("/ui", "/ui/jobs", "/ui/jobs/r-1"):
+        page = client.get(path).text
+        assert '<meta http-equiv="refresh" content="60">' in page, path
+        assert 'id="refresh-off"' in page and f'href="{path}?range=6h"' in page, path
+        for span in ("1h", "6h", "24h", "7d"):
+            ranged = client.get(path, params={"range": span, "refresh": 0})
+            assert ranged.status_code == 200, (path, span)
+            assert "http-equiv" not in ranged.text and 'id="refresh-on"' in ranged.text
+            assert f"range={span}" in ranged.text  # the links keep the range
+        bad = client.get(path, params={"range": "3w"})
+        assert bad.status_code == 422 and "1h, 6h, 24h, 7d" in bad.text
+        assert client.get(path, params={"refresh": "soon"}).status_code == 422
+    assert "last hour" in client.get("/ui", params={"range": "1h"}).text
+
+
+def test_tables_sort_by_any_column_server_side(client: TestClient) -> None:
+    for job_id, tps in (("low", 5_000.0), ("high", 40_000.0), ("mid", 20_000.0)):
+        assert client.post(f"/v1/jobs/{job_id}/reports", json=report(tokens_per_second=tps)).status_code == 200
+    page = client.get("/ui/jobs", params={"sort": "jobs.mfu", "dir": "desc"}).text
+    assert _rows(page, "jobs") == ["/ui/jobs/high", "/ui/jobs/mid", "/ui/jobs/low"]
+    assert 'href="/ui/jobs?sort=jobs.mfu&amp;dir=asc"' in page  # the current column's link turns the order round
+    page = client.get("/ui/jobs", params={"sort": "jobs.job", "dir": "asc"}).text
+    assert _rows(page, "jobs") == ["/ui/jobs/high", "/ui/jobs/low", "/ui/jobs/mid"]
+    for column in ("job", "kind", "status", "team", "pool", "gpus", "mfu", "hardware", "goodput", "last"):
+        for direction in ("asc", "desc"):
+            answer = client.get("/ui/jobs", params={"sort": f"jobs.{column}", "dir": direction})
+            assert answer.status_code == 200 and len(_rows(answer.text, "jobs")) == 3, column
+    assert client.get("/ui/jobs", params={"sort": "jobs.nope"}).status_code == 422
+    assert client.get("/ui", params={"sort": "pools.mfu", "dir": "desc"}).status_code == 200
+    assert client.get("/ui/jobs/high", params={"sort": "events.type"}).status_code == 200
+
+
+def test_a_pending_job_says_why_and_for_how_long(client: TestClient) -> None:
+    import time
+
+    now = time.time()
+    body = {
+        "kind": "slurm",
+        "observed_at": now,
+        "jobs": [
+            {
+                "job_id": "waiting",
+                "status": "pending",
+                "gpus_requested": 16,
+                "pool": "train",
+                "submitted_at": now - 7300,
+                "queued_at": now - 7200,
+                "pending_reason": "Resources",
+            },
+        ],
+    }
+    assert client.put("/v1/scheduler/slurm", json=body).status_code == 200
+    page = client.get("/ui/jobs/waiting").text
+    pending = re.search(r'<p class="notice" id="pending">(.*?)</p>', page, re.S)
+    assert pending, page
+    text = re.sub(r"<[^>]+>", "", pending.group(1))
+    assert "Pending for 2.0 h" in text and "queued since" in text and "Resources" in text
+    assert "waiting for free GPUs" in text and "16 GPUs" in text
+
+
+def test_an_over_claim_and_a_failing_check_are_badges_and_findings_read_as_words(client: TestClient) -> None:
+    from tests.api.state.test_cluster_truth import _tokens_per_second_for
+
+    clocks = {"sm_clock_hz": 1485e6, "max_sm_clock_hz": 1980e6}
+    sample = node_sample(8, job_id="bragger", tensor_active=0.20, ecc_uncorrected_total=2, **clocks)
+    assert client.post("/v1/nodes/n1/samples", json=sample).status_code == 200
+    for _ in range(2):
+        body = report(tokens_per_second=_tokens_per_second_for(0.40, 8), step_seconds=2.0, comm_seconds=0.6)
+        assert client.post("/v1/jobs/bragger/reports", json=body).status_code == 200
+    assert client.get("/v1/jobs/bragger").json()["accounting"]["verdict"] == "over_claims"
+    page = client.get("/ui/jobs/bragger").text
+    top = page[: page.index('<div class="cards">')]
+    assert "MFU over-claimed" in top and "Health check failing" in top and "ecc_uncorrectable" in top
+    assert "over-claimed: the hardware contradicts it" in page
+    findings = client.get("/v1/jobs/bragger/diagnosis").json()["findings"]
+    assert findings
+    for finding in findings:
+        assert f'<h3 title="{finding["cause"]}">{cause(finding["cause"]).label} ' in page
+        if cause(finding["cause"]).url:
+            assert f'href="{cause(finding["cause"]).url}"' in page
+    assert "GPU-00000000-aaaa" not in page.replace('title="GPU-', "")  # UUIDs only in titles
+    assert "<dt" in page and not re.search(r"<dt[^>]*>[a-z]+_[a-z_]+</dt>", page)  # no snake_case keys shown
+    assert 'id="goodput-vs-waste"' in page and "goodput 100 % and still waste" in page
+
+
+def test_every_runbook_a_finding_links_exists() -> None:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    for key, (_, alert) in CAUSES.items():
+        assert (root / "deploy" / "runbooks" / f"{alert}.md").is_file(), key
+        assert cause(key).url == f"{RUNBOOK_BASE}{alert}.md"
+    assert cause("exposed_tp_communication").runbook == "MfumonCommRatioHigh"
+    assert cause("something_new").label == "Something new" and cause("something_new").url is None
+
+
+def test_pool_mfu_is_mfumon_reports(client: TestClient) -> None:
+    """The pools table shows the MFU ``mfumon report`` prints for the same window (/v1/usage's pool MFU), and ``—``
+    where it prints its blank: a pool whose GPUs are busy for a job that reports no MFU (a hardware estimate now)
+    has no model FLOPs counted."""
+    import time
+
+    from mfumon.exporter.ops.report import build_report
+    from mfumon.exporter.ops.text import BLANK, pct
+
+    assert client.post("/v1/nodes/n1/samples", json=node_sample(8, job_id="quiet", pool="batch")).status_code == 200
+    assert client.post("/v1/nodes/n2/samples", json=node_sample(8, job_id="talker", pool="train")).status_code == 200
+    for _ in range(3):
+        body = report(pool="train", num_gpus=8, interval_seconds=30, tokens=750_000)
+        del body["tokens_per_second"]
+        assert client.post("/v1/jobs/talker/reports", json=body).status_code == 200
+    snapshot = {p["name"]: p for p in client.get("/v1/cluster").json()["pools"]}
+    assert snapshot["batch"]["mfu"] > 0  # the snapshot's figure, now: the page no longer shows it as pool MFU
+    now = time.time()
+    usage = client.get("/v1/usage", params={"since": "24h"}).json()
+    printed = {p.name: pct(p.mfu) for p in build_report(url="x", usage=usage, jobs=[], generated_at=now).pools}
+    page = client.get("/ui").text
+    pools = page[page.index('<table id="pools">') :]
+    cells = dict(re.findall(r'title="(\w+)">\w+</a></td>\s*<td class="num">(.*?)</td>', pools, re.S))
+    for name in ("batch", "train"):
+        if printed.get(name, BLANK) == BLANK:
+            assert "—" in cells[name] and "%" not in cells[name], name
+        else:
+            mfu = next(p["mfu"] for p in usage["pools"] if p["name"] == name)
+            assert f'title="{mfu:.4f}"' in cells[name], name
+    assert printed.get("batch", BLANK) == BLANK and printed.get("train") not in (None, BLANK)

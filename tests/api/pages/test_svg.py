@@ -4,8 +4,22 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from itertools import pairwise
 
-from mfumon.api.pages.svg import Band, Part, Reference, Series, bar_list, line_chart, nice_top, stacked_bar
+import pytest
+
+from mfumon.api.pages.svg import (
+    LABEL_CHAR_WIDTH,
+    Band,
+    Part,
+    Reference,
+    Series,
+    bar_list,
+    line_chart,
+    nice_top,
+    stacked_bar,
+    time_ticks,
+)
 
 NS = "{http://www.w3.org/2000/svg}"
 
@@ -95,3 +109,47 @@ def test_a_band_fills_between_its_bounds_and_breaks_where_one_is_unknown() -> No
     one = _parse(line_chart("g", "goodput", [], bands=[Band("met", [(5.0, 0.8, 0.9)])], y_max=1.0))
     (single,) = [p for p in one.iter(f"{NS}path") if "band" in p.get("class", "")]
     assert "h2" in single.get("d", "")  # one report: still a visible bar
+
+
+def _time_labels(svg: str) -> list[tuple[float, str, str]]:
+    return [
+        (float(x), anchor, label)
+        for x, anchor, label in re.findall(
+            r'<text class="axis time" x="([\d.]+)" y="[\d.]+" text-anchor="(\w+)">([^<]+)<', svg
+        )
+    ]
+
+
+@pytest.mark.parametrize("span", [0, 4, 90, 600, 3600, 6 * 3600, 86400, 3 * 86400, 7 * 86400, 40 * 86400])
+def test_time_axis_labels_never_overlap_and_fit_the_span(span: float) -> None:
+    start = 1_764_000_000.0 + 17  # not a round time
+    points = [(start, 0.3)] if span == 0 else [(start + span * i / 9, 0.3) for i in range(10)]
+    svg = str(line_chart("c", "t", [Series("mfu", points)]))
+    labels = _time_labels(svg)
+    assert labels and (len(labels) == 1 if span == 0 else len(labels) >= 2), labels
+    boxes = []
+    for x, anchor, label in labels:
+        w = LABEL_CHAR_WIDTH * len(label)
+        left = {"start": x, "middle": x - w / 2, "end": x - w}[anchor]
+        assert left >= 0 and left + w <= 640, (label, left)
+        boxes.append((left, left + w))
+    boxes.sort()
+    assert all(a[1] <= b[0] for a, b in pairwise(boxes)), labels
+    texts = [label for _, _, label in labels]
+    assert all(a != b for a, b in pairwise(texts)), labels  # no "10:18 UTC10:18 UTC"
+    assert svg.count(">UTC<") == 1
+
+
+def test_time_ticks_name_dates_over_days_and_seconds_over_seconds() -> None:
+    assert all(":" not in label for _, label in time_ticks(0, 14 * 86400, 580))
+    assert all(label.count(":") == 2 for _, label in time_ticks(100, 110, 580))
+    assert [label for _, label in time_ticks(3600 * 10 + 18 * 60, 3600 * 10 + 18 * 60, 580)] == ["10:18"]
+
+
+def test_the_dashed_baseline_is_drawn_over_the_lines() -> None:
+    svg = str(
+        line_chart(
+            "c", "t", [Series("mfu", [(0, 0.4), (60, 0.4)])], references=[Reference("baseline", 0.4, "ref base")]
+        )
+    )
+    assert svg.index('class="ref base"') > svg.index('class="line s0"')

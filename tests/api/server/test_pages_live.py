@@ -25,6 +25,7 @@ import httpx
 import pytest
 
 from mfumon.api.pages import fmt
+from mfumon.api.pages.findings import RUNBOOK_BASE, cause
 from mfumon.exporter.demo import cli as demo
 from mfumon.exporter.demo.simcluster import default_cluster
 from tests.api.routes.test_serving_slo import TTFT_LE, histogram, report_with
@@ -151,7 +152,7 @@ def _refs(page: str) -> list[str]:
 
 def _same_origin(base: str, ref: str) -> str | None:
     """The absolute URL of a reference to this server; None for a fragment, data: or mailto:."""
-    if ref.startswith(("#", "data:", "mailto:")):
+    if ref.startswith(("#", "data:", "mailto:", RUNBOOK_BASE)):  # a runbook: a link a person follows, nothing loads
         return None
     url = urljoin(base, ref)
     return url if urlparse(url).netloc == urlparse(base).netloc else "EXTERNAL:" + url
@@ -262,7 +263,8 @@ def test_the_pages_show_the_apis_numbers(demo_server: LiveServer) -> None:
         assert findings
         page = http.get(f"/ui/jobs/{WITH_FINDINGS}").text
         for finding in findings:
-            assert f"<h3>{finding['cause']} " in page and finding["advice"] in html.unescape(page)
+            label = cause(finding["cause"]).label
+            assert f'<h3 title="{finding["cause"]}">{label} ' in page and finding["advice"] in html.unescape(page)
         assert "checkpoint_save" in http.get(f"/ui/jobs/{TRAINING}").text
         serving = http.get(f"/v1/jobs/{SERVING}").json()["serving"]
         page = http.get(f"/ui/jobs/{SERVING}").text
@@ -314,3 +316,51 @@ def test_mfumon_serve_asks_the_pages_for_a_read_token_when_reads_need_one(tmp_pa
         for path in ("/", "/ui", "/ui/jobs", "/ui/compare", "/docs", "/docs/static/swagger-ui.css"):
             assert http.get(path).status_code == 401, path
             assert http.get(path, headers={"authorization": f"Bearer {reader}"}).status_code == 200, path
+
+
+#: the pages people keep open, at a laptop's and a desktop's width (issue 58 #4)
+WIDE_PAGES = {
+    "/ui/jobs": "jobs",
+    f"/ui/jobs/{TRAINING}": "job-training",
+    f"/ui/jobs/{PENDING}": "job-pending",
+    "/ui": "cluster",
+}
+_OVERFLOW = """<script>
+window.addEventListener('load', () => {
+  const out = document.createElement('pre'); out.id = 'overflow';
+  const wide = [...document.querySelectorAll('main *')].filter(e => e.getBoundingClientRect().right > innerWidth + 1)
+    .slice(0, 5).map(e => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right));
+  out.textContent = JSON.stringify({scroll: document.documentElement.scrollWidth, inner: innerWidth, wide});
+  document.body.appendChild(out);
+});
+</script></body>"""
+
+
+@pytest.mark.parametrize("width", [1024, 1400])
+@pytest.mark.parametrize("path", list(WIDE_PAGES))
+def test_pages_fit_1024_and_1400_px_without_horizontal_overflow(
+    demo_server: LiveServer, path: str, width: int, tmp_path: Path
+) -> None:
+    chromium = _chromium()
+    name = f"{WIDE_PAGES[path]}-{width}"
+    url = f"{demo_server.url}{path}{'&' if '?' in path else '?'}refresh=0"
+    page = httpx.get(url, timeout=10).text
+    assert "http-equiv" not in page and 'id="refresh-on"' in page
+    measured = tmp_path / f"{name}.html"
+    measured.write_text(
+        page.replace("<head>", f'<head><base href="{demo_server.url}/">', 1).replace("</body>", _OVERFLOW),
+        encoding="utf-8",
+    )
+    size = f"--window-size={width},2000"
+    dom = _run(chromium, tmp_path / "p1", size, "--virtual-time-budget=5000", "--dump-dom", measured.as_uri()).stdout
+    found = re.search(r'<pre id="overflow">(.*?)</pre>', dom, re.S)
+    assert found, dom[-2000:]
+    layout = json.loads(html.unescape(found.group(1)))
+    assert layout["inner"] == width, layout
+    assert layout["scroll"] <= layout["inner"], layout  # no horizontal scroll, nothing cut
+    shot = tmp_path / f"{name}.png"
+    _run(chromium, tmp_path / "p2", f"--screenshot={shot}", size, url)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    if target := os.environ.get("UI_SCREENSHOTS_DIR"):
+        Path(target).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shot, Path(target) / shot.name)

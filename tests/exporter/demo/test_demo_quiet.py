@@ -24,8 +24,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mfumon.exporter.demo.prometheus import PrometheusUnavailable, find_rules_dir, scrape_config
-from tests.deploy._support import require_tool
+from mfumon.exporter.demo.prometheus import PrometheusUnavailable, find_rules_dir, scrape_config, shortened_note
+from tests.deploy._support import REPO, SIMULATED_ALERTS, require_tool
 
 pytestmark = pytest.mark.slow
 
@@ -104,3 +104,36 @@ def test_the_generated_configuration_passes_promtool(tmp_path: Path) -> None:
 def test_without_rules_the_option_says_where_to_find_them(tmp_path: Path) -> None:
     with pytest.raises(PrometheusUnavailable, match="--prometheus-rules DIR"):
         find_rules_dir(tmp_path)
+
+
+#: docs/getting-started/demo-with-prometheus-and-grafana.md promises it; so does the demo's banner.
+PROMISED_MINUTES = 10
+
+
+def test_every_alert_with_a_case_in_the_demo_fires_within_the_promised_time() -> None:
+    """The demo as a person runs it (its default 5 s interval), its Prometheus with the demo's shortened timings:
+    every alert the simulation has a case for (SIMULATED_ALERTS) fires within the minutes the docs promise."""
+    require_tool("prometheus")
+    page = (REPO / "docs" / "getting-started" / "demo-with-prometheus-and-grafana.md").read_text()
+    assert f"within {PROMISED_MINUTES} minutes" in page and f"within {PROMISED_MINUTES} minutes" in shortened_note()
+    started = time.monotonic()
+    proc = _demo("--prometheus")
+    assert proc.stdout is not None
+    try:
+        banner = [proc.stdout.readline() for _ in range(4)]
+        found = re.search(r"prometheus: (http://127\.0\.0\.1:\d+) ", banner[2])
+        assert found and "shortened" in banner[3], banner
+        prometheus = found.group(1)
+
+        def missing() -> set[str]:
+            alerts = httpx.get(f"{prometheus}/api/v1/alerts", timeout=5).json()["data"]["alerts"]
+            return set(SIMULATED_ALERTS) - {a["labels"]["alertname"] for a in alerts if a["state"] == "firing"}
+
+        left = set(SIMULATED_ALERTS)
+        while left and time.monotonic() - started < PROMISED_MINUTES * 60:
+            time.sleep(5)
+            left = missing()
+        assert not left, f"not firing after {PROMISED_MINUTES} minutes: {sorted(left)}"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import time
@@ -80,10 +81,19 @@ def _hf_run(server: LiveServer, job_id: str, tmp_path: Path, load_seconds: float
     return callback, model
 
 
+def _said_where(caplog: pytest.LogCaptureFixture, server: LiveServer, job_id: str) -> None:
+    """The callback's reporter said once, at WARNING (seen with no logging set up), the job id and its page."""
+    said = [r for r in caplog.records if "view it at" in r.getMessage()]
+    assert [(r.levelno, r.getMessage()) for r in said] == [
+        (logging.WARNING, f"mfumon: reporting job {job_id}, view it at {server.url}/ui/jobs/{job_id}")
+    ]
+
+
 def test_hf_trainer_callback_counts_tokens_from_batch_shape(
-    server: LiveServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    server: LiveServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     callback, model = _hf_run(server, "hf-shape", tmp_path, disable_tqdm=True)
+    _said_where(caplog, server, "hf-shape")
     report = callback.reporter.last_report
     assert report["tokens"] == 6 * BATCH * SEQ and report["step"] == 6  # every step, none lost to warm-up
     assert report["model"]["params"] == count_parameters(model) and report["model"]["seq_len"] == SEQ
@@ -134,7 +144,9 @@ def test_hf_trainer_callback_measures_input_wait(server: LiveServer, tmp_path: P
 @pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning")
 # On a machine with Slurm installed (CI starts one for the scheduler tests) Lightning warns that srun is not used.
 @pytest.mark.filterwarnings("ignore:The `srun` command is available")
-def test_lightning_callback_reports_a_real_fit(server: LiveServer, tmp_path: Path) -> None:
+def test_lightning_callback_reports_a_real_fit(
+    server: LiveServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     torch = pytest.importorskip("torch")
     lightning = pytest.importorskip("lightning")
     from mfumon.exporter.job.integrations import MfumonLightningCallback
@@ -176,6 +188,7 @@ def test_lightning_callback_reports_a_real_fit(server: LiveServer, tmp_path: Pat
         num_sanity_val_steps=0,
     )
     trainer.fit(module, loader, validation)
+    _said_where(caplog, server, "pl-fit")
     report = callback.reporter.last_report
     assert report["tokens"] == 5 * BATCH * SEQ and report["step"] == 5
     # Each batch takes 0.04 s to load; the gaps that held a validation are dropped, not counted as input wait.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import platform
 import re
 import subprocess
 import sys
@@ -77,6 +78,27 @@ def test_reports_and_metadata_reach_the_aggregator(server: LiveServer) -> None:
     assert reporter.stats().pending == 0 and reporter.stats().dropped == 0
 
 
+def test_the_software_fingerprint_reaches_the_job_once_with_its_tags(server: LiveServer) -> None:
+    """Issue 59: the reporter sends what this process runs (here: Python, and PyTorch if the test run imported it)
+    and the user's tags once, with the job's registration; a bad tag is left out, never raised."""
+    reporter = JobReporter(
+        "rep-software",
+        url=server.url,
+        model={"params": 1_000_000},
+        num_gpus=1,
+        interval_seconds=60,
+        rank=0,
+        tags={"experiment": "lr-sweep-3", "bad key": "x"},
+    )
+    _steps(reporter, 2, tokens=128)
+    assert reporter.flush(timeout_seconds=10)
+    software = _job(server, "rep-software")["software"]
+    assert software == reporter.software
+    assert software["python"] == platform.python_version() and software["tag.experiment"] == "lr-sweep-3"
+    assert not [key for key in software if "bad" in key]
+    reporter.close(exit_code=0)
+
+
 def test_background_thread_reports_without_flush(server: LiveServer) -> None:
     reporter = JobReporter("rep-thread", url=server.url, model={"params": 1e6}, num_gpus=1, interval_seconds=0.2)
     _steps(reporter, 3, tokens=100)
@@ -139,6 +161,37 @@ def test_down_aggregator_never_raises_and_keeps_a_bounded_queue(
 
 
 @pytest.mark.slow
+def test_the_job_id_and_its_page_are_said_once_with_no_logging_set_up(server: LiveServer) -> None:
+    """Like W&B's "View run at": one line on stderr, from the reporting rank only, seen without any configuration."""
+    script = textwrap.dedent(
+        f"""
+        from mfumon.exporter.job.reporter import JobReporter
+        for rank in (0, 1):
+            reporter = JobReporter("rep-where", url={server.url + "/"!r}, model={{"params": 1e6}}, rank=rank)
+            reporter.step(10)
+            reporter.close()
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=Path(__file__).parents[3]
+    )
+    assert done.returncode == 0, done.stderr
+    page = f"{server.url}/ui/jobs/rep-where"
+    assert done.stderr.splitlines() == [f"mfumon: reporting job rep-where, view it at {page}"]
+    answer = httpx.get(page)
+    assert answer.status_code == 200 and "rep-where" in answer.text  # the route the line names is the job's page
+
+
+def test_page_urls_are_built_in_one_place() -> None:
+    from mfumon.exporter.links import cluster_page_url, job_page_url
+
+    assert cluster_page_url("http://agg:8000/") == "http://agg:8000/ui"
+    assert job_page_url("http://agg:8000/mfumon/", "vm-255fa61104") == "http://agg:8000/mfumon/ui/jobs/vm-255fa61104"
+    assert job_page_url("http://agg", "123_4.a:b@c+d") == "http://agg/ui/jobs/123_4.a:b@c+d"  # the id alphabet, as is
+    assert job_page_url("http://agg", "a/b c") == "http://agg/ui/jobs/a%2Fb%20c"
+    assert JobReporter("x:1", url="http://agg:8000/", rank=1).page_url == "http://agg:8000/ui/jobs/x:1"
+
+
 def test_buffered_reports_are_sent_once_the_aggregator_is_back(tmp_path: Path, held_port: int) -> None:
     port = held_port
     reporter = JobReporter("rep-back", url=f"http://127.0.0.1:{port}", model={"params": 1e6}, num_gpus=2, start=False)

@@ -61,6 +61,10 @@ def test_output_is_passed_through_byte_for_byte(server: LiveServer, tmp_path: Pa
     assert out == b"plain line\n\xff\xfe not utf-8\r\nprogress 10%\rprogress 20%\rno newline at the end"
     assert b"a warning on stderr\n" in err  # then wrap's own note: no throughput line was recognised
     assert proc.returncode == 0
+    # Said once at start, by default (wrap shows WARNING and above): the job's id and its page.
+    said = [line for line in err.decode().splitlines() if "view it at" in line]
+    assert len(said) == 1, err.decode()
+    assert said[0].endswith(f"mfumon: reporting job wrap-bytes, view it at {server.url}/ui/jobs/wrap-bytes")
     assert httpx.get(f"{server.url}/v1/jobs/wrap-bytes").json()["exit_code"] == 0
 
 

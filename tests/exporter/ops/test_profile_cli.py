@@ -38,6 +38,7 @@ def test_asks_waits_and_prints(live_server: LiveServer, capsys: pytest.CaptureFi
     assert code == 0, out
     exposed = summary["exposed_comm_seconds"] / summary["span_seconds"]
     assert f"exposed {exposed:.1%}" in out and "dp" in out and "rank 0 trace: /scratch/rank0.json.gz" in out
+    assert out.count(f"job page: {live_server.url}/ui/jobs/cli-job\n") == 1  # the page the summary is about
 
 
 @pytest.mark.parametrize("argv", [["j", "--steps", "0"], ["j", "--steps", "21"], ["j", "--ranks", "a,b"]])

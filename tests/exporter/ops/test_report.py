@@ -16,6 +16,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from mfumon.exporter.links import job_page_url
 from mfumon.exporter.ops import cli
 from mfumon.exporter.ops.html import render_html
 from mfumon.exporter.ops.markdown import render_markdown
@@ -105,10 +106,16 @@ def test_the_report_holds_the_apis_figures(week: tuple[TestClient, Clock]) -> No
     for team in rep.teams:
         assert re.search(rf"^\| {team.name} \| {re.escape(hours(team.gpu_hours))} \| ", text, re.M), team.name
     wasters = text.split("## The 4 jobs that wasted most")[1].split("##")[0]
-    assert [m for m in re.findall(r"^\| `([^`]+)`", wasters, re.M)] == [j.job_id for j in rep.top_wasters]
+    linked = re.findall(r"^\| \[`([^`]+)`\]\((\S+)\)", wasters, re.M)  # each job links to its page
+    assert linked == [(j.job_id, job_page_url(rep.url, j.job_id)) for j in rep.top_wasters]
+    assert linked[0][1] == f"{rep.url.rstrip('/')}/ui/jobs/{linked[0][0]}"
+    assert f"([cluster page]({rep.url.rstrip('/')}/ui))" in text
     below = text.split("## Jobs below baseline")[1].split("##")[0]
     assert "`llama-slow`" in below and "`llama-ref`" not in below and pct(rep.below_baseline[0].vs_baseline) in below
-    assert "Jobs ended in failure: **1**" in text and "| `vit-flaky` | vision | 2 | 1 | failure | 1 |" in text
+    assert (
+        "Jobs ended in failure: **1**" in text
+        and f"| [`vit-flaky`]({job_page_url(rep.url, 'vit-flaky')}) | vision | 2 | 1 | failure | 1 |" in text
+    )
     assert "cost" not in text
 
 
@@ -178,7 +185,11 @@ def test_html_is_self_contained_and_renders_its_charts(week: tuple[TestClient, C
     page = render_html(rep)
     # One file: no script, stylesheet, image or font fetched from anywhere.
     assert "<script" not in page and "<link" not in page and "<img" not in page and "@import" not in page
-    assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page)
+    assert not re.search(r"""src\s*=\s*["']?(?:https?:)?//""", page)
+    # Its only addresses are links (followed, never loaded) to the aggregator's pages: the cluster and each job.
+    hrefs = re.findall(r"""href\s*=\s*["']?([^"'\s>]+)""", page)
+    assert hrefs == re.findall(r'<a href="([^"]+)"', page) and len(hrefs) > 1
+    assert all(h.startswith(f"{rep.url.rstrip('/')}/ui") for h in hrefs), hrefs
     measured_page = tmp_path / "measured.html"
     measured_page.write_text(page.replace("</body>", _MEASURE), encoding="utf-8")
     profile = tmp_path / "profile"
@@ -239,7 +250,9 @@ def test_the_cli_prints_markdown_and_writes_html(
     assert "`cli-job`" not in out  # all its time computed: no waste
     target = tmp_path / "week.html"
     assert cli.main(["--url", live_server.url, "--format", "html", "-o", str(target), "--price", "default=2"]) == 0
-    assert target.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    page = target.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and f'<a href="{live_server.url}/ui">its cluster page</a>' in page
+    assert f"([cluster page]({live_server.url}/ui))" in out
 
 
 def test_the_cli_says_what_went_wrong(live_server: Any, capsys: pytest.CaptureFixture[str]) -> None:

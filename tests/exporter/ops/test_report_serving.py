@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from mfumon.exporter.links import job_page_url
 from mfumon.exporter.ops.html import render_html
 from mfumon.exporter.ops.markdown import render_markdown
 from mfumon.exporter.ops.report import fetch_report
@@ -51,9 +52,13 @@ def test_serving_jobs_are_listed_with_their_goodput(client: TestClient) -> None:
     markdown = render_markdown(result)
     assert "## Serving jobs" in markdown
     # 95% within TTFT, 50% within TPOT: at least 45% met both, at most 50%
-    assert "| `slow-chat` | assistants | vllm | 10.00 | 45.0% to 50.0% | 1 s / 0.1 s | 90.0% | yes |" in markdown
+    slow_chat = job_page_url(result.url, "slow-chat")
+    assert (
+        f"| [`slow-chat`]({slow_chat}) | assistants | vllm | 10.00 | 45.0% to 50.0% | 1 s / 0.1 s | 90.0% | yes |"
+        in markdown
+    )
     assert "| 85.0% to 90.0% | 1 s / 0.1 s | 90.0% |" in markdown
     assert "TGI exports no time-to-first-token histogram" in markdown
     html = render_html(result)
-    assert "<h2>Serving jobs</h2>" in html and "<code>slow-chat</code>" in html
+    assert "<h2>Serving jobs</h2>" in html and f'<a href="{slow_chat}"><code>slow-chat</code></a>' in html
     assert "85.0% to 90.0%" in html
