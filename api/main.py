@@ -52,6 +52,7 @@ from mfumon.api.server.admission import Admission, Admit
 from mfumon.api.server.overload import IngestGate, IngestLimit
 from mfumon.api.services.accounting import bill_gpu_states, maintain_hours
 from mfumon.api.services.expiry import expire_silent_jobs
+from mfumon.api.services.regressions import refresh_regressions
 from mfumon.api.services.samples import SampleWriter
 from mfumon.api.state.devices import DeviceResolver
 from mfumon.api.state.notify import ChangeListener, tag_writes
@@ -212,6 +213,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 (settings.EXPIRY_INTERVAL_SECONDS, lambda: expire_silent_jobs(ctx)),
                 (settings.ACCOUNTING_INTERVAL_SECONDS, lambda: bill_gpu_states(ctx)),
                 (HOUR, lambda: maintain_hours(ctx)),
+                (settings.REGRESSIONS_INTERVAL_SECONDS, lambda: refresh_regressions(ctx)),
                 (TRIM_EVERY_S, Trimmer(lambda: ctx.state.forgotten + ctx.renderer.forgotten + _storms(app))),
             ],
         )

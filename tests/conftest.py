@@ -123,7 +123,11 @@ def wait_for_listening(
         time.sleep(0.05)
 
 
-TEST_DEFAULTS = {"MFUMON_MAX_INGEST_QUEUE_SECONDS": "10", "MFUMON_METRICS_MAX_AGE_SECONDS": "0"}
+TEST_DEFAULTS = {
+    "MFUMON_MAX_INGEST_QUEUE_SECONDS": "10",
+    "MFUMON_METRICS_MAX_AGE_SECONDS": "0",
+    "MFUMON_REGRESSIONS_INTERVAL_SECONDS": "2",  # the software comparison within a live test's time
+}
 """Settings every test server starts with unless the test says otherwise (see :func:`launch_server`)."""
 
 

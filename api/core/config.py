@@ -54,6 +54,10 @@ class Settings(BaseSettings):
     # The waste waterfall (README, "Where the GPU-hours go"): how often idle and unreported GPUs are billed (one
     # replica per interval), and how long the hourly GPU-seconds that GET /v1/usage reads are kept.
     ACCOUNTING_INTERVAL_SECONDS: float = Field(default=15.0, gt=0)
+    # Software regressions (issue 59): how often the comparison of jobs before and after each software change is
+    # recomputed for /metrics and the diagnosis, and over how many days of jobs (GET /v1/regressions takes any window).
+    REGRESSIONS_INTERVAL_SECONDS: float = Field(default=300.0, gt=0)
+    REGRESSIONS_WINDOW_DAYS: float = Field(default=30.0, gt=0)
     USAGE_RETENTION_DAYS: float = Field(default=400.0, gt=0)
 
     # Fleet health: an error counter fails its check while it has grown within this window (flapping links,

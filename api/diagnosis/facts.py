@@ -10,6 +10,18 @@ from mfumon.api.state.profiles import ProfileFigures
 
 
 @dataclass(frozen=True, slots=True)
+class RegressionFact:
+    """A software change the fleet comparison called a regression, and this job runs the new version (issue 59)."""
+
+    component: str
+    before: str
+    after: str
+    relative_change: float  # (MFU after - MFU before) / MFU before, < 0
+    confidence: float
+    also_changed: tuple[str, ...] = ()  # "pytorch 2.5.1 -> 2.6.0", ...: other components that changed too
+
+
+@dataclass(frozen=True, slots=True)
 class GpuFacts:
     """One of the job's GPUs as its exporter last reported it, with its health."""
 
@@ -132,6 +144,7 @@ class JobFacts:
     profile: ProfileFigures | None = None  # the job's latest on-demand profile (issue 32)
     engine_estimate: EngineEstimateFacts | None = None  # serving jobs whose engine estimates its own FLOPs
     serving: ServingFacts | None = None  # inference jobs: the engine's view over the diagnosis window
+    regressions: tuple[RegressionFact, ...] = ()  # software changes called regressions whose new version it runs
 
     @property
     def total(self) -> float:

@@ -442,6 +442,34 @@ def below_baseline(facts: JobFacts) -> Finding | None:
     )
 
 
+@applies_to(TRAINING)
+def software_regression(facts: JobFacts) -> Finding | None:
+    """The job runs a software version after which jobs of its signature reach a lower MFU (issue 59): the largest."""
+    if not facts.regressions:
+        return None
+    worst = min(facts.regressions, key=lambda r: r.relative_change)
+    evidence: dict[str, object] = {
+        "component": worst.component,
+        "from_version": worst.before,
+        "to_version": worst.after,
+        "mfu_change": _round(worst.relative_change),
+        "confidence": _round(worst.confidence),
+        "signature": facts.signature,
+    }
+    if worst.also_changed:
+        evidence["also_changed"] = "; ".join(worst.also_changed)
+    advice = (
+        f"Jobs of this workload on {worst.component} {worst.after} reach {abs(worst.relative_change):.0%} less MFU "
+        f"than on {worst.before}. "
+    )
+    if worst.also_changed:
+        advice += (
+            "Other components changed at the same time, so which one costs it is not settled: change one at a time. "
+        )
+    advice += "Roll the component back for this workload, or see GET /v1/regressions for the jobs and intervals."
+    return Finding("software_regression", facts.step_gpu_seconds * abs(worst.relative_change), evidence, advice)
+
+
 @applies_to(TRAINING, INFERENCE)
 def accounting_suspect(facts: JobFacts) -> Finding | None:
     """The reported MFU disagrees with the tensor work the GPUs executed: the numbers above may mislead."""
@@ -490,6 +518,7 @@ RULES: tuple[Rule, ...] = (
     slow_startup,
     stalled,
     below_baseline,
+    software_regression,
     accounting_suspect,
     *PROFILE_RULES,
     *SERVING_RULES,

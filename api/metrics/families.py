@@ -14,6 +14,7 @@ from mfumon.api.metrics.durable import DURABLE_FAMILIES
 from mfumon.api.metrics.health import HEALTH_COUNTER_METRICS, HEALTH_FAMILIES, HEALTH_SUMMARY_FAMILIES, IB_PORT_METRICS
 from mfumon.api.metrics.job import JOB_FAMILIES
 from mfumon.api.metrics.node import COUNTER_METRICS, GPU_FAMILIES, GPU_LINE_METRICS, THROTTLE_GROUPS
+from mfumon.api.metrics.regression import REGRESSION_FAMILIES
 from mfumon.api.metrics.remediation import REMEDIATION_FAMILIES
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "HEALTH_SUMMARY_FAMILIES",
     "IB_PORT_METRICS",
     "JOB_FAMILIES",
+    "REGRESSION_FAMILIES",
     "REMEDIATION_FAMILIES",
     "SUMMARY_FAMILIES",
     "THROTTLE_GROUPS",

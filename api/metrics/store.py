@@ -29,6 +29,7 @@ from mfumon.api.metrics.durable import render_durable
 from mfumon.api.metrics.health import HEALTH_FAMILIES, render_health_summary
 from mfumon.api.metrics.job import JOB_FAMILIES, Chunk, render_job, render_job_gpus
 from mfumon.api.metrics.node import GPU_FAMILIES, GpuLines, render_node
+from mfumon.api.metrics.regression import render_regressions
 from mfumon.api.metrics.remediation import render_remediation
 from mfumon.api.metrics.self_metrics import SelfMetrics, render_self_metrics
 from mfumon.api.state.aggregate import JobAccount, Summary
@@ -296,6 +297,7 @@ class MetricsRenderer:
             visible = [node.name for node in snapshot.nodes]
             parts.append(render_durable(snapshot.counters, jobs=summary.jobs, nodes=visible).encode())
             parts.append(render_remediation(snapshot.counters).encode())
+            parts.append(render_regressions(snapshot.regressions).encode())
             parts.append(render_capacity(snapshot, summary).encode())
         body = b"".join(parts)
         self._self_metrics.last_scrape_duration_seconds = time.perf_counter() - started

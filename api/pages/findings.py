@@ -28,6 +28,7 @@ CAUSES: dict[str, tuple[str, str]] = {
     "stragglers": ("Stragglers", "MfumonJobStraggler"),
     "clock_power_straggler": ("Straggler from clocks or power", "MfumonJobStraggler"),
     "below_baseline": ("MFU below its baseline", "MfumonMFUBelowBaseline"),
+    "software_regression": ("A software change lowered MFU", "MfumonSoftwareRegression"),
     "mfu_accounting_suspect": ("Reported MFU contradicted by the hardware", "MfumonMFUAccountingSuspect"),
     "engine_mfu_disagrees": ("Engine's MFU disagrees with ours", "MfumonMFUAccountingSuspect"),
     "kv_cache_saturated": ("KV cache saturated", "MfumonInferenceKVCacheSaturated"),

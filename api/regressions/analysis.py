@@ -71,8 +71,8 @@ class Change:
     after: str
     verdict: Verdict
     jobs_before: tuple[str, ...]
-    jobs_after: tuple[str, ...]
-    gpu_hours_after: float
+    jobs_after: tuple[str, ...]  # the jobs compared on the new version (those matching the old ones, where enough)
+    gpu_hours_after: float  # of every job of the signature on the new version (the affected ones)
     mfu_before: Estimate | None = None
     mfu_after: Estimate | None = None
     relative_change: float | None = None
@@ -80,6 +80,7 @@ class Change:
     step_seconds_before: float | None = None
     step_seconds_after: float | None = None
     also_changed: tuple[AlsoChanged, ...] = field(default=())
+    affected_jobs: tuple[str, ...] = field(default=())  # every job of the signature on the new version
 
     @property
     def confidence(self) -> float | None:
@@ -144,8 +145,8 @@ def _median(values: Iterable[float | None]) -> float | None:
 def compare(signature: str, component: str, before: str, after: str, runs: Sequence[JobRun]) -> Change:
     """The step ``before -> after`` of `component` among the `runs` of one signature."""
     old = [r for r in runs if r.software.get(component) == before]
-    new = [r for r in runs if r.software.get(component) == after]
-    old, new = _matched(component, old, new)
+    affected = [r for r in runs if r.software.get(component) == after]
+    old, new = _matched(component, old, affected)
     base = {
         "signature": signature,
         "component": component,
@@ -153,7 +154,8 @@ def compare(signature: str, component: str, before: str, after: str, runs: Seque
         "after": after,
         "jobs_before": tuple(r.job_id for r in old),
         "jobs_after": tuple(r.job_id for r in new),
-        "gpu_hours_after": sum(r.gpu_hours for r in new),
+        "gpu_hours_after": sum(r.gpu_hours for r in affected),
+        "affected_jobs": tuple(r.job_id for r in affected),
         "also_changed": _also_changed(component, old, new),
         "step_seconds_before": _median(r.step_seconds for r in old),
         "step_seconds_after": _median(r.step_seconds for r in new),

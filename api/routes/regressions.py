@@ -43,6 +43,7 @@ def public(change: Change) -> RegressionPublic:
         step_seconds_after=change.step_seconds_after,
         jobs_before=list(change.jobs_before),
         jobs_after=list(change.jobs_after),
+        affected_jobs=list(change.affected_jobs),
         gpu_hours_after=change.gpu_hours_after,
         confounded=change.confounded,
         also_changed=[OtherChange(component=a.component, before=a.before, after=a.after) for a in change.also_changed],

@@ -30,6 +30,7 @@ from mfumon.api.pages.jobs import (
     list_jobs,
     mfu_reason,
 )
+from mfumon.api.pages.regressions import regressions_page
 from mfumon.api.pages.view import PageQuery, QueryError, Table, parse
 from mfumon.api.routes.landing import static_file
 from mfumon.api.schemas._common import ID_PATTERN
@@ -102,6 +103,16 @@ def read_job_page(job_id: JobIdPath, ctx: ContextDep, request: Request) -> HTMLR
     except NotFoundError:
         return _error(404, "No such job", f"The aggregator has no job {job_id!r}.")
     return render("job.html", **context)
+
+
+@router.get("/regressions", response_class=HTMLResponse)
+def read_regressions_page(ctx: ContextDep, request: Request) -> HTMLResponse:
+    """Software changes per signature and what they did to MFU (``GET /v1/regressions``); ``?range=`` narrows the
+    window from its default 30 days, ``?refresh=`` as on ``/ui``."""
+    query = _query(request, ())
+    if isinstance(query, HTMLResponse):
+        return query
+    return render("regressions.html", **regressions_page(ctx, query))
 
 
 @router.get("/compare", response_class=HTMLResponse)

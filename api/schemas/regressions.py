@@ -42,8 +42,9 @@ class RegressionPublic(BaseModel):
     step_seconds_before: float | None = Field(description="the median step time of the jobs before")
     step_seconds_after: float | None
     jobs_before: list[str]
-    jobs_after: list[str]
-    gpu_hours_after: float = Field(description="GPU-hours of the jobs on the new version")
+    jobs_after: list[str] = Field(description="the jobs compared on the new version")
+    affected_jobs: list[str] = Field(description="every job of the signature on the new version")
+    gpu_hours_after: float = Field(description="GPU-hours of every job of the signature on the new version")
     confounded: bool = Field(description="other components changed between the two groups too")
     also_changed: list[OtherChange]
     jobs_needed: int = Field(description="jobs each side needs before a change is judged")

@@ -5,6 +5,7 @@ to, is diagnosed from those GPUs alone; an empty diagnosis comes with the reason
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from mfumon.api.accounting import CATEGORIES, Ledger
@@ -13,7 +14,8 @@ from mfumon.api.crud import events as event_crud
 from mfumon.api.crud import jobs as crud
 from mfumon.api.db.tables import JobRow
 from mfumon.api.diagnosis import Finding, GpuFacts, JobFacts, diagnose
-from mfumon.api.diagnosis.facts import EngineEstimateFacts, ServingFacts, ServingIntervalFacts
+from mfumon.api.diagnosis.facts import EngineEstimateFacts, RegressionFact, ServingFacts, ServingIntervalFacts
+from mfumon.api.regressions.analysis import Change
 from mfumon.api.serving import WINDOW_SECONDS, ServingFigures, resolve_targets, serving_waterfall, window_of
 from mfumon.api.state.aggregate import JobAccount, summarize
 from mfumon.api.state.health import THROTTLING
@@ -202,6 +204,7 @@ def job_facts(ctx: AppContext, job_id: str) -> JobFacts | None:
         mfu=mfu,
         baseline_mfu=baseline.mfu if baseline else None,
         signature=signature,
+        regressions=regression_facts(ctx.state.regressions, job.job_id),
         hardware_mfu=account.hardware_mfu if account else None,
         accounting_verdict=verdict,
         accounting_message=message,
@@ -225,3 +228,19 @@ def job_facts(ctx: AppContext, job_id: str) -> JobFacts | None:
 def diagnose_job(ctx: AppContext, job_id: str) -> tuple[JobFacts, list[Finding]] | None:
     facts = job_facts(ctx, job_id)
     return None if facts is None else (facts, diagnose(facts))
+
+
+def regression_facts(changes: Iterable[Change], job_id: str) -> tuple[RegressionFact, ...]:
+    """The regressions the fleet comparison called whose new version this job runs."""
+    return tuple(
+        RegressionFact(
+            component=c.component,
+            before=c.before,
+            after=c.after,
+            relative_change=c.relative_change or 0.0,
+            confidence=c.confidence or 0.0,
+            also_changed=tuple(f"{a.component} {a.before} -> {a.after}" for a in c.also_changed),
+        )
+        for c in changes
+        if c.verdict == "regression" and job_id in c.affected_jobs
+    )

@@ -48,3 +48,10 @@ def read_changes(ctx: AppContext, since: float, until: float) -> list[Change]:
         ).all()
         runs = [run for run in map(job_run, jobs) if run is not None]
     return find_changes(runs)
+
+
+def refresh_regressions(ctx: AppContext) -> None:
+    """Recompute the comparison over the last ``REGRESSIONS_WINDOW_DAYS`` for /metrics and the diagnosis (every
+    ``REGRESSIONS_INTERVAL_SECONDS``, in the maintenance thread; every replica computes the same from the database)."""
+    now = ctx.clock()
+    ctx.state.regressions = tuple(read_changes(ctx, now - ctx.settings.REGRESSIONS_WINDOW_DAYS * 86400, now))

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from mfumon.api.regressions.analysis import Change
 from mfumon.api.state.counters import DurableCounters
 from mfumon.api.state.health import advance
 from mfumon.api.state.pools import PoolMap, PoolsKey, pool_map, pools_key
@@ -41,6 +42,7 @@ class Snapshot:
     sources: tuple[SourceView, ...] = ()  # every scheduler adapter that ever synced, fresh or not
     queue_waits: tuple[HistogramView, ...] = ()
     pools: PoolMap = field(default_factory=PoolMap)  # the fresh adapters' pools (mfumon.api.state.pools)
+    regressions: tuple[Change, ...] = ()  # the software comparison's last result (mfumon.api.regressions)
 
 
 class ClusterState:
@@ -75,6 +77,8 @@ class ClusterState:
         self.health_window_seconds = health_window_seconds
         self._pool_health: dict[str, PoolHealthTotals] = {}
         self.counters = DurableCounters()
+        # The software comparison's last result, replaced whole by the maintenance thread (one assignment: atomic).
+        self.regressions: tuple[Change, ...] = ()
         self.forgotten = 0  # nodes and jobs pruned so far (see mfumon.api.core.memory.Trimmer)
         # Called (outside the lock) with every view taken: the renderer renders it now, not at the next scrape.
         self.on_node: Callable[[NodeView], None] | None = None
@@ -224,6 +228,7 @@ class ClusterState:
             sources=sources,
             queue_waits=queue_waits,
             pools=pools,
+            regressions=self.regressions,
         )
 
     def pools(self, now: float) -> PoolMap:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from html import escape
 
 from mfumon.exporter.links import cluster_page_url, job_page_url
+from mfumon.exporter.ops import software
 from mfumon.exporter.ops.remediation import Remediation, summary_line
 from mfumon.exporter.ops.report import COMPUTE, Group, Report
 from mfumon.exporter.ops.svg import stacked_bars
@@ -184,6 +185,11 @@ def render_html(report: Report) -> str:
         )
     if report.remediation is not None:
         out += _remediation(report.remediation)
+    if report.software is not None:
+        out += ["<h2>Software changes</h2>", f"<p>{escape(report.software.summary)}</p>"]
+        if report.software.changes:
+            cells = [[escape(cell) for cell in row] for row in software.rows(report.software)]
+            out.append(table(software.HEADER, cells, "---nnnnn-"))
     out.append("</body></html>")
     return "\n".join(out) + "\n"
 

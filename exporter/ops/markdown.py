@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from mfumon.exporter.links import cluster_page_url, job_page_url
+from mfumon.exporter.ops import software
 from mfumon.exporter.ops.remediation import Remediation, summary_line
 from mfumon.exporter.ops.report import COMPUTE, Group, JobLine, Report
 from mfumon.exporter.ops.text import (
@@ -140,6 +141,10 @@ def render_markdown(report: Report) -> str:
         out += table(["job", "team", "failures", "restarts", "outcome", "exit code", "lost"], rows, "llrrlrr")
     if report.remediation is not None:
         out += ["", *_remediation(report.remediation)]
+    if report.software is not None:
+        out += ["", "## Software changes", "", report.software.summary]
+        if report.software.changes:
+            out += ["", *table(software.HEADER, software.rows(report.software), "lllrrrrrl")]
     return "\n".join(out) + "\n"
 
 

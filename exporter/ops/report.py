@@ -3,7 +3,8 @@
 Sources: ``GET /v1/usage`` (the window's waterfall, goodput, MFU and ends per cluster, pool and team, from the
 durable hourly counters), ``GET /v1/jobs`` (every job's waterfall, baseline and failures) and, when prices are set,
 ``GET /v1/nodes`` (which devices each pool has, to price its GPU-hours), and ``GET /v1/remediations`` (what
-``mfumon remediate`` did, :mod:`mfumon.exporter.ops.remediation`). A job counts in the window when it ran
+``mfumon remediate`` did, :mod:`mfumon.exporter.ops.remediation`), and ``GET /v1/regressions`` (software changes that
+moved MFU, :mod:`mfumon.exporter.ops.software`). A job counts in the window when it ran
 in it (not ended before it starts); its figures are its lifetime's, since a job's waterfall is kept whole.
 
 A job's *waste* is its allocated GPU-hours outside ``compute``: start-up, checkpoints, evals, work lost to failures,
@@ -21,6 +22,7 @@ import httpx
 
 from mfumon.exporter.ops.prices import Prices
 from mfumon.exporter.ops.remediation import Remediation, summarize_remediations
+from mfumon.exporter.ops.software import SoftwareSection, summarize_changes
 from mfumon.exporter.ops.text import BLANK, bounds, hours, name, pct
 
 HOUR = 3600.0
@@ -193,6 +195,7 @@ class Report:
     unpriced: tuple[str, ...] = field(default=())  # devices seen with no price (their costs are left blank)
     remediation: Remediation | None = None  # None: the aggregator has no remediation audit (older)
     serving: tuple[ServingLine, ...] = field(default=())  # serving jobs, furthest below their objective first
+    software: SoftwareSection | None = None  # None: the aggregator has no software comparison (older)
 
     @property
     def failures(self) -> int:
@@ -263,6 +266,7 @@ def build_report(
     top: int = TOP_WASTERS,
     below: float = BELOW_BASELINE,
     remediations: Sequence[Mapping[str, Any]] | None = None,
+    software_changes: Sequence[Mapping[str, Any]] | None = None,
 ) -> Report:
     """The report of the window ``usage`` covers. Pure: the inputs are the API's JSON answers."""
     prices = prices or Prices()
@@ -314,6 +318,7 @@ def build_report(
         unpriced=tuple(unpriced),
         remediation=summarize_remediations(remediations) if remediations is not None else None,
         serving=tuple(sorted(_serving_lines(jobs, since, until), key=_serving_order)),
+        software=summarize_changes(software_changes) if software_changes is not None else None,
     )
 
 
@@ -392,6 +397,7 @@ def fetch_report(
     jobs = list(_pages(client, "/v1/jobs"))
     nodes = list(_pages(client, "/v1/nodes")) if prices else []
     remediations = _remediations(client, since=float(usage["since"]))
+    software_changes = _software_changes(client, since=float(usage["since"]))
     return build_report(
         url=str(client.base_url),
         usage=usage,
@@ -402,17 +408,30 @@ def fetch_report(
         top=top,
         below=below,
         remediations=remediations,
+        software_changes=software_changes,
     )
+
+
+def _software_changes(client: httpx.Client, *, since: float) -> list[Mapping[str, Any]] | None:
+    """The window's software changes (``GET /v1/regressions``); None from an aggregator without the comparison."""
+    return _optional_list(client, "/v1/regressions", {"since": since}, key="changes")
 
 
 def _remediations(client: httpx.Client, *, since: float) -> list[Mapping[str, Any]] | None:
     """The remediation decisions of the window (the newest 1000); None from an aggregator without the audit."""
+    return _optional_list(client, "/v1/remediations", {"since": since, "limit": 1000}, key="data")
+
+
+def _optional_list(
+    client: httpx.Client, path: str, params: Mapping[str, Any], *, key: str
+) -> list[Mapping[str, Any]] | None:
+    """The list under `key` of ``GET path``, or None where an older aggregator has no such route (404)."""
     try:
-        response = client.get("/v1/remediations", params={"since": since, "limit": 1000})
+        response = client.get(path, params=params)
     except httpx.HTTPError as exc:
         raise ReportError(f"cannot reach the aggregator at {client.base_url}: {exc}") from None
     if response.status_code == 404:
         return None
     if response.status_code >= 400:
-        raise ReportError(f"GET /v1/remediations: {response.status_code}: {_detail(response)}")
-    return list(response.json()["data"])
+        raise ReportError(f"GET {path}: {response.status_code}: {_detail(response)}")
+    return list(response.json()[key])

@@ -10,7 +10,7 @@ import pytest
 
 from mfumon.api.diagnosis import RULES, GpuFacts, JobFacts, RuleSpec, applies_to, diagnose, empty_reason
 from mfumon.api.diagnosis import rules as r
-from mfumon.api.diagnosis.facts import EngineEstimateFacts, ServingFacts, ServingIntervalFacts
+from mfumon.api.diagnosis.facts import EngineEstimateFacts, RegressionFact, ServingFacts, ServingIntervalFacts
 from mfumon.api.diagnosis.kinds import KINDS
 from mfumon.api.diagnosis.reasons import NOTHING_FOUND
 from mfumon.api.schemas._common import Kind
@@ -31,6 +31,7 @@ DECLARED = {
     "slow_startup": {"training", "inference"},
     "stalled": {"training"},  # a server's zero-token interval is idle, not stalled
     "below_baseline": {"training"},
+    "software_regression": {"training"},
     "accounting_suspect": {"training", "inference"},
     **{f"exposed_{g}_communication": {"training"} for g in ("tp", "pp", "dp", "ep", "cp", "other")},
     "waiting_ranks": {"training"},
@@ -53,6 +54,7 @@ TRAINING_ONLY_CAUSES = {
     "lost_progress",
     "stalled",
     "below_baseline",
+    "software_regression",
     "exposed_tp_communication",
     "exposed_ep_communication",
     "ranks_waiting_in_communication",
@@ -166,6 +168,7 @@ def training_trouble(kind: str) -> JobFacts:
         gpus=_gpus(),
         reports_received=0,
         profile=combine(42, 1.7e9, [_profile_summary(rank) for rank in range(4)]),
+        regressions=(RegressionFact("nccl", "2.21.5", "2.23.4", -0.06, 0.999),),
     )
 
 

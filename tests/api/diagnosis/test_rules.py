@@ -9,6 +9,7 @@ import pytest
 
 from mfumon.api.diagnosis import GpuFacts, JobFacts, diagnose
 from mfumon.api.diagnosis import rules as r
+from mfumon.api.diagnosis.facts import RegressionFact
 
 HEALTHY = {"init": 100.0, "checkpoint": 100.0, "data_wait": 200.0, "comm_exposed": 500.0, "compute": 9100.0}
 
@@ -170,3 +171,18 @@ def test_findings_are_ranked_by_gpu_seconds_at_stake() -> None:
     causes = [(f.cause, f.gpu_seconds) for f in diagnose(job)]
     assert [c for c, _ in causes] == ["below_baseline", "exposed_communication", "checkpoint_overhead", "data_loading"]
     assert [s for _, s in causes] == sorted((s for _, s in causes), reverse=True)
+
+
+def test_software_regression_names_the_change_and_what_else_changed() -> None:
+    clean = RegressionFact("nccl", "2.21.5", "2.23.4", -0.06, 0.9999)
+    small = RegressionFact("driver", "550.54.15", "560.35.03", -0.03, 0.995, ("cuda 12.4 -> 12.6",))
+    job = facts(regressions=(small, clean))
+    finding = r.software_regression(job)
+    assert finding is not None and finding.cause == "software_regression"
+    assert finding.evidence["component"] == "nccl" and finding.evidence["mfu_change"] == -0.06  # the largest
+    assert finding.gpu_seconds == pytest.approx(job.step_gpu_seconds * 0.06)
+    assert "2.23.4" in finding.advice and "not settled" not in finding.advice
+    confounded = r.software_regression(facts(regressions=(small,)))
+    assert confounded is not None and confounded.evidence["also_changed"] == "cuda 12.4 -> 12.6"
+    assert "not settled" in confounded.advice
+    assert r.software_regression(facts()) is None

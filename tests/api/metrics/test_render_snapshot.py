@@ -25,6 +25,8 @@ from mfumon.api.metrics import families
 from mfumon.api.metrics.scrapes import ScrapeCache
 from mfumon.api.metrics.self_metrics import SelfMetrics
 from mfumon.api.metrics.store import MetricsRenderer
+from mfumon.api.regressions.analysis import AlsoChanged, Change
+from mfumon.api.regressions.stats import Estimate
 from mfumon.api.schemas.nodes import GpuSample, IbPortSample
 from mfumon.api.server.guard import ConnectionGuard
 from mfumon.api.state.aggregate import summarize
@@ -462,7 +464,32 @@ def _snapshot() -> Snapshot:
             HistogramView("train", "ml", (1, 2, 3, 0, 0, 1, 0, 0, 0, 0, 0, 1), 95_000.0, 8, NOW - 100.0),
             HistogramView("infer", "research", (4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), 88.5, 4, NOW - 100.0),
         ),
+        regressions=_regressions(),
     )
+
+
+def _regressions() -> tuple[Change, ...]:
+    """Issue 59: an NCCL upgrade that cost a signature 6 %, confounded with PyTorch; a driver change that did nothing
+    (not a series)."""
+    sig = "training|llama3-8b|h100-sxm|8|bf16"
+    nccl = Change(
+        sig,
+        "nccl",
+        "2.21.5",
+        "2.23.4",
+        "regression",
+        ("a", "b", "c"),
+        ("d", "e", "f", "g"),
+        128.0,
+        Estimate(0.40, 0.39, 0.41, 0.004, 3),
+        Estimate(0.376, 0.37, 0.382, 0.003, 4),
+        -0.06,
+        0.0001,
+        also_changed=(AlsoChanged("pytorch", "2.5.1", "2.6.0"),),
+        affected_jobs=("d", "e", "f", "g"),
+    )
+    driver = Change(sig, "driver", "550.54.15", "560.35.03", "no_change", ("a", "b", "c"), ("d", "e", "f"), 96.0)
+    return (nccl, driver)
 
 
 def _self_metrics() -> SelfMetrics:

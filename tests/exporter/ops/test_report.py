@@ -23,6 +23,7 @@ from mfumon.exporter.ops.markdown import render_markdown
 from mfumon.exporter.ops.prices import parse_prices
 from mfumon.exporter.ops.report import Report, fetch_report
 from mfumon.exporter.ops.text import hours, money, pct
+from tests.api.routes.test_regressions_api import _job, upgrade_fleet
 from tests.utils.clock import Clock
 from tests.utils.factories import node_sample, report
 
@@ -264,3 +265,22 @@ def test_the_cli_says_what_went_wrong(live_server: Any, capsys: pytest.CaptureFi
         with pytest.raises(SystemExit) as exc:
             cli.main(["--url", live_server.url, *argv])
         assert exc.value.code == 2
+
+
+def test_the_software_section_lists_the_called_changes_regressions_first(make_client: Any) -> None:
+    """Issue 59: the report's software changes are GET /v1/regressions' called ones, largest drop first."""
+    client = make_client()
+    clock = upgrade_fleet(client, driver_jobs=0)
+    for i in range(2):  # two jobs on a new PyTorch: too few to tell
+        _job(client, clock, f"new-torch-{i}", 23_500.0, nccl="2.23.4", pytorch="2.6.0")
+    rep = _report(client, clock)
+    assert rep.software is not None
+    (change,) = rep.software.changes
+    assert (change.verdict, change.component, change.before, change.after) == ("regression", "nccl", "2.21.5", "2.23.4")
+    assert change.relative_change == pytest.approx(-0.06, abs=0.003) and change.jobs_after == 4
+    assert rep.software.undecided == 1
+    text = render_markdown(rep)
+    section = text.split("## Software changes")[1]
+    assert "1 software change(s) moved MFU beyond the noise (1 regression(s)); 1 more had too few jobs" in section
+    assert re.search(r"^\| regression \| nccl \| 2.21.5 -> 2.23.4 \| -6.0 % \|", section, re.M)
+    assert "<h2>Software changes</h2>" in render_html(rep)
