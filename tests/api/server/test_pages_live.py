@@ -324,6 +324,7 @@ WIDE_PAGES = {
     f"/ui/jobs/{TRAINING}": "job-training",
     f"/ui/jobs/{PENDING}": "job-pending",
     "/ui": "cluster",
+    "/ui/regressions": "regressions",
 }
 _OVERFLOW = """<script>
 window.addEventListener('load', () => {
