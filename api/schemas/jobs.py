@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from mfumon.api.schemas._common import (
     MAX_TOKENS_PER_SECOND,
@@ -157,9 +167,24 @@ _LAYOUT_RULE = (
 #: A job's software fingerprint (issue 59): component -> version, e.g. {"pytorch": "2.5.1", "nccl": "2.21.5",
 #: "driver": "550.54.15", "tag.experiment": "lr-sweep"}; bounded like the reporter bounds it
 #: (mfumon.exporter.job.fingerprint).
-SoftwareKey = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.+-]+$")]
+SOFTWARE_KEY = re.compile(r"^[A-Za-z0-9_.+-]{1,64}$")
 SoftwareVersion = Annotated[str, Field(min_length=1, max_length=256)]
-Software = Annotated[dict[SoftwareKey, SoftwareVersion], Field(max_length=64)]
+
+
+def _software_keys(value: dict[str, str]) -> dict[str, str]:
+    bad = sorted(key for key in value if not SOFTWARE_KEY.match(key))
+    if bad:
+        raise ValueError(f"component names are 1 to 64 of A-Z a-z 0-9 _ . + -, got {bad[:3]}")
+    return value
+
+
+# The keys' rule is stated as ``propertyNames`` (what a client, and Schemathesis, reads) and checked by a validator:
+# a constrained dict key would become ``patternProperties``, which lets any other key through in JSON Schema.
+Software = Annotated[
+    dict[str, SoftwareVersion],
+    Field(max_length=64, json_schema_extra={"propertyNames": {"pattern": SOFTWARE_KEY.pattern}}),
+    AfterValidator(_software_keys),
+]
 
 
 class JobFields(BaseModel):

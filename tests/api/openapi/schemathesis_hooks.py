@@ -154,13 +154,13 @@ def _label(value: Any) -> Any:
     return value.strip(BLANKS) if isinstance(value, str) else value
 
 
-def _usage(query: dict[str, Any]) -> None:
-    """invalid_when on GET /v1/usage: `since` before `until` (or now)."""
+def _usage(query: dict[str, Any], default_since: str = "7d") -> None:
+    """invalid_when on GET /v1/usage and GET /v1/regressions (default since 30d): `since` before `until` (or now)."""
 
     def start_end() -> tuple[float, float]:
         now = time.time()
         until = query.get("until")
-        return parse_time(str(query.get("since", "7d")), now=now, field="since"), (
+        return parse_time(str(query.get("since", default_since)), now=now, field="since"), (
             now if until is None else parse_time(str(until), now=now, field="until")
         )
 
@@ -262,6 +262,8 @@ def map_case(context: HookContext, case: Case) -> Case:
         _scheduler(body)
     elif operation == "GET /v1/usage" and query is not None:
         _usage(query)
+    elif operation == "GET /v1/regressions" and query is not None:
+        _usage(query, default_since="30d")
     elif operation == "GET /metrics" and query is not None:
         _metrics(query)
     return case
