@@ -21,6 +21,10 @@ REGRESSION_FAMILIES = declare(
         "beyond the noise (verdict regression or improvement).",
     ),
     gauge("regression_mfu_after_ratio", "Mean MFU of the same signature's jobs on the new version."),
+    gauge(
+        "regression_mfu_change_ratio",
+        "MFU after / MFU before for a called change: below 1 a regression, above 1 an improvement (the alert's value).",
+    ),
     gauge("regression_confidence_ratio", "1 - the p-value of Welch's t-test of the two groups' mean MFU."),
     gauge("regression_jobs", "Jobs of the signature on the new version (the affected jobs)."),
     gauge("regression_gpu_seconds", "GPU-seconds of the affected jobs in the compared window."),
@@ -46,6 +50,7 @@ def render_regressions(changes: Iterable[Change]) -> str:
         values = {
             "mfumon_regression_mfu_before_ratio": before.mean if before else None,
             "mfumon_regression_mfu_after_ratio": after.mean if after else None,
+            "mfumon_regression_mfu_change_ratio": after.mean / before.mean if before and after and before.mean else None,
             "mfumon_regression_confidence_ratio": change.confidence,
             "mfumon_regression_jobs": float(len(change.affected_jobs)),
             "mfumon_regression_gpu_seconds": change.gpu_hours_after * 3600.0,

@@ -27,6 +27,8 @@ def test_a_regression_is_a_series_with_its_versions_and_a_harmless_change_is_not
     before = metric_value(text, "mfumon_regression_mfu_before_ratio", **labels)
     after = metric_value(text, "mfumon_regression_mfu_after_ratio", **labels)
     assert before is not None and after is not None and after / before == pytest.approx(0.94, abs=0.003)
+    change = metric_value(text, "mfumon_regression_mfu_change_ratio", **labels)
+    assert change == pytest.approx(after / before)  # the interface's one-number view, the alert's value
     assert metric_value(text, "mfumon_regression_jobs", **labels) == 8  # every job on the new NCCL
     assert metric_value(text, "mfumon_regression_confounded", **labels) == 0
     assert metric_value(text, "mfumon_regression_confidence_ratio", **labels) > 0.99
