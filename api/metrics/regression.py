@@ -47,10 +47,11 @@ def render_regressions(changes: Iterable[Change]) -> str:
             ]
         )
         before, after = change.mfu_before, change.mfu_after
+        ratio = after.mean / before.mean if before and after and before.mean else None
         values = {
             "mfumon_regression_mfu_before_ratio": before.mean if before else None,
             "mfumon_regression_mfu_after_ratio": after.mean if after else None,
-            "mfumon_regression_mfu_change_ratio": after.mean / before.mean if before and after and before.mean else None,
+            "mfumon_regression_mfu_change_ratio": ratio,
             "mfumon_regression_confidence_ratio": change.confidence,
             "mfumon_regression_jobs": float(len(change.affected_jobs)),
             "mfumon_regression_gpu_seconds": change.gpu_hours_after * 3600.0,
