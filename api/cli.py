@@ -110,6 +110,20 @@ def peaks_problem(path: str | os.PathLike[str] | None) -> str | None:
     return None
 
 
+def prices_problem(path: str | os.PathLike[str] | None) -> str | None:
+    """Why the price list ``MFUMON_PRICES_FILE`` cannot be used, or None."""
+    if path is None:
+        return None
+    from mfumon.api.services.prices import read_prices_file
+
+    try:
+        read_prices_file(path)
+    except (OSError, ValueError) as exc:
+        reason = " ".join(str(exc).split())
+        return f"MFUMON_PRICES_FILE='{path}': {reason}: fix the file or unset MFUMON_PRICES_FILE"
+    return None
+
+
 def main(argv: Sequence[str]) -> int:
     args = _parser().parse_args(argv)
     overrides: dict[str, object] = {}
@@ -146,7 +160,11 @@ def main(argv: Sequence[str]) -> int:
         )
     # Every setting that can stop the start is checked before "listening on" is said: a database that cannot be
     # used, or a peak table that cannot be read, is one line here rather than a traceback after it.
-    problem = database_problem(settings.DATABASE_URL) or peaks_problem(settings.PEAKS_FILE)
+    problem = (
+        database_problem(settings.DATABASE_URL)
+        or peaks_problem(settings.PEAKS_FILE)
+        or prices_problem(settings.PRICES_FILE)
+    )
     if problem is not None:
         sock.close()
         return fail(PROG, problem, debug=debug)

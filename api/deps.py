@@ -87,6 +87,8 @@ RemediationWriter = Annotated[Principal, Depends(_require("remediate"))]
 """Records ``mfumon remediate``'s decisions: a token with the ``remediate`` scope (never team-limited)."""
 ProfileRequester = Annotated[Principal, Depends(_require("profile"))]
 """Asks a running job for a profile: a token with the ``profile`` scope (team-limited like job writes)."""
+PricesWriter = Annotated[Principal, Depends(_require("prices"))]
+"""Sets the price list every team's cost is computed with: a token with the ``prices`` scope (never team-limited)."""
 IngestAuth = Depends(_require("jobs"))
 """For ``dependencies=[...]`` on a job write that needs no principal; prefer :data:`JobWriter`."""
 

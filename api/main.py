@@ -31,6 +31,7 @@ from mfumon.api.middleware import (
 )
 from mfumon.api.routes import (
     baselines,
+    chargeback,
     cluster,
     compare,
     diagnosis,
@@ -40,6 +41,7 @@ from mfumon.api.routes import (
     landing,
     metrics,
     nodes,
+    prices,
     profiles,
     regressions,
     remediations,
@@ -52,6 +54,7 @@ from mfumon.api.server.admission import Admission, Admit
 from mfumon.api.server.overload import IngestGate, IngestLimit
 from mfumon.api.services.accounting import bill_gpu_states, maintain_hours
 from mfumon.api.services.expiry import expire_silent_jobs
+from mfumon.api.services.prices import load_prices
 from mfumon.api.services.regressions import refresh_regressions
 from mfumon.api.services.samples import SampleWriter
 from mfumon.api.state.devices import DeviceResolver
@@ -200,6 +203,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             ctx.listener.start()  # LISTEN, then load: nothing committed in between is missed
         else:
             ctx.refresher.load()
+        load_prices(ctx)  # the file's list, stored when it differs from the one in effect
         app.state.ctx = ctx
         ctx.self_metrics.connections = getattr(app.state, "connection_guard", None)  # set by mfumon serve
         rendering = asyncio.create_task(ctx.renderer.keep_rendering(ctx.state.node))
@@ -281,6 +285,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         cluster,
         usage,
         regressions,
+        prices,
+        chargeback,
         scheduler,
         remediations,
         metrics,

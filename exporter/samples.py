@@ -17,16 +17,22 @@ __all__ = [
     "COUNTER_FIELDS",
     "HEALTH_COUNTS",
     "LINK_FIELDS",
+    "MAX_SOFTWARE",
+    "MAX_SOFTWARE_VERSION",
     "SHARE_METHODS",
+    "SOFTWARE_COMPONENT",
+    "SOFTWARE_VERSION",
     "TENSOR_PRECISION_FIELDS",
     "THROTTLE_REASONS",
     "GpuSample",
     "IbPortSample",
     "JobShare",
     "NodeBatch",
+    "SoftwareEntry",
     "count_up",
     "decode_record",
     "sanitize_id",
+    "software_entries",
 ]
 
 #: Fleet health (issue 15): error counts that cost MFU on *some* nodes (integers), 0/1 flags, and energy.
@@ -280,6 +286,43 @@ class IbPortSample:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
 
 
+#: The node's software its agent reports beside the samples (issue 59): the GPU driver, the CUDA version that driver
+#: supports, each distinct VBIOS. Bounded as the aggregator bounds it (``software`` of
+#: ``POST /v1/nodes/{node}/samples``): at most `MAX_SOFTWARE` entries, each (component, version) once; a component of
+#: lower-case letters, digits, ``.``, ``_``, ``-``; a version of printable ASCII, no blank at either end, at most
+#: `MAX_SOFTWARE_VERSION` characters.
+SOFTWARE_COMPONENT = r"^[a-z0-9][a-z0-9._-]{0,31}$"
+SOFTWARE_VERSION = r"^[!-~](?:[ -~]*[!-~])?$"
+MAX_SOFTWARE = 16
+MAX_SOFTWARE_VERSION = 64
+_SOFTWARE_COMPONENT = re.compile(SOFTWARE_COMPONENT)
+_NOT_PRINTABLE = re.compile(r"[^ -~]")
+
+
+@dataclass(frozen=True, slots=True)
+class SoftwareEntry:
+    """One component of a node's software and its version, e.g. ``("driver", "550.54.15")``, ``("vbios", ...)``."""
+
+    component: str
+    version: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"component": self.component, "version": self.version}
+
+
+def software_entries(pairs: Iterable[tuple[str, Any]]) -> tuple[SoftwareEntry, ...]:
+    """``(component, version)`` pairs as the aggregator takes them: a version made text (bytes decoded), its
+    characters outside printable ASCII dropped, stripped and cut to `MAX_SOFTWARE_VERSION`; an empty version or a
+    component outside the rule left out; each pair once, in order, at most `MAX_SOFTWARE`."""
+    out: dict[tuple[str, str], SoftwareEntry] = {}
+    for component, raw in pairs:
+        text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+        version = _NOT_PRINTABLE.sub("", text).strip()[:MAX_SOFTWARE_VERSION].rstrip()
+        if version and _SOFTWARE_COMPONENT.match(component) and len(out) < MAX_SOFTWARE:
+            out.setdefault((component, version), SoftwareEntry(component, version))
+    return tuple(out.values())
+
+
 @dataclass(frozen=True, slots=True)
 class NodeBatch:
     """One collection cycle of one node: what one ``POST /v1/nodes/{node}/samples`` carries."""
@@ -289,14 +332,20 @@ class NodeBatch:
     gpus: tuple[GpuSample, ...]
     pool: str | None = None
     ib_ports: tuple[IbPortSample, ...] | None = None  # None: the node has no RDMA devices (or none are read)
+    # The driver and firmware the source reads (issue 59), sent with every batch: the aggregator keeps the last one
+    # and stores it only when it changed. None or empty: the source reads none (left out of the body).
+    software: tuple[SoftwareEntry, ...] | None = None
 
     def body(self) -> dict[str, Any]:
-        """The request body (interface: ``timestamp``, optional ``pool``, ``gpus``; optional ``ib_ports``)."""
+        """The request body (interface: ``timestamp``, optional ``pool``, ``gpus``; optional ``ib_ports`` and
+        ``software``)."""
         out: dict[str, Any] = {"timestamp": self.timestamp, "gpus": [g.to_json() for g in self.gpus]}
         if self.pool is not None:
             out["pool"] = self.pool
         if self.ib_ports is not None:
             out["ib_ports"] = [p.to_json() for p in self.ib_ports]
+        if self.software:
+            out["software"] = [entry.to_json() for entry in self.software]
         return out
 
     def encode(self) -> bytes:

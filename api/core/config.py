@@ -148,6 +148,9 @@ class Settings(BaseSettings):
     IN_PLACE: bool = True
     LOG_REPEATS_PER_MINUTE: int = Field(default=10, ge=1)  # the same log line more often than this is counted
     PEAKS_FILE: Path | None = None
+    # Prices (issue 60): a YAML or JSON price list (mfumon.api.schemas.prices.PricesIn) stored at start-up when it
+    # differs from the one in effect; PUT /v1/prices (scope "prices") changes it at run time. History is kept.
+    PRICES_FILE: Path | None = None
     LOG_LEVEL: str = "INFO"
 
     @field_validator("DATABASE_URL")

@@ -18,6 +18,8 @@ everything, as every token could before scopes existed. Scopes:
   have it;
 - ``profile``: ask a running job for a profile (``POST /v1/jobs/{id}/profile``); the job's own summaries come in with
   ``jobs``. With ``teams=`` (beside ``jobs``), only jobs of those teams.
+- ``prices``: set the price list (``PUT /v1/prices``) that every team's cost is computed with, so a token limited to
+  teams cannot have it.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any
 
 from mfumon.api.errors import ForbiddenError, InsecureConfigError, TokenConfigError
 
-SCOPES: tuple[str, ...] = ("nodes", "jobs", "scheduler", "read", "baselines", "remediate", "profile")
+SCOPES: tuple[str, ...] = ("nodes", "jobs", "scheduler", "read", "baselines", "remediate", "profile", "prices")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -111,6 +113,8 @@ def parse_token_line(line: str, default_name: str) -> Token | None:
         raise TokenConfigError(f"token {name}: a baseline is shared by every team; a token with teams= cannot pin one")
     if teams is not None and "remediate" in scopes:
         raise TokenConfigError(f"token {name}: remediation acts on nodes of every team; it cannot have teams=")
+    if teams is not None and "prices" in scopes:
+        raise TokenConfigError(f"token {name}: prices apply to every team's cost; a token with teams= cannot set them")
     return Token(Principal(name, frozenset(scopes), teams), secret.encode())
 
 

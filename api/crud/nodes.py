@@ -2,18 +2,21 @@
 
 A node row holds the node's newest sample (the push's body, as received). The upsert is correct whatever order writes
 arrive in, from one process or several: an older sample never replaces a newer one (``CASE`` on the sample
-timestamp), ``samples_received`` adds each writer's count in SQL, and ``last_seen_at`` only moves forward.
+timestamp), ``samples_received`` adds each writer's count in SQL, and ``last_seen_at`` only moves forward. The node's
+software (its driver and firmware, issue 59) is bound only when it changed: NULL, the usual value, keeps the stored
+one, so the column costs a flush one NULL per node and the row's update stays the in-place update it was.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Table, bindparam, case, func, select
+from sqlalchemy import JSON, Table, Text, bindparam, case, cast, func, null, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -39,10 +42,20 @@ class NodeWrite:
     last_sample_timestamp: float
     last_seen_at: float
     samples: int
+    software: list[dict[str, str]] | None = None  # the node's software when it changed, else None: the stored one stays
 
 
 # In the table's order, which is the order SQLite's compiled upsert takes them in (no reordering per row).
-_COLUMNS = ("name", "pool", "last_seen_at", "last_sample_timestamp", "samples_received", "updated_at", "sample")
+_COLUMNS = (
+    "name",
+    "pool",
+    "last_seen_at",
+    "last_sample_timestamp",
+    "samples_received",
+    "updated_at",
+    "sample",
+    "software",
+)
 
 
 @functools.cache
@@ -51,9 +64,13 @@ def _upsert(dialect: str) -> Any:
     sent as one binary array per column and unnested in the server (see upsert_nodes)."""
     stmt: Any
     if dialect == "postgresql":
-        arrays = [bindparam(c, type_=BinaryArray(_NODES.c[c].type)) for c in _COLUMNS]
+        # The software goes as text (JSON written by _values) and becomes json in the server, as the sample does not
+        # need to: psycopg has no binary dumper for an array of JSON documents.
+        types = {c: Text() if c == "software" else _NODES.c[c].type for c in _COLUMNS}
+        arrays = [bindparam(c, type_=BinaryArray(types[c])) for c in _COLUMNS]
         rows = func.unnest(*arrays).table_valued(*_COLUMNS).render_derived()
-        stmt = postgresql.insert(_NODES).from_select(list(_COLUMNS), select(*(rows.c[c] for c in _COLUMNS)))
+        values = [cast(rows.c[c], JSON) if c == "software" else rows.c[c] for c in _COLUMNS]
+        stmt = postgresql.insert(_NODES).from_select(list(_COLUMNS), select(*values))
     else:
         stmt = sqlite.insert(_NODES)
     new, old = stmt.excluded, _NODES.c
@@ -71,11 +88,13 @@ def _upsert(dialect: str) -> Any:
             "last_seen_at": case((new.last_seen_at > old.last_seen_at, new.last_seen_at), else_=old.last_seen_at),
             "samples_received": old.samples_received + new.samples_received,
             "updated_at": new.updated_at,
+            # Only a newer sample's, and only when it brought one (NULL: unchanged, keep the stored list).
+            "software": case((newer & new.software.is_not(None), new.software), else_=old.software),
         },
     )
 
 
-# SQLite (3.32+) binds at most 32,766 values a statement; 500 rows of 7 values is well under that, and cost less CPU
+# SQLite (3.32+) binds at most 32,766 values a statement; 500 rows of 8 values is well under that, and cost less CPU
 # per row than 2,000 or 8,000 rows a statement when measured side by side.
 _SQLITE_ROWS_PER_STATEMENT = 500
 
@@ -109,13 +128,29 @@ def _sqlite_upsert(session: Session, rows: Sequence[tuple[Any, ...]]) -> None:
 
 
 def _values(writes: Sequence[NodeWrite], now: float) -> list[tuple[Any, ...]]:
-    """Each write's values in :data:`_COLUMNS` order, stamped ``now`` (``updated_at``)."""
-    return [(w.name, w.pool, w.last_seen_at, w.last_sample_timestamp, w.samples, now, w.sample) for w in writes]
+    """Each write's values in :data:`_COLUMNS` order, stamped ``now`` (``updated_at``); the software as JSON text."""
+    return [
+        (
+            w.name,
+            w.pool,
+            w.last_seen_at,
+            w.last_sample_timestamp,
+            w.samples,
+            now,
+            w.sample,
+            None if w.software is None else json.dumps(w.software, separators=(",", ":")),
+        )
+        for w in writes
+    ]
 
 
 def node_rows(writes: Sequence[NodeWrite], now: float) -> list[dict[str, Any]]:
-    """The writes as rows of the node table, stamped ``now`` (``updated_at``)."""
-    return [dict(zip(_COLUMNS, values, strict=True)) for values in _values(writes, now)]
+    """The writes as rows of the node table, stamped ``now`` (``updated_at``); the software as the table's JSON column
+    takes it (``null()``: SQL NULL, where None would be stored as JSON ``null``)."""
+    return [
+        {**dict(zip(_COLUMNS, values, strict=True)), "software": null() if write.software is None else write.software}
+        for write, values in zip(writes, _values(writes, now), strict=True)
+    ]
 
 
 def upsert_nodes(*, session: Session, writes: Sequence[NodeWrite], now: float) -> None:

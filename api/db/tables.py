@@ -40,6 +40,9 @@ class NodeRow(Base):
     samples_received: Mapped[int] = mapped_column(Integer, default=0)
     updated_at: Mapped[float] = mapped_column(Float)
     sample: Mapped[str] = mapped_column(Text)
+    # The driver and firmware its agent reported last ([{component, version}], issue 59): written only when a push
+    # brings a different list (migration 0020_node_software), kept when a push has none.
+    software: Mapped[list[dict[str, str]] | None] = mapped_column(JSON)
 
 
 class JobRow(Base):
@@ -309,3 +312,15 @@ class JobProfileRow(Base):
     delivered_at: Mapped[float | None] = mapped_column(Float)  # first told to the job, in a report's answer
     completed_at: Mapped[float | None] = mapped_column(Float)  # the first rank's summary arrived
     summaries: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+
+
+class PriceListRow(Base):
+    """A price list the operator set (``PUT /v1/prices`` or ``MFUMON_PRICES_FILE``), kept forever: the newest is in
+    effect, the others say what a past hour was billed at and who changed it (the audit)."""
+
+    __tablename__ = "price_lists"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    set_at: Mapped[float] = mapped_column(Float, index=True)
+    set_by: Mapped[str] = mapped_column(String(LABEL_LENGTH + 8))
+    document: Mapped[dict[str, Any]] = mapped_column(JSON)

@@ -25,6 +25,7 @@ from typing import Any
 from mfumon.api.metrics._text import Family
 from mfumon.api.metrics.capacity import render_capacity
 from mfumon.api.metrics.cluster import render_cluster
+from mfumon.api.metrics.cost import render_cost
 from mfumon.api.metrics.durable import render_durable
 from mfumon.api.metrics.health import HEALTH_FAMILIES, render_health_summary
 from mfumon.api.metrics.job import JOB_FAMILIES, Chunk, render_job, render_job_gpus
@@ -296,6 +297,7 @@ class MetricsRenderer:
             parts.append(render_health_summary(snapshot).encode())
             visible = [node.name for node in snapshot.nodes]
             parts.append(render_durable(snapshot.counters, jobs=summary.jobs, nodes=visible).encode())
+            parts.append(render_cost(snapshot.counters, snapshot.prices, jobs=summary.jobs).encode())
             parts.append(render_remediation(snapshot.counters).encode())
             parts.append(render_regressions(snapshot.regressions).encode())
             parts.append(render_capacity(snapshot, summary).encode())

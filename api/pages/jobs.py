@@ -20,6 +20,7 @@ from mfumon.api.services.diagnosis import diagnose_job
 from mfumon.api.services.events import read_events
 from mfumon.api.state.aggregate import JobAccount, summarize
 from mfumon.api.state.outcome import ReportOutcome
+from mfumon.api.state.software import with_node_software
 
 HISTORY_REPORTS = 500
 EVENTS_SHOWN = 50
@@ -336,12 +337,27 @@ def job_page(ctx: AppContext, job_id: str, query: PageQuery | None = None) -> di
         "gpus": query.sorted(GPUS_TABLE, gpus),
         "tensor_chart": bar_list("chart-tensor", "Tensor-core activity per GPU", tensor, x_max=1.0) if tensor else None,
         "events": query.sorted(EVENTS_TABLE, read_events(ctx, job_id, limit=EVENTS_SHOWN)),
-        "software": software_rows(job.software),
+        "software": software_rows(
+            with_node_software(job.software, (node for node, _share in ctx.state.job_shares(job_id, now)))
+        ),
     }
 
 
-#: The fingerprint's components in the order a person reads them: the stack from the bottom, then the rest, tags last.
-_SOFTWARE_ORDER = ("driver", "cuda", "rocm", "cudnn", "nccl", "rccl", "python", "pytorch", "container_image")
+#: The fingerprint's components in the order a person reads them: the stack from the bottom (the firmware and driver
+#: its nodes report first), then the rest, tags last.
+_SOFTWARE_ORDER = (
+    "vbios",
+    "driver",
+    "cuda_driver",
+    "cuda",
+    "rocm",
+    "cudnn",
+    "nccl",
+    "rccl",
+    "python",
+    "pytorch",
+    "container_image",
+)
 
 
 def software_rows(software: dict[str, str] | None) -> list[tuple[str, str]]:

@@ -23,10 +23,12 @@ from mfumon.api.schemas.jobs import (
 )
 from mfumon.api.services import jobs as job_reads
 from mfumon.api.services import reports
+from mfumon.api.services.job_cost import energy_and_cost
 from mfumon.api.serving import serving_waterfall
 from mfumon.api.state.aggregate import JobAccount, summarize
 from mfumon.api.state.health import job_health
 from mfumon.api.state.outcome import ReportOutcome
+from mfumon.api.state.software import with_node_software
 from mfumon.api.state.views import GpuView
 from mfumon.mfu import check_accounting
 
@@ -90,12 +92,16 @@ def _public(
         failures=job.failures or 0,
         **_accounting_fields(job),
         **_serving_fields(job, latest),
+        **energy_and_cost(ctx.state.counters, ctx.state.prices, job.job_id, job.kind),
         reports_received=job.reports_received,
         latest=latest.as_json() if job.latest else None,
         baseline_mfu=baseline.mfu if baseline else None,
         mfu_vs_baseline=mfu / baseline.mfu if baseline and mfu is not None and baseline.mfu > 0 else None,
         parallelism=job.parallelism,
-        software=job.software,
+        # Its own fingerprint, and the driver and firmware its nodes report where it has none (job-sent keys win).
+        software=with_node_software(
+            job.software, (node for node, _share in ctx.state.job_shares(job.job_id, ctx.clock()))
+        ),
         baseline_signature=signature,
         gpus=gpus,
         history=history,

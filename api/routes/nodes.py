@@ -21,6 +21,7 @@ from mfumon.api.schemas.nodes import (
 )
 from mfumon.api.services.ingest import ingest_push
 from mfumon.api.state.aggregate import gpu_state, node_gpu_states, reporting_jobs
+from mfumon.api.state.software import software_json
 from mfumon.api.state.views import NodeView
 
 JSON = "application/json"
@@ -68,6 +69,7 @@ def _public(node: NodeView, reporting: Container[str]) -> NodePublic:
         ],
         ib_ports=None if node.ib_ports is None else [p.as_json() for p in node.ib_ports],
         health=_health(node),
+        software=software_json(node.software),
     )
 
 

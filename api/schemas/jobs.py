@@ -536,8 +536,29 @@ class JobPublic(BaseModel):
     )
     slo: dict[str, float] | None = Field(default=None, description="the latency targets the job itself sent")
     software: dict[str, str] | None = Field(
-        default=None, description="the job's software fingerprint (component -> version), as it sent it"
+        default=None,
+        description="the job's software fingerprint (component -> version) as it sent it, and the driver, "
+        "cuda_driver and vbios the agents of its nodes report where it sent none (versions that differ across its "
+        "nodes joined with '|')",
     )
+    energy_joules: float | None = Field(
+        default=None, description="energy its GPUs drew since it started (a shared GPU by its share); null: none known"
+    )
+    energy_estimated_joules: float | None = Field(
+        default=None, description="the part of energy_joules estimated from power samples rather than energy counters"
+    )
+    joules_per_token: float | None = Field(
+        default=None, description="energy_joules / tokens (training: processed; serving: output tokens)"
+    )
+    joules_per_request: float | None = Field(default=None, description="serving: energy_joules / requests completed")
+    cost: float | None = Field(
+        default=None,
+        description="its GPU-hours and energy at the prices in effect when each was billed, in `currency`; null "
+        "when nothing of it is priced (see unpriced_gpu_seconds), never 0 for lack of a price",
+    )
+    currency: str | None = Field(default=None, description="the price list's currency")
+    unpriced_gpu_seconds: float | None = Field(default=None, description="its GPU-seconds no price covers")
+    cost_per_million_tokens: float | None = None
     slo_goodput_ratio: float | None = Field(
         default=None,
         description="serving: at least this share of the window's requests met both the TTFT and TPOT targets "

@@ -19,7 +19,14 @@ from mfumon.api.schemas._common import (
     Whole,
 )
 from mfumon.api.schemas.decoder import FastDecoder
-from mfumon.exporter.samples import COUNTER_FIELDS, THROTTLE_REASONS
+from mfumon.exporter.samples import (
+    COUNTER_FIELDS,
+    MAX_SOFTWARE,
+    MAX_SOFTWARE_VERSION,
+    SOFTWARE_COMPONENT,
+    SOFTWARE_VERSION,
+    THROTTLE_REASONS,
+)
 from mfumon.mfu import EstimateSource
 
 # The counter and throttle-reason names are defined once, beside the exporter that sends them.
@@ -191,6 +198,20 @@ class IbPortSample(BaseModel):
         return f"{self.device}:{self.port}"
 
 
+class NodeSoftware(BaseModel):
+    """One component of the node's software its agent read (issue 59): the GPU ``driver``, the CUDA version the driver
+    supports (``cuda_driver``), a ``vbios`` (one entry per distinct version on the node)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    component: Annotated[str, StringConstraints(min_length=1, max_length=32, pattern=SOFTWARE_COMPONENT)]
+    version: Annotated[
+        str,
+        StringConstraints(min_length=1, max_length=MAX_SOFTWARE_VERSION, pattern=SOFTWARE_VERSION),
+        Field(description=f"printable ASCII, no blank at either end, at most {MAX_SOFTWARE_VERSION} characters"),
+    ]
+
+
 class NodeSampleCreate(BaseModel):
     """``POST /v1/nodes/{node}/samples``: one collection cycle of one node."""
 
@@ -205,6 +226,18 @@ class NodeSampleCreate(BaseModel):
         ]
         | None
     ) = None
+    software: (
+        Annotated[
+            list[NodeSoftware],
+            Field(
+                max_length=MAX_SOFTWARE,
+                description="the driver and firmware the node's agent read; each (`component`, `version`) once. The "
+                "aggregator keeps the last list it got (a push without one keeps it) and adds `driver`, `cuda_driver` "
+                "and `vbios` to the software of the jobs on the node's GPUs",
+            ),
+        ]
+        | None
+    ) = None
 
     @field_validator("ib_ports")
     @classmethod
@@ -214,6 +247,15 @@ class NodeSampleCreate(BaseModel):
         if duplicates:
             raise ValueError(f"duplicate InfiniBand port(s) {duplicates}")
         return ports
+
+    @field_validator("software")
+    @classmethod
+    def _unique_software(cls, software: list[NodeSoftware] | None) -> list[NodeSoftware] | None:
+        pairs = [(entry.component, entry.version) for entry in software or ()]
+        duplicates = sorted({pair for pair in pairs if pairs.count(pair) > 1})
+        if duplicates:
+            raise ValueError(f"software lists a (component, version) more than once: {duplicates}")
+        return software
 
     @field_validator("gpus")
     @classmethod
@@ -295,6 +337,11 @@ class NodePublic(BaseModel):
     gpus: list[GpuPublic]
     ib_ports: list[dict[str, Any]] | None = None
     health: NodeHealthPublic | None = None
+    software: list[dict[str, str]] | None = Field(
+        default=None,
+        description="the driver and firmware the node's agent reported last ({component, version}: driver, "
+        "cuda_driver, vbios); null when it reports none",
+    )
 
 
 class NodesPublic(BaseModel):

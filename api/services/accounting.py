@@ -16,7 +16,21 @@ from mfumon.api.crud.counters import HOUR, Increments, add_to_counters, compact_
 from mfumon.api.crud.marks import claim_interval
 from mfumon.api.db.tables import JobRow
 from mfumon.api.metrics._text import labels_text
-from mfumon.api.state.aggregate import BusyUnreported, busy_unreported, idle_and_unreported
+from mfumon.api.services.fleet_billing import (
+    JOB_COST,
+    JOB_GPU_SECONDS,
+    JOB_UNPRICED,
+    cost_family,
+    energy_increments,
+    fleet_draw,
+    job_labels,
+    state_cost_increments,
+    state_counts,
+    state_prices,
+    unpriced_family,
+)
+from mfumon.api.services.prices import refresh_prices
+from mfumon.api.state.aggregate import BusyUnreported, busy_unreported
 from mfumon.api.state.outcome import ReportOutcome
 
 SCOPES: tuple[str, ...] = ("cluster", "pool", "team")
@@ -41,7 +55,7 @@ def flops_families(scope: str) -> tuple[str, str, str]:
     )
 
 
-def _scopes(pool: str | None, team: str | None) -> list[tuple[str, list[tuple[str, str]]]]:
+def scopes_of(pool: str | None, team: str | None) -> list[tuple[str, list[tuple[str, str]]]]:
     out: list[tuple[str, list[tuple[str, str]]]] = [("cluster", [])]
     if pool:
         out.append(("pool", [("pool", pool)]))
@@ -50,16 +64,38 @@ def _scopes(pool: str | None, team: str | None) -> list[tuple[str, list[tuple[st
     return out
 
 
-def add_bill(increments: Increments, bill: Bill, *, pool: str | None, team: str | None) -> None:
-    """The bill's amounts, added to the counters of the cluster, the job's pool and its team."""
-    for scope, labels in _scopes(pool, team):
+def add_bill(
+    increments: Increments,
+    bill: Bill,
+    *,
+    pool: str | None,
+    team: str | None,
+    price_per_gpu_second: float | None = None,
+    job: tuple[str, str] | None = None,
+) -> None:
+    """The bill's amounts, added to the counters of the cluster, the job's pool and its team (and, with ``job``, its
+    own); each category's cost at ``price_per_gpu_second``, or its GPU-seconds as unpriced when there is none."""
+    for scope, labels in scopes_of(pool, team):
         family = gpu_seconds_family(scope)
         for category, value in bill.gpu_seconds.items():
-            increments[(family, labels_text([*labels, ("category", category)]))] += value
+            key = labels_text([*labels, ("category", category)])
+            increments[(family, key)] += value
+            if price_per_gpu_second is None:
+                increments[(unpriced_family(scope), key)] += value
+            else:
+                increments[(cost_family(scope), key)] += value * price_per_gpu_second
         model, peak, compute_peak = flops_families(scope)
         increments[(model, labels_text(labels))] += bill.model_flops
         increments[(peak, labels_text(labels))] += bill.peak_flops
         increments[(compute_peak, labels_text(labels))] += bill.compute_peak_flops
+    if job is not None:
+        total = sum(bill.gpu_seconds.values())
+        own = job_labels(*job)
+        increments[(JOB_GPU_SECONDS, own)] += total
+        if price_per_gpu_second is None:
+            increments[(JOB_UNPRICED, own)] += total
+        else:
+            increments[(JOB_COST, own)] += total * price_per_gpu_second
 
 
 def ledger_of(job: JobRow) -> Ledger:
@@ -72,15 +108,25 @@ def store_ledger(job: JobRow, ledger: Ledger) -> None:
 
 
 def bill_job(job: JobRow, ledger: Ledger, bill: Bill, increments: Increments) -> None:
-    """Store the ledger and add its bill to the scope counters (pool as resolved by the last report)."""
+    """Store the ledger and add its bill to the scope counters and the job's own (pool and price per GPU-second as
+    resolved by the last report: :func:`mfumon.api.services.report_billing.bill_report`)."""
     store_ledger(job, ledger)
     if bill:
-        add_bill(increments, bill, pool=(job.accounting or {}).get("pool"), team=job.team)
+        acct = job.accounting or {}
+        add_bill(
+            increments,
+            bill,
+            pool=acct.get("pool"),
+            team=job.team,
+            price_per_gpu_second=acct.get("price_per_gpu_second"),
+            job=(job.job_id, job.kind),
+        )
 
 
 def gpu_state_increments(increments: Increments, states: dict[str | None, tuple[int, int]], seconds: float) -> None:
     """Idle and unreported GPU-seconds of every pool and the cluster: the GPUs in each state now x ``seconds``
-    (``states``: :func:`~mfumon.api.state.aggregate.idle_and_unreported`)."""
+    (``states``: :func:`~mfumon.api.state.aggregate.idle_and_unreported`, or the same from
+    :func:`~mfumon.api.services.fleet_billing.state_counts`)."""
     for pool, (idle, unreported) in states.items():
         scope, labels = ("cluster", []) if pool is None else ("pool", [("pool", pool)])
         for category, gpus in (("idle", idle), ("unreported", unreported)):
@@ -104,8 +150,9 @@ def busy_unreported_increments(increments: Increments, busy: BusyUnreported, sec
 
 
 def bill_gpu_states(ctx: AppContext) -> float:
-    """Bill the idle and unreported GPUs since the last billing (any replica's), as this replica sees them now,
-    and each job's and node's GPUs busy without reports.
+    """Bill the idle and unreported GPUs since the last billing (any replica's), as this replica sees them now, and
+    each job's and node's GPUs busy without reports; the fleet's energy at the power drawn now (jobs, idle,
+    unreported: :mod:`mfumon.api.services.fleet_billing`), and the idle and unreported GPU-seconds' cost.
 
     Runs every ``ACCOUNTING_INTERVAL_SECONDS`` on every replica; the billing mark makes each interval billed once.
     The states are sampled: a GPU that went idle between two billings is billed in its new state for the whole
@@ -113,11 +160,15 @@ def bill_gpu_states(ctx: AppContext) -> float:
     nobody saw the GPUs before. Returns the seconds billed.
     """
     now = ctx.clock()
+    prices = refresh_prices(ctx)  # another replica may have set a new list
     # Counted before the transaction, which would otherwise hold the database's write lock (SQLite's, for the
     # whole file) meanwhile.
     snapshot = ctx.state.snapshot(now)
-    states = idle_and_unreported(snapshot)
+    priced = state_prices(snapshot, prices)  # idle and unreported GPUs, counted and priced in one pass
+    states = state_counts(priced)
     busy = busy_unreported(snapshot)
+    draw = fleet_draw(snapshot)
+    teams = {job.job_id: job.team for job in snapshot.jobs}
     with ctx.sessions.begin() as session:
         interval = claim_interval(session, name="gpu_states", now=now, max_seconds=ctx.settings.NODE_TTL_SECONDS)
         if interval is None:
@@ -126,6 +177,8 @@ def bill_gpu_states(ctx: AppContext) -> float:
         increments = Increments()
         gpu_state_increments(increments, states, seconds)
         busy_unreported_increments(increments, busy, seconds)
+        state_cost_increments(increments, priced, seconds)
+        energy_increments(increments, draw, teams, prices, seconds)
         rows = add_to_counters(session, increments, shard=0, now=now)
     ctx.state.counters.apply(rows)
     return seconds

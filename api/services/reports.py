@@ -6,6 +6,7 @@ end."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
 from mfumon.api.context import AppContext
@@ -22,6 +23,7 @@ from mfumon.api.services.report_evaluation import PROFILE_FRESH_SECONDS, ReportE
 from mfumon.api.services.report_persist import persist_report
 from mfumon.api.services.report_serving import serving_report, serving_tile
 from mfumon.api.state.refresh import job_view
+from mfumon.api.state.software import new_node_software
 
 __all__ = [
     "PROFILE_FRESH_SECONDS",
@@ -32,6 +34,8 @@ __all__ = [
     "report_result",
     "update_job",
 ]
+
+logger = logging.getLogger(__name__)
 
 
 def record_report(
@@ -45,6 +49,7 @@ def record_report(
         job, created = crud.lock_or_create_job(session=session, job_id=job_id, now=now)
         team = _authorize(principal, job_id, None if created else job, report)
         crud.apply_job_fields(job=job, fields=report)
+        _remember_node_software(ctx, job, now)
         job.team = team or job.team
         lifecycle.note_activity(session, job, now, increments, what="report", step=report.step)
         evaluation = evaluate_report(ctx, job, report, now)
@@ -63,6 +68,20 @@ def record_report(
     ctx.state.apply_job(job_view(job))
     ctx.state.counters.apply(counter_rows)
     return report_result(evaluation, held_baseline(ctx, evaluation, captured), notice)
+
+
+def _remember_node_software(ctx: AppContext, job: JobRow, now: float) -> None:
+    """Store the driver and firmware the job's nodes report into its software where it holds none yet
+    (:mod:`mfumon.api.state.software`), so the regressions comparison sees them once the job has ended; nothing is
+    written when nothing is new. Best effort: it can never fail the report."""
+    try:
+        software = new_node_software(job.software, (node for node, _share in ctx.state.job_shares(job.job_id, now)))
+        if software is not None:
+            job.software = software
+    except Exception:
+        logger.exception(
+            "adding the node-reported software to job %s failed; the report is stored without it", job.job_id
+        )
 
 
 def report_result(

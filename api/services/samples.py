@@ -39,6 +39,7 @@ from mfumon.api.context import AppContext
 from mfumon.api.crud.nodes import NodeWrite, upsert_nodes
 from mfumon.api.errors import SamplesBacklogged
 from mfumon.api.schemas.nodes import NodeSampleCreate
+from mfumon.api.state.software import pushed_software, software_json
 from mfumon.api.state.views import build_node_view, gpu_views, port_views
 
 logger = logging.getLogger(__name__)
@@ -63,8 +64,11 @@ def record_sample(ctx: AppContext, node: str, sample: NodeSampleCreate, body: by
     while True:
         held = ctx.state.node(node)
         applied = held is None or stamp >= held.last_sample_timestamp
+        kept = held.software if held is not None else None
+        software = kept
         if held is None or applied:
             gpus = gpus or gpu_views(node, stamp, sample.gpus, ctx.resolver)
+            software = pushed_software(sample.software, kept)  # ``kept`` itself when unchanged
             view = build_node_view(
                 name=node,
                 pool=sample.pool,
@@ -74,6 +78,7 @@ def record_sample(ctx: AppContext, node: str, sample: NodeSampleCreate, body: by
                 updated_at=now,
                 gpus=gpus,
                 ib_ports=port_views(sample.ib_ports),
+                software=software,
             )
         else:
             view = build_node_view(
@@ -85,6 +90,7 @@ def record_sample(ctx: AppContext, node: str, sample: NodeSampleCreate, body: by
                 updated_at=now,
                 gpus=held.gpus,
                 ib_ports=held.ib_ports,
+                software=kept,
             )
         if ctx.state.apply_node(view, replaces=held):
             break
@@ -92,7 +98,8 @@ def record_sample(ctx: AppContext, node: str, sample: NodeSampleCreate, body: by
         stored = body.decode()
     except UnicodeDecodeError:  # JSON in UTF-16 or UTF-32: rare enough to pay for a serialisation
         stored = sample.model_dump_json(exclude_none=True)
-    writer.queue(node, sample.pool, stored, stamp, now)
+    # The software is stored only when this push changed it (nearly never): else the stored list stays.
+    writer.queue(node, sample.pool, stored, stamp, now, None if software is kept else software_json(software))
     ctx.self_metrics.count_gpu_samples(len(sample.gpus))
     return applied
 
@@ -107,11 +114,15 @@ class _Queued:
     last_seen_at: float
     samples: int
     since: float  # monotonic time of the oldest push not yet stored
+    software: list[dict[str, str]] | None = None  # the node's software, when a push changed it
 
     def absorb(self, other: _Queued) -> None:
-        """Fold a later (or, after a failed flush, an earlier) entry for the same node into this one."""
+        """Fold an entry for the same node that arrived later into this one (after a failed flush, this one is the
+        batch that failed and ``other`` what was queued meanwhile)."""
         if other.sample_timestamp >= self.sample_timestamp:
             self.pool, self.sample, self.sample_timestamp = other.pool, other.sample, other.sample_timestamp
+        if other.software is not None:  # the latest change wins; None (unchanged since) keeps this one's
+            self.software = other.software
         self.last_seen_at = max(self.last_seen_at, other.last_seen_at)
         self.samples += other.samples
         self.since = min(self.since, other.since)
@@ -144,8 +155,16 @@ class SampleWriter:
         self.last_duration_seconds = 0.0
         self.errors = 0
 
-    def queue(self, node: str, pool: str | None, sample: str, sample_timestamp: float, now: float) -> None:
-        entry = _Queued(pool, sample, sample_timestamp, now, 1, time.monotonic())
+    def queue(
+        self,
+        node: str,
+        pool: str | None,
+        sample: str,
+        sample_timestamp: float,
+        now: float,
+        software: list[dict[str, str]] | None = None,
+    ) -> None:
+        entry = _Queued(pool, sample, sample_timestamp, now, 1, time.monotonic(), software)
         with self._lock:
             held = self._queued.get(node)
             if held is None:
@@ -176,7 +195,7 @@ class SampleWriter:
             started = time.perf_counter()
             try:
                 writes = [
-                    NodeWrite(name, q.pool, q.sample, q.sample_timestamp, q.last_seen_at, q.samples)
+                    NodeWrite(name, q.pool, q.sample, q.sample_timestamp, q.last_seen_at, q.samples, q.software)
                     for name, q in batch.items()
                 ]
                 with self.sessions.begin() as session:

@@ -39,7 +39,7 @@ def parse_time(value: str, *, now: float, field: str) -> float:
     return max(0.0, now - float(value[:-1]) * unit)
 
 
-def _labels(text: str) -> dict[str, str]:
+def labels_of(text: str) -> dict[str, str]:
     """``{a="x",b="y"}`` -> ``{"a": "x", "b": "y"}``, with the exposition format's escapes undone."""
     families = text_string_to_metric_families(f"m{text} 0\n")
     return dict(next(iter(next(iter(families)).samples)).labels)
@@ -54,7 +54,7 @@ def read_usage(ctx: AppContext, since: float, until: float) -> UsagePublic:
     values: dict[tuple[str, str | None], dict[str, float]] = defaultdict(lambda: defaultdict(float))
     ends: list[EndCount] = []
     for name, labels_text, value in rows:
-        labels = _labels(labels_text)
+        labels = labels_of(labels_text)
         if name == ENDS_TOTAL:
             ends.append(EndCount(kind=labels.get("kind", ""), outcome=labels.get("outcome", ""), count=value))
             continue

@@ -25,6 +25,7 @@ from mfumon.api.db.tables import BaselineRow, JobRow, NodeRow, QueueWaitHistogra
 from mfumon.api.state.devices import DeviceResolver
 from mfumon.api.state.outcome import ReportOutcome
 from mfumon.api.state.profiles import ProfileFigures
+from mfumon.api.state.software import pushed_software, stored_software
 from mfumon.api.state.store import ClusterState
 from mfumon.api.state.views import (
     BaselineView,
@@ -52,6 +53,8 @@ def model_key(model: dict[str, object] | None) -> str | None:
 
 def node_view(row: NodeRow, resolver: DeviceResolver) -> NodeView:
     sample = decode_sample(row.sample)
+    # The stored list (the last one the node sent, kept by pushes without one), else the sample's own.
+    software = stored_software(row.software) if row.software is not None else pushed_software(sample.software, None)
     return build_node_view(
         name=row.name,
         pool=row.pool,
@@ -61,6 +64,7 @@ def node_view(row: NodeRow, resolver: DeviceResolver) -> NodeView:
         updated_at=row.updated_at,
         gpus=gpu_views(row.name, row.last_sample_timestamp, sample.gpus, resolver),
         ib_ports=port_views(sample.ib_ports),
+        software=software,
     )
 
 

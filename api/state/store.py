@@ -11,8 +11,10 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from mfumon.api.pricing import NO_PRICES, PriceList
 from mfumon.api.regressions.analysis import Change
 from mfumon.api.state.counters import DurableCounters
+from mfumon.api.state.energy import derive_power
 from mfumon.api.state.health import advance
 from mfumon.api.state.pools import PoolMap, PoolsKey, pool_map, pools_key
 from mfumon.api.state.views import BaselineView, HistogramView, JobShare, JobView, NodeView, SourceView
@@ -43,6 +45,7 @@ class Snapshot:
     queue_waits: tuple[HistogramView, ...] = ()
     pools: PoolMap = field(default_factory=PoolMap)  # the fresh adapters' pools (mfumon.api.state.pools)
     regressions: tuple[Change, ...] = ()  # the software comparison's last result (mfumon.api.regressions)
+    prices: PriceList = NO_PRICES  # the price list in effect (mfumon.api.services.prices)
 
 
 class ClusterState:
@@ -79,6 +82,8 @@ class ClusterState:
         self.counters = DurableCounters()
         # The software comparison's last result, replaced whole by the maintenance thread (one assignment: atomic).
         self.regressions: tuple[Change, ...] = ()
+        # The price list in effect (mfumon.api.services.prices), replaced whole when it changes.
+        self.prices: PriceList = NO_PRICES
         self.forgotten = 0  # nodes and jobs pruned so far (see mfumon.api.core.memory.Trimmer)
         # Called (outside the lock) with every view taken: the renderer renders it now, not at the next scrape.
         self.on_node: Callable[[NodeView], None] | None = None
@@ -99,6 +104,7 @@ class ClusterState:
                     return False
             elif held is not replaces:
                 return False
+            derive_power(held, view)  # each GPU's mean power since its previous view
             view = advance(held, view, self.health_window_seconds)  # health needs the view it replaces
             self._count_pool_health(view)
             self._index_jobs(held, remove=True)
@@ -229,6 +235,7 @@ class ClusterState:
             queue_waits=queue_waits,
             pools=pools,
             regressions=self.regressions,
+            prices=self.prices,
         )
 
     def pools(self, now: float) -> PoolMap:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:
     from mfumon.api.schemas.nodes import GpuSample
     from mfumon.api.state.devices import DeviceResolver
+    from mfumon.api.state.energy import NodeDraw
     from mfumon.api.state.health import NodeHealth
 
 from mfumon.api.schemas.nodes import IbPortSample
@@ -43,6 +44,10 @@ class GpuView:
     # Where that estimate came from (mfumon.mfu.estimate_source): None exactly when hardware_mfu is None.
     hardware_estimate_source: EstimateSource | None = None
     shares: tuple[ShareView, ...] | None = None  # jobs sharing the GPU (two or more), as the exporter measured them
+    # Its mean power since the GPU's previous view (mfumon.api.state.energy.derive_power, set when the state takes the
+    # view) and how it was known: "counter" (energy counter differences) or "power" (a power sample: estimated).
+    draw_watts: float | None = None
+    draw_method: str | None = None
 
     @property
     def jobs(self) -> int:
@@ -122,6 +127,13 @@ class NodeView:
     gpus_unknown_model: int = 0
     ib_ports: tuple[PortView, ...] | None = None  # InfiniBand/RoCE ports, as the exporter sent them
     health: NodeHealth | None = None  # set by mfumon.api.state.health.advance when the state applies the view
+    draw: NodeDraw | None = None  # its power by job and state (mfumon.api.state.energy), set with the GPUs' power
+    # The peak-table key of all its GPUs when they are one device (every node we know of): pricing its idle and
+    # unreported GPUs is then one lookup per node. None when they differ (or are unknown): priced GPU by GPU.
+    device: str | None = None
+    # The driver and firmware its agent reported last, (component, version) as sent (issue 59): kept when a push
+    # has none; the jobs on its GPUs take them (mfumon.api.state.software).
+    software: tuple[tuple[str, str], ...] | None = None
 
     @property
     def revision(self) -> tuple[float, float]:
@@ -236,6 +248,7 @@ def build_node_view(
     updated_at: float,
     gpus: tuple[GpuView, ...],
     ib_ports: tuple[PortView, ...] | None = None,
+    software: tuple[tuple[str, str], ...] | None = None,
 ) -> NodeView:
     """Build a node view: each GPU goes to its job's share, the unattributed busy share, idle or down; a GPU that
     several jobs share goes to each of them by its share, and its state is counted once (``shared``)."""
@@ -295,8 +308,15 @@ def build_node_view(
         idle_bf16_peak_flops=idle_peak,
         gpus_down=down,
         gpus_unknown_model=unknown,
+        device=_one_device(gpus),
         ib_ports=ib_ports,
+        software=software,
     )
+
+
+def _one_device(gpus: tuple[GpuView, ...]) -> str | None:
+    devices = {gpu.device for gpu in gpus}
+    return devices.pop() if len(devices) == 1 else None
 
 
 def _entry(gpu: GpuView) -> list[Any]:

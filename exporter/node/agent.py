@@ -21,7 +21,7 @@ from mfumon.exporter.node.attribution import DeviceOwners, JobResolver
 from mfumon.exporter.node.inference.collector import InferenceCollector
 from mfumon.exporter.node.inference.discovery import discover_endpoints
 from mfumon.exporter.node.inference.endpoints import InferenceEndpoint, parse_endpoint, split_endpoint_list
-from mfumon.exporter.node.pipeline import Agent, PortReader
+from mfumon.exporter.node.pipeline import Agent, PortReader, node_software
 from mfumon.exporter.node.push import RetryPolicy, Sender
 from mfumon.exporter.node.selfmetrics import ExporterMetrics, MetricsServer
 from mfumon.exporter.node.settings import Settings, build_parser, load_settings
@@ -176,6 +176,7 @@ def _print_once(settings: Settings, source: Source) -> int:
         gpus=tuple(source.collect()),
         pool=settings.POOL,
         ib_ports=None if ports is None else tuple(ports.collect()),
+        software=node_software(source),
     )
     print(json.dumps({"node": batch.node, **batch.body()}, indent=2))
     return 0

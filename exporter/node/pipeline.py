@@ -15,9 +15,9 @@ from typing import Any, Protocol
 from mfumon.exporter.node.push import Sender
 from mfumon.exporter.node.selfmetrics import ExporterMetrics
 from mfumon.exporter.node.sources import Source
-from mfumon.exporter.samples import IbPortSample, NodeBatch, count_up
+from mfumon.exporter.samples import IbPortSample, NodeBatch, SoftwareEntry, count_up
 
-__all__ = ["Agent", "PortReader"]
+__all__ = ["Agent", "PortReader", "node_software"]
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +28,19 @@ class PortReader(Protocol):
     name: str
 
     def collect(self) -> list[IbPortSample]: ...
+
+
+def node_software(source: Source) -> tuple[SoftwareEntry, ...] | None:
+    """The driver and firmware the source read (issue 59), for every batch; None from a source that reads none (the
+    dcgm-exporter one), or when reading failed, which never costs the GPU samples."""
+    read = getattr(source, "software", None)
+    if read is None:
+        return None
+    try:
+        return tuple(read()) or None
+    except Exception as exc:  # best effort: the batch goes out without it
+        logger.debug("reading the node's software from %s failed: %s", getattr(source, "name", source), exc)
+        return None
 
 
 class Agent:
@@ -94,7 +107,12 @@ class Agent:
                 self.metrics.collector_errors.inc(new_errors)
                 self._source_errors_seen = self.source.error_count
         batch = NodeBatch(
-            node=self.node, timestamp=self._clock(), gpus=tuple(gpus), pool=self.pool, ib_ports=self._ports()
+            node=self.node,
+            timestamp=self._clock(),
+            gpus=tuple(gpus),
+            pool=self.pool,
+            ib_ports=self._ports(),
+            software=node_software(self.source),
         )
         self.sender.submit(batch)
         names = [gpu.name for gpu in gpus if gpu.up]

@@ -6,7 +6,9 @@
 - ``sim``: simulated GPUs with workload profiles, for demos and tests without hardware.
 
 Each source has ``name``, ``error_count`` (per-device read failures so far, for the self-metrics), ``collect()``
-returning one :class:`~mfumon.exporter.samples.GpuSample` per device, and ``close()``.
+returning one :class:`~mfumon.exporter.samples.GpuSample` per device, and ``close()``. A source that reads the node's
+driver and firmware (NVML, amdsmi, sim; issue 59) also has ``software()``, returning the
+:class:`~mfumon.exporter.samples.SoftwareEntry` tuple it read at enumeration, which every batch carries.
 """
 
 from __future__ import annotations

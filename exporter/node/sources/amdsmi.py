@@ -30,7 +30,7 @@ from mfumon.exporter.errors import CounterUnsupported, DeviceError
 from mfumon.exporter.node.attribution import GpuProcess, JobResolver
 from mfumon.exporter.node.sharing import split_gpu
 from mfumon.exporter.node.sources.amdsmi_api import AmdDevice, AmdSmiApi
-from mfumon.exporter.samples import GpuSample, JobShare
+from mfumon.exporter.samples import GpuSample, JobShare, SoftwareEntry, software_entries
 
 __all__ = ["AmdSmiSource"]
 
@@ -62,6 +62,7 @@ class AmdSmiSource:
         self.error_count = 0
         self._devices = api.devices()
         self._state: dict[str, _DeviceState] = {}
+        self._software = self._read_software()
 
     @property
     def devices(self) -> list[AmdDevice]:
@@ -72,6 +73,31 @@ class AmdSmiSource:
 
     def collect(self) -> list[GpuSample]:
         return [self._sample(device, self._state.setdefault(device.uuid, _DeviceState())) for device in self._devices]
+
+    def software(self) -> tuple[SoftwareEntry, ...]:
+        """The node's amdgpu driver and each distinct VBIOS, as read when the GPUs were enumerated."""
+        return self._software
+
+    def _read_software(self) -> tuple[SoftwareEntry, ...]:
+        """The driver (one per node: the first GPU that answers) and the VBIOS of each GPU; whatever amdsmi refuses
+        is left out, and nothing here fails the source."""
+        driver: str | None = None
+        vbios: set[str] = set()
+        for device in self._devices:
+            if driver is None:
+                driver = self._software_part(device, "driver", self._api.driver_version)
+            version = self._software_part(device, "VBIOS", self._api.vbios_version)
+            if version is not None:
+                vbios.add(version)
+        pairs = [] if driver is None else [("driver", driver)]
+        return software_entries(pairs + [("vbios", version) for version in sorted(vbios)])
+
+    def _software_part(self, device: AmdDevice, what: str, read: Callable[[Any], str]) -> str | None:
+        try:
+            return read(device.handle)
+        except Exception as exc:  # an amdsmi error, or a binding that answers otherwise: left out
+            logger.info("AMD GPU %d: %s version unavailable, not reported: %s", device.index, what, exc)
+            return None
 
     # -- internals -----------------------------------------------------------------------------------------------
 

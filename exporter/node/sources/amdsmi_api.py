@@ -102,6 +102,27 @@ class AmdSmiApi:
             out.append(AmdDevice(index, str(uuid), "AMD GPU" if name == _NA else name, bdf, handle))
         return out
 
+    # -- software (issue 59): read once, at enumeration ----------------------------------------------------------
+
+    def driver_version(self, handle: Any) -> str:
+        """The amdgpu driver's version (``amdsmi_get_gpu_driver_info``: ``driver_name``, ``driver_version``,
+        ``driver_date``)."""
+        info = self._call(self._smi.amdsmi_get_gpu_driver_info, handle)
+        version = info.get("driver_version")
+        if version is None or version in ("", _NA):
+            raise CounterUnsupported("amdsmi_get_gpu_driver_info: driver_version is N/A")
+        return str(version)
+
+    def vbios_version(self, handle: Any) -> str:
+        """The VBIOS version (``amdsmi_get_gpu_vbios_info``: ``name``, ``build_date``, ``part_number``,
+        ``version``), else its part number where the version is empty."""
+        info = self._call(self._smi.amdsmi_get_gpu_vbios_info, handle)
+        for key in ("version", "part_number"):
+            value = info.get(key)
+            if value is not None and str(value).strip() not in ("", _NA):
+                return str(value)
+        raise CounterUnsupported("amdsmi_get_gpu_vbios_info: version and part_number are N/A")
+
     # -- counters ------------------------------------------------------------------------------------------------
 
     def activity(self, handle: Any) -> tuple[float | None, float | None]:

@@ -22,7 +22,7 @@ from mfumon.exporter.node.attribution import GpuProcess, JobResolver
 from mfumon.exporter.node.sharing import split_gpu
 from mfumon.exporter.node.sources.nvml_api import DeviceInfo, NvlinkTotals, NvmlApi, PcieLink
 from mfumon.exporter.node.sources.xid import XidWatcher
-from mfumon.exporter.samples import GpuSample, JobShare
+from mfumon.exporter.samples import GpuSample, JobShare, SoftwareEntry, software_entries
 
 __all__ = ["GPM_MIN_INTERVAL_S", "NvmlSource"]
 
@@ -74,6 +74,8 @@ class NvmlSource:
         self.error_count = 0
         self._state: dict[str, _DeviceState] = {}
         self._devices = api.devices()
+        self._software_told: set[str] = set()  # software NVML refused: logged once, then at debug level
+        self._software = self._read_software(self._devices)
         self._scanned_at = clock()
         physical = {d.physical_uuid: d.parent_handle or d.handle for d in self._devices}
         self._xid = XidWatcher(api, sorted(physical.items()), poll_ms=xid_poll_ms)
@@ -100,6 +102,35 @@ class NvmlSource:
         self._maybe_rescan()
         return [self._sample(device, self._state_of(device)) for device in self._devices]
 
+    def software(self) -> tuple[SoftwareEntry, ...]:
+        """The node's driver, the CUDA version it supports and each distinct VBIOS, as read at the last enumeration."""
+        return self._software
+
+    def _read_software(self, devices: list[DeviceInfo]) -> tuple[SoftwareEntry, ...]:
+        """Read once per enumeration (a driver changes only with a reload, which a rescan sees). Whatever NVML
+        refuses (NOT_SUPPORTED, a lost GPU, a pynvml without the call) is left out; nothing here fails a sample."""
+        api = self._api
+        pairs: list[tuple[str, str]] = []
+        for component, read in (("driver", api.driver_version), ("cuda_driver", api.cuda_driver_version)):
+            try:
+                pairs.append((component, read()))
+            except Exception as exc:  # an NVML error, or a binding that answers otherwise: left out
+                self._software_unavailable(f"{component} version", exc)
+        boards = {device.physical_uuid: device.parent_handle or device.handle for device in devices}
+        vbios: set[str] = set()
+        for uuid, board in boards.items():
+            try:
+                vbios.add(api.vbios_version(board))
+            except Exception as exc:
+                self._software_unavailable(f"GPU {uuid}: VBIOS version", exc)
+        pairs.extend(("vbios", version) for version in sorted(vbios))
+        return software_entries(pairs)
+
+    def _software_unavailable(self, what: str, exc: Exception) -> None:
+        level = logging.DEBUG if what in self._software_told else logging.INFO
+        self._software_told.add(what)
+        logger.log(level, "%s unavailable, not reported: %s", what, exc)
+
     # -- internals -----------------------------------------------------------------------------------------------
 
     def _state_of(self, device: DeviceInfo) -> _DeviceState:
@@ -123,6 +154,7 @@ class NvmlSource:
             for sample in self._state.pop(uuid).gpm_samples:
                 self._api.gpm_free(sample)
         self._devices = devices
+        self._software = self._read_software(devices)
         for device in devices:
             state = self._state_of(device)
             if not state.gpm_samples:

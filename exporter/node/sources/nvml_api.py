@@ -283,6 +283,29 @@ class NvmlApi:
         except DeviceError:
             return False
 
+    # -- software (issue 59): read once per enumeration ---------------------------------------------------------
+
+    def driver_version(self) -> str:
+        """The installed driver's version, e.g. ``"550.54.15"`` (nvmlSystemGetDriverVersion)."""
+        return _text(self._call(self._nvml.nvmlSystemGetDriverVersion))
+
+    def cuda_driver_version(self) -> str:
+        """The newest CUDA version the driver supports, ``"12.4"``: nvmlSystemGetCudaDriverVersion_v2 answers
+        1000 x major + 10 x minor (nvml.h NVML_CUDA_DRIVER_VERSION_MAJOR/MINOR). ``CounterUnsupported`` with a pynvml
+        that lacks both versions of the call."""
+        nvml = self._nvml
+        fn = getattr(nvml, "nvmlSystemGetCudaDriverVersion_v2", None) or getattr(
+            nvml, "nvmlSystemGetCudaDriverVersion", None
+        )
+        if fn is None:
+            raise CounterUnsupported("nvmlSystemGetCudaDriverVersion: not in this pynvml")
+        version = int(self._call(fn))
+        return f"{version // 1000}.{version % 1000 // 10}"
+
+    def vbios_version(self, handle: Any) -> str:
+        """The board's VBIOS version, e.g. ``"96.00.74.00.01"`` (nvmlDeviceGetVbiosVersion)."""
+        return _text(self._call(self._nvml.nvmlDeviceGetVbiosVersion, handle))
+
     # -- plain counters ------------------------------------------------------------------------------------------
 
     def utilization(self, handle: Any) -> float:

@@ -22,16 +22,17 @@ import hashlib
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from mfumon.exporter.errors import ConfigError
-from mfumon.exporter.samples import GpuSample, IbPortSample, JobShare
+from mfumon.exporter.samples import GpuSample, IbPortSample, JobShare, SoftwareEntry, software_entries
 
 __all__ = [
     "GPU_MODELS",
     "PROFILES",
+    "SIM_SOFTWARE",
     "GpuModelSpec",
     "SimIbPorts",
     "SimPort",
@@ -108,6 +109,14 @@ GPU_MODELS: dict[str, GpuModelSpec] = {
         # 448 GB/s per direction. Read through amdsmi: what that source cannot send is absent.
         GpuModelSpec("AMD Instinct MI300X", 196608 * _MIB, 2100e6, 132e6, 750.0, 140.0, 448e9, absent=AMDSMI_ABSENT),
     )
+}
+
+
+#: The software a simulated node reports (issue 59), per vendor: an R550 driver with the CUDA 12.4 it supports and a
+#: Hopper VBIOS as nvidia-smi prints them; ROCm 6.2's amdgpu and an MI300X VBIOS as amd-smi prints them.
+SIM_SOFTWARE: dict[str, dict[str, str]] = {
+    "nvidia": {"driver": "550.54.15", "cuda_driver": "12.4", "vbios": "96.00.74.00.01"},
+    "amd": {"driver": "6.8.5", "vbios": "022.040.003.042.000001"},
 }
 
 
@@ -217,6 +226,7 @@ class SimSource:
         self._energy = [spec.idle_power_watts * 86400.0] * count
         self._energy_at: float | None = None
         self._energy_lock = threading.Lock()
+        self._software = software_entries(SIM_SOFTWARE["amd" if spec.name.startswith("AMD") else "nvidia"].items())
 
     def _uuid(self, node: str, index: int) -> str:
         h = hashlib.sha1(f"{self._seed}/{node}/{index}".encode()).hexdigest()
@@ -245,6 +255,14 @@ class SimSource:
     def schedule_fault(self, index: int, at: float) -> None:
         """From ``at`` on, GPU ``index`` has had an uncorrectable ECC error whose row remap waits for a reset."""
         self._faults[index] = at
+
+    def software(self) -> tuple[SoftwareEntry, ...]:
+        """The node's driver and firmware, as a real source reads them at enumeration."""
+        return self._software
+
+    def set_software(self, versions: Mapping[str, str]) -> None:
+        """Report these versions from now on (an upgrade): component -> version, e.g. ``{"driver": "560.35.03"}``."""
+        self._software = software_entries(versions.items())
 
     def close(self) -> None:
         """Nothing to release."""

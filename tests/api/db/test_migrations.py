@@ -173,8 +173,47 @@ def test_node_rows_are_updated_in_place_on_postgresql(database_url: str) -> None
     if postgres:
         with engine.connect() as conn:
             assert conn.execute(options).scalar_one() is None
+        # Today's upsert writes the node's software too (0020): the column, added by hand to the 0016 table, is
+        # indexed by nothing, so it changes nothing HOT depends on.
+        with engine.begin() as conn:
+            conn.execute(text("ALTER TABLE nodes ADD COLUMN software JSON"))
         updated, hot = _hot_updates(database_url, "before")
         assert updated >= 60 and hot == 0
+        with engine.begin() as conn:
+            conn.execute(text("ALTER TABLE nodes DROP COLUMN software"))
+    upgrade_to_head(database_url)
+    engine.dispose()
+
+
+def test_node_software_column_comes_and_goes_keeping_the_rows(database_url: str) -> None:
+    """0020 adds ``nodes.software`` (NULL for the nodes already there, until their agent reports one); downgrading
+    drops it and keeps the rows."""
+    config = alembic_config(database_url)
+    command.upgrade(config, "0019_job_software")
+    engine = create_engine(database_url)
+    body = json.dumps(node_sample(1))
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO nodes (name, pool, last_seen_at, last_sample_timestamp, samples_received, updated_at, "
+                "sample) VALUES ('n1', 'p', 1.0, 1.0, 1, 1.0, :body)"
+            ),
+            {"body": body},
+        )
+    command.upgrade(config, "0020_node_software")
+    software = [{"component": "driver", "version": "550.54.15"}]
+    writer = make_engine(database_url)
+    sessions = make_sessionmaker(writer)
+    with sessions.begin() as session:
+        assert session.get(NodeRow, "n1").software is None  # type: ignore[union-attr]
+        upsert_nodes(session=session, writes=[NodeWrite("n1", "p", body, 2.0, 2.0, 1, software)], now=2.0)
+    with sessions() as session:
+        assert session.get(NodeRow, "n1").software == software  # type: ignore[union-attr]
+    writer.dispose()
+    command.downgrade(config, "0019_job_software")
+    assert "software" not in {c["name"] for c in inspect(engine).get_columns("nodes")}
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT samples_received FROM nodes WHERE name = 'n1'")).scalar_one() == 2
     upgrade_to_head(database_url)
     engine.dispose()
 

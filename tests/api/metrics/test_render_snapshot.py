@@ -25,6 +25,7 @@ from mfumon.api.metrics import families
 from mfumon.api.metrics.scrapes import ScrapeCache
 from mfumon.api.metrics.self_metrics import SelfMetrics
 from mfumon.api.metrics.store import MetricsRenderer
+from mfumon.api.pricing import PriceList
 from mfumon.api.regressions.analysis import AlsoChanged, Change
 from mfumon.api.regressions.stats import Estimate
 from mfumon.api.schemas.nodes import GpuSample, IbPortSample
@@ -429,6 +430,32 @@ def _counters() -> DurableCounters:
             40.0,
         ),
     ]
+    # Energy and cost (issue 60): serve-1 is visible, old-9 ended (its series are gone); every category shows.
+    for job in ('{job_id="serve-1",kind="inference"}', '{job_id="old-9",kind="training"}'):
+        rows += [
+            ("mfumon_job_energy_joules_total", job, 0, 2_520_000.0),
+            ("mfumon_job_energy_estimated_joules_total", job, 0, 1_000.0),
+            ("mfumon_job_charged_gpu_seconds_total", job, 0, 7_200.0),  # the chargeback's: not exported
+            ("mfumon_job_cost_total", job, 0, 5.25),
+            ("mfumon_job_unpriced_gpu_seconds_total", job, 0, 60.0),
+            ("mfumon_job_tokens_total", job, 0, 4_200_000.0),
+            ("mfumon_job_requests_total", job, 0, 1_300.0),
+        ]
+    rows += [
+        ("mfumon_cluster_cost_total", '{category="compute"}', 0, 60.0),
+        ("mfumon_cluster_cost_total", '{category="idle_energy"}', 0, 0.5),
+        ("mfumon_pool_cost_total", '{pool="train",category="compute"}', 0, 35.0),
+        ("mfumon_team_cost_total", '{team="ml",category="energy"}', 0, 1.5),
+        ("mfumon_cluster_unpriced_gpu_seconds_total", '{category="idle"}', 0, 3_600.0),
+        ("mfumon_pool_unpriced_gpu_seconds_total", '{pool="infer",category="unreported"}', 0, 900.0),
+        ("mfumon_team_unpriced_gpu_seconds_total", '{team="ml",category="init"}', 0, 480.0),
+        ("mfumon_cluster_energy_joules_total", '{category="job"}', 0, 9_000_000.0),
+        ("mfumon_pool_energy_joules_total", '{pool="train",category="idle"}', 0, 700_000.0),
+        ("mfumon_team_energy_joules_total", '{team="ml",category="job"}', 0, 2_520_000.0),
+        ("mfumon_cluster_tokens_total", "", 0, 8.0e9),
+        ("mfumon_pool_tokens_total", '{pool="train"}', 0, 6.0e9),
+        ("mfumon_team_tokens_total", '{team="ml"}', 0, 4.2e6),
+    ]
     for scope, labels in (("cluster", ""), ("pool", '{pool="train"}'), ("team", '{team="ml"}')):
         rows += [
             (f"mfumon_{scope}_model_flops_total", labels, 0, 4.2e21),
@@ -465,6 +492,7 @@ def _snapshot() -> Snapshot:
             HistogramView("infer", "research", (4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), 88.5, 4, NOW - 100.0),
         ),
         regressions=_regressions(),
+        prices=PriceList(currency="EUR", devices={"h100-sxm": 2.5}, kwh=0.2, pue=1.2, set_at=NOW - 86_400.0),
     )
 
 

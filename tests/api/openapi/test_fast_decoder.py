@@ -19,7 +19,7 @@ from pydantic import BaseModel, StringConstraints, ValidationError
 from mfumon.api.schemas._common import BLANKS, Text, text_pattern
 from mfumon.api.schemas.decoder import FastDecoder
 from mfumon.api.schemas.nodes import PUSH_DECODER, GpuSample, IbPortSample, NodeSampleCreate, decode_push
-from mfumon.exporter.samples import THROTTLE_REASONS, JobShare, NodeBatch
+from mfumon.exporter.samples import THROTTLE_REASONS, JobShare, NodeBatch, software_entries
 from mfumon.exporter.samples import GpuSample as ExporterGpu
 from mfumon.exporter.samples import IbPortSample as ExporterPort
 from tests.utils.factories import gpu, ib_port, node_sample
@@ -139,6 +139,12 @@ def gpus(draw: st.DrawFn, index: int) -> dict[str, Any]:
     return body
 
 
+SOFTWARE_PAIRS = st.tuples(
+    st.sampled_from(["driver", "cuda_driver", "vbios", "Driver", "-x", "a" * 33, "tag.x"]),
+    st.one_of(decorated("550.54.15"), st.sampled_from(["96.00.74.00.01", "v\u00e9", "1\x00", "x" * 65, "a b"])),
+)
+
+
 @st.composite
 def pushes(draw: st.DrawFn) -> dict[str, Any]:
     count = draw(st.integers(0, 3))
@@ -153,8 +159,17 @@ def pushes(draw: st.DrawFn) -> dict[str, Any]:
             if draw(st.integers(0, 2)) == 0:
                 port[draw(st.sampled_from([*PORT_FIELDS, "bogus"]))] = draw(odd)
         body["ib_ports"] = ports
+    if draw(st.integers(0, 2)) == 0:  # the node's software: each (component, version) once, at most 16
+        entries = [{"component": c, "version": v} for c, v in draw(st.lists(SOFTWARE_PAIRS, max_size=4))]
+        if entries and draw(st.integers(0, 2)) == 0:
+            entries[draw(st.integers(0, len(entries) - 1))][draw(st.sampled_from(["component", "version", "x"]))] = (
+                draw(odd)
+            )
+        if entries and draw(st.integers(0, 5)) == 0:
+            entries = entries * draw(st.sampled_from([2, 17]))
+        body["software"] = entries
     if draw(st.integers(0, 5)) == 0:
-        body[draw(st.sampled_from(["timestamp", "pool", "gpus", "ib_ports", "bogus"]))] = draw(odd)
+        body[draw(st.sampled_from(["timestamp", "pool", "gpus", "ib_ports", "software", "bogus"]))] = draw(odd)
     listed = body["gpus"] if isinstance(body["gpus"], list) else []
     if draw(st.integers(0, 5)) == 0 and len(listed) > 1 and "uuid" in listed[0]:
         listed[-1]["uuid"] = listed[0]["uuid"]  # the same GPU twice
@@ -243,8 +258,9 @@ def real_pushes() -> list[bytes]:
     mig = ExporterGpu.build("MIG-1234", 1, "NVIDIA H100 80GB HBM3", {"utilization": 0.3}, mig_profile="3g.40gb")
     ports = tuple(ExporterPort(f"mlx5_{k}", 1, "InfiniBand", "ACTIVE", "LinkUp", 5e10, 0, 0, 0, 0, 0, 10**13, 10**13)
                   for k in range(4))  # fmt: skip
+    software = software_entries([("driver", "580.159.04"), ("cuda_driver", "13.0"), ("vbios", "96.00.A5.00.1A")])
     batches = [
-        NodeBatch("n1", 1.7e9, tuple(full), pool="h100", ib_ports=ports),
+        NodeBatch("n1", 1.7e9, tuple(full), pool="h100", ib_ports=ports, software=software),
         NodeBatch("n2", 1.7e9, (shared, mig, full[0].lost())),
         NodeBatch("n3", 1.7e9, ()),
     ]
@@ -271,6 +287,35 @@ def test_a_rule_json_schema_cannot_state_is_the_models() -> None:
     assert PUSH_DECODER.decode(json.dumps(body).encode()) is not None
 
 
+@pytest.mark.parametrize(
+    "software",
+    [
+        [{"component": "driver", "version": "1"}, {"component": "driver", "version": "1"}],  # the same pair twice
+        [{"component": f"c{i}", "version": "1"} for i in range(17)],
+        [{"component": "driver", "version": " 1"}],
+        [{"component": "driver", "version": "1\n"}],
+        [{"component": "driver", "version": "\u00e9"}],
+        [{"component": "Driver", "version": "1"}],
+        [{"component": "driver", "version": "1", "date": "2024"}],
+        [{"component": "driver"}],
+        {"driver": "1"},
+    ],
+)
+def test_bad_node_software_is_refused_by_both_decoders(software: Any) -> None:
+    """Refused by the fast decoder (None: left to the model) and by the model (its ValidationError is the 422)."""
+    body = json.dumps({**node_sample(1), "software": software}).encode()
+    assert PUSH_DECODER.decode(body) is None
+    with pytest.raises(ValidationError, match="software"):
+        decode_push(body)
+
+
+def test_node_software_decodes_fast() -> None:
+    software = [{"component": "driver", "version": "550.54.15"}, {"component": "vbios", "version": "96.00.74.00.01"}]
+    fast = PUSH_DECODER.decode(json.dumps({**node_sample(1), "software": software}).encode())
+    assert fast is not None and fast.software is not None
+    assert [(e.component, e.version) for e in fast.software] == [("driver", "550.54.15"), ("vbios", "96.00.74.00.01")]
+
+
 def test_free_text_is_stripped_after_its_pattern_as_the_model_strips_it() -> None:
     body = {**node_sample(1), "pool": "\u3000 train \u00a0"}
     assert PUSH_DECODER.decode(json.dumps(body).encode()).pool == "train"  # type: ignore[union-attr]
@@ -291,7 +336,13 @@ def full_push() -> dict[str, Any]:
     first.update(hmma_active=0.1, imma_active=0.0, dmma_active=0.0)
     shared = gpu(1, shares=[{"job_id": "a", "share": 0.5, "method": "accounting"},
                             {"job_id": "b", "share": 0.5, "method": "accounting"}])  # fmt: skip
-    body = {"timestamp": 1.7e9, "pool": "train", "gpus": [first, shared], "ib_ports": whole["ib_ports"][:1]}
+    body = {
+        "timestamp": 1.7e9,
+        "pool": "train",
+        "gpus": [first, shared],
+        "ib_ports": whole["ib_ports"][:1],
+        "software": whole["software"][:1],
+    }
     assert NodeSampleCreate.model_validate(body)
     return body
 

@@ -17,6 +17,10 @@ What the real binding does that the fake copies:
   ``AmdSmiRasErrState`` name; the defaults are the MI300A of ``amdsmi_cli/README.md``'s ``amd-smi static`` example
   (market name ``MI300A``, BDF ``0000:01:00.0``, UUID ``7eff74a0-0000-1000-808f-7e20764e2714``, UMC ECC DISABLED).
 
+- ``amdsmi_get_gpu_driver_info`` returns ``driver_name``, ``driver_version`` and ``driver_date``;
+  ``amdsmi_get_gpu_vbios_info`` ``name``, ``build_date``, ``part_number`` and ``version`` (strings decoded from the C
+  struct); the defaults are the MI300X of ``amdsmi_cli/README.md``'s ``amd-smi static`` example, on ROCm 6.2's amdgpu.
+
 Devices are :class:`FakeAmdGpu` dataclasses a test builds and mutates through :func:`reset` and :data:`STATE`.
 """
 
@@ -199,6 +203,9 @@ class FakeAmdGpu:
     ras: dict[str, str] = field(default_factory=lambda: dict(MI300A_RAS))
     processes: list[tuple[int, int, int]] = field(default_factory=list)  # (pid, vram bytes, gfx engine ns)
     unsupported: set[str] = field(default_factory=set)  # function names that raise NOT_SUPPORTED
+    driver_version: str = "6.8.5"
+    vbios_version: str = "022.040.003.042.000001"
+    vbios_part_number: str = "113-M3000100-102"
 
 
 @dataclass
@@ -379,3 +386,18 @@ def amdsmi_get_gpu_process_list(processor_handle: Any) -> list[dict[str, Any]]:
         }
         for pid, vram, gfx_ns in gpu.processes
     ]
+
+
+def amdsmi_get_gpu_driver_info(processor_handle: Any) -> dict[str, Any]:
+    gpu = _gpu(processor_handle, "amdsmi_get_gpu_driver_info")
+    return {"driver_name": "amdgpu", "driver_version": gpu.driver_version, "driver_date": "2015/01/01 00:00"}
+
+
+def amdsmi_get_gpu_vbios_info(processor_handle: Any) -> dict[str, Any]:
+    gpu = _gpu(processor_handle, "amdsmi_get_gpu_vbios_info")
+    return {
+        "name": "AMD MI300X_HW_SRIOV_CVS_1VF",
+        "build_date": "2023/05/10 08:29",
+        "part_number": gpu.vbios_part_number,
+        "version": gpu.vbios_version,
+    }

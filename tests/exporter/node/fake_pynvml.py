@@ -30,6 +30,16 @@ fabric support ``NVML_ERROR_NOT_SUPPORTED``. v3 adds ``healthSummary`` (NVML_GPU
 ``healthMask`` (2-bit NVML_GPU_FABRIC_HEALTH_MASK_* fields: 0 not supported, 1 true, 2 false); ``status`` matters only
 once ``state`` is COMPLETED. nvml.h declares ``state`` an unsigned char, pynvml a ``c_uint`` (the padding after it).
 
+The node's software (issue 59) follows the same guide ("System Queries", "Device Queries") and nvidia-ml-py
+13.615.71: ``nvmlSystemGetDriverVersion()`` and ``nvmlDeviceGetVbiosVersion(handle)`` return a ``str`` (the binding's
+``convertStrBytes`` decodes the C buffer; older bindings returned ``bytes``), ``nvmlSystemGetCudaDriverVersion()`` and
+``nvmlSystemGetCudaDriverVersion_v2()`` an ``int`` (1000 x major + 10 x minor: 12040 is CUDA 12.4; ``_v2`` reads it
+from the kernel driver, the first from libcuda, answering ``NVML_ERROR_LIBRARY_NOT_FOUND`` without it). Each raises
+``NVML_ERROR_UNINITIALIZED`` before ``nvmlInit``; where a device or driver cannot answer, the fake raises
+``NVML_ERROR_NOT_SUPPORTED`` (a function name in ``FakeGpu.unsupported`` or ``FakeState.system_unsupported``). The
+defaults are what the H200 answered (bench/results/h200-2026-11-30/nvidia-smi.txt: driver 580.159.04, CUDA 13.0,
+VBIOS 96.00.A5.00.1A); the driver string stays the one the fake always answered.
+
 The devices are plain dataclasses (:class:`FakeGpu`, :class:`FakeMig`) a test builds and mutates through
 :func:`reset` and the module-level :data:`STATE`.
 """
@@ -490,6 +500,7 @@ class FakeGpu:
     pcie_link_max: tuple[int, int] = (5, 16)
     fabric: FakeFabric | None = None
     fabric_versions: tuple[int, ...] = (nvmlGpuFabricInfo_v2, nvmlGpuFabricInfo_v3)
+    vbios_version: str = "96.00.A5.00.1A"  # nvmlDeviceGetVbiosVersion (MIG instances answer their parent's)
 
 
 @dataclass
@@ -511,6 +522,11 @@ class FakeState:
     event_sets: list[_EventSet] = field(default_factory=list)
     handles: dict[int, tuple[int, int | None]] = field(default_factory=dict)
     keep: list[Any] = field(default_factory=list)
+    # System queries: the driver's version string and the CUDA version it supports (1000 x major + 10 x minor);
+    # a function name in ``system_unsupported`` answers NVML_ERROR_NOT_SUPPORTED.
+    driver_version: str = "570.86.15"
+    cuda_driver_version: int = 13000
+    system_unsupported: set[str] = field(default_factory=set)
 
 
 STATE = FakeState()
@@ -578,8 +594,32 @@ def nvmlShutdown() -> None:
     STATE.initialized = False
 
 
+def _system(fn: str) -> None:
+    STATE.calls[fn] = STATE.calls.get(fn, 0) + 1
+    if not STATE.initialized:
+        raise NVMLError(NVML_ERROR_UNINITIALIZED)
+    if fn in STATE.system_unsupported:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+
+
 def nvmlSystemGetDriverVersion() -> str:
-    return "570.86.15"
+    _system("nvmlSystemGetDriverVersion")
+    return STATE.driver_version
+
+
+def nvmlSystemGetCudaDriverVersion() -> int:
+    _system("nvmlSystemGetCudaDriverVersion")
+    return STATE.cuda_driver_version
+
+
+def nvmlSystemGetCudaDriverVersion_v2() -> int:
+    _system("nvmlSystemGetCudaDriverVersion_v2")
+    return STATE.cuda_driver_version
+
+
+def nvmlDeviceGetVbiosVersion(handle: Any) -> str:
+    gpu, _mig, _ = _resolve(handle, "nvmlDeviceGetVbiosVersion")
+    return gpu.vbios_version
 
 
 def nvmlDeviceGetCount() -> int:
