@@ -1,5 +1,5 @@
-"""Where the GPU-hours go: the waste waterfall of the cluster, its pools and teams over the chosen time range, and
-the jobs that wasted most; the job drill-down's waterfall panels.
+"""Where the GPU-hours go: the waste waterfall of the cluster, its pools and teams over the chosen time range, the
+jobs that wasted most, and what it all cost (:mod:`_cost`); the job drill-down's waterfall panels.
 
 Every figure is the growth of the durable waterfall counters over the dashboard's range (``$__range``, read with
 :func:`window_increase`, alike in PromQL and MetricsQL), so the numbers are the GPU-hours of that window, whatever it
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from _cost import cost_energy_panels
 from _panels import JOB_LINK, Panel, dashboard, query_variable, row, stat, table, target, targets, timeseries
 from _window import window_increase
 
@@ -172,6 +173,7 @@ def gpu_hours() -> dict[str, Any]:
             sort_by="not computing (GPU-h)",
             height=10,
         ),
+        *cost_energy_panels(),
     ]
     pool_var = query_variable("pool", "Pool", "label_values(mfumon_pool_gpu_seconds_total, pool)")
     team_var = query_variable("team", "Team", "label_values(mfumon_team_gpu_seconds_total, team)")
@@ -179,7 +181,8 @@ def gpu_hours() -> dict[str, Any]:
         uid="mfumon-gpu-hours",
         title="mfu-monitor / Where the GPU-hours go",
         description="The waste waterfall over the chosen time range: cluster, pools, teams, and the jobs that wasted "
-        "most. GET /v1/jobs/<job_id>/diagnosis says why a job wasted its share.",
+        "most; what it cost and the energy it drew. GET /v1/jobs/<job_id>/diagnosis says why a job wasted its share, "
+        "GET /v1/chargeback who pays for what.",
         variables=[pool_var, team_var],
         panels=panels,
     )

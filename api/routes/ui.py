@@ -15,8 +15,9 @@ from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import FileResponse, HTMLResponse
 
 from mfumon.api.deps import ContextDep, JobIdPath
-from mfumon.api.errors import NotFoundError
+from mfumon.api.errors import InputError, NotFoundError
 from mfumon.api.pages import STATIC_DIR, render
+from mfumon.api.pages.chargeback import CHARGEBACK_TABLES, chargeback_page
 from mfumon.api.pages.cluster import CLUSTER_TABLES, MAX_JOBS_READ, cluster_page
 from mfumon.api.pages.compare import compare_page
 from mfumon.api.pages.jobs import (
@@ -113,6 +114,23 @@ def read_regressions_page(ctx: ContextDep, request: Request) -> HTMLResponse:
     if isinstance(query, HTMLResponse):
         return query
     return render("regressions.html", **regressions_page(ctx, query))
+
+
+@router.get("/chargeback", response_class=HTMLResponse)
+def read_chargeback_page(ctx: ContextDep, request: Request) -> HTMLResponse:
+    """Cost, GPU-hours and energy per team, idle and unreported GPUs, pool and job (``GET /v1/chargeback``);
+    ``?since=`` (24h, 7d, 30d: what the API takes, 30d by default) and ``?until=``, ``?refresh=`` and
+    ``?sort=&dir=`` as on ``/ui``."""
+    query = _query(request, CHARGEBACK_TABLES)
+    if isinstance(query, HTMLResponse):
+        return query
+    if query.range:
+        return _error(422, "Unknown page option", "This page takes since= (24h, 7d, 30d, or Unix seconds), not range=.")
+    try:
+        context = chargeback_page(ctx, query)
+    except InputError as exc:
+        return _error(422, "Unknown window", str(exc))
+    return render("chargeback.html", **context)
 
 
 @router.get("/compare", response_class=HTMLResponse)

@@ -6,14 +6,42 @@ not the same). Keys are bounded like every label: at most 256 pools and 256 devi
 
 from __future__ import annotations
 
-from typing import Annotated
+import re
+from collections.abc import Callable
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from mfumon.api.schemas._common import Label, Number
+from mfumon.api.schemas._common import _BLANK_CLASS, _CONTROLS, Number
 
 Price = Annotated[Number, Field(ge=0, le=1e6)]
-DeviceKey = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")]
+DEVICE_KEY = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+#: A pool as exporters and schedulers name it: printable, no blank at either end, at most 128 characters.
+POOL_KEY = re.compile(rf"^[^{_CONTROLS}{_BLANK_CLASS}](?:[^{_CONTROLS}]{{0,126}}[^{_CONTROLS}{_BLANK_CLASS}])?$")
+
+
+def _keys(pattern: re.Pattern[str], what: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    def check(value: dict[str, Any]) -> dict[str, Any]:
+        bad = sorted(key for key in value if not pattern.match(key))
+        if bad:
+            raise ValueError(f"{what}: {[k[:40] for k in bad[:3]]} do not match {pattern.pattern}")
+        return value
+
+    return check
+
+
+# The keys' rule is stated as ``propertyNames`` (what a client, and Schemathesis, reads) and checked by a validator,
+# as the job's software fingerprint is (mfumon.api.schemas.jobs.Software).
+PoolPrices = Annotated[
+    dict[str, Price],
+    Field(max_length=256, json_schema_extra={"propertyNames": {"pattern": POOL_KEY.pattern}}),
+    AfterValidator(_keys(POOL_KEY, "pool names")),
+]
+DevicePrices = Annotated[
+    dict[str, Price],
+    Field(max_length=256, json_schema_extra={"propertyNames": {"pattern": DEVICE_KEY.pattern}}),
+    AfterValidator(_keys(DEVICE_KEY, "device keys (the peak table's, e.g. h100-sxm)")),
+]
 Currency = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,15}$")]
 
 
@@ -23,8 +51,8 @@ class GpuHourPrices(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    pools: dict[Label, Price] = Field(default_factory=dict, max_length=256)
-    devices: dict[DeviceKey, Price] = Field(default_factory=dict, max_length=256)
+    pools: PoolPrices = Field(default_factory=dict)
+    devices: DevicePrices = Field(default_factory=dict)
     default: Price | None = None
 
 

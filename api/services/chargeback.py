@@ -179,7 +179,8 @@ def read_chargeback(ctx: AppContext, since: float, until: float) -> ChargebackPu
 
 def _job(job_id: str, kind: str, team: str | None, v: dict[str, float]) -> ChargebackJob:
     gpu_seconds, unpriced, energy = v.get("gpu_seconds", 0.0), v.get("unpriced", 0.0), v.get("energy", 0.0)
-    cost = _cost(v.get("cost", 0.0), gpu_seconds, unpriced)
+    priced = v.get("cost", 0.0)  # GPU-hours and energy: a job's counter holds both
+    cost = priced if priced > 0 or gpu_seconds > unpriced * (1 + 1e-12) or gpu_seconds == 0 else None
     tokens, requests = v.get("tokens") or None, v.get("requests") or None
     return ChargebackJob(
         job_id=job_id,

@@ -5,8 +5,9 @@ cluster (:func:`mfumon.exporter.demo.simcluster.default_cluster`: 12 nodes x 8 G
 six pools, one node read through a simulated current dcgm-exporter) whose nodes push samples through the real
 exporter pipeline while its jobs post reports over HTTP, simulated serving engines (vLLM-, SGLang- and TGI-style
 ``/metrics`` on loopback ports) that the real inference collector reads and reports, and a simulated scheduler that
-puts its queue as ``mfumon scheduler`` would. Runs until Ctrl-C or ``--duration``. With ``--prometheus`` a
-Prometheus runs beside it (:mod:`mfumon.exporter.demo.prometheus`).
+puts its queue as ``mfumon scheduler`` would. The aggregator bills with the demo's price list
+(:mod:`mfumon.exporter.demo.prices`, unless ``MFUMON_PRICES_FILE`` is set). Runs until Ctrl-C or ``--duration``.
+With ``--prometheus`` a Prometheus runs beside it (:mod:`mfumon.exporter.demo.prometheus`).
 
 On an idle machine the demo prints nothing of its own after its banner: its clients resend a request that met a
 kept-alive connection the server was closing (:mod:`mfumon.exporter.transport`), the server keeps idle connections
@@ -39,6 +40,7 @@ from mfumon.cli import LISTENING_PREFIX
 from mfumon.exporter.auth import read_token
 from mfumon.exporter.cliopts import add_token_file_option
 from mfumon.exporter.demo.history import seed_history
+from mfumon.exporter.demo.prices import write_demo_prices
 from mfumon.exporter.demo.prometheus import DemoPrometheus, PrometheusUnavailable, shortened_note, start_prometheus
 from mfumon.exporter.demo.simcluster import ClusterSpec, SimJob, SimNode, default_cluster
 from mfumon.exporter.demo.simdcgm import SimDcgmExporter, SimDcgmSource
@@ -373,6 +375,9 @@ def _start_server(host: str, port: int, data_dir: Path, token: str | None) -> su
     env.setdefault("MFUMON_MAX_INGEST_QUEUE_SECONDS", str(DEMO_INGEST_QUEUE_SECONDS))
     # The software comparison every 30 s, not every 5 minutes: the demo's history is posted after the server starts.
     env.setdefault("MFUMON_REGRESSIONS_INTERVAL_SECONDS", "30")
+    # A price list, so that the cost and energy panels and the chargeback have numbers (one pool left unpriced).
+    if not env.get("MFUMON_PRICES_FILE"):
+        env["MFUMON_PRICES_FILE"] = str(write_demo_prices(data_dir))
     cmd = [sys.executable, "-m", "mfumon", "serve", "--host", host, "--port", str(port)]
     with open(data_dir / "serve.log", "wb") as log:  # the child keeps its own copy of the descriptor
         return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=data_dir)

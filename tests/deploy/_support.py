@@ -25,6 +25,7 @@ import yaml
 from mfumon.api.metrics import families
 from mfumon.exporter.demo import prometheus as demo_prometheus
 from mfumon.exporter.demo.cli import run_simulation
+from mfumon.exporter.demo.prices import write_demo_prices
 from mfumon.exporter.demo.simcluster import ClusterSpec, default_cluster
 from tests.conftest import stop_process, wait_for_listening
 
@@ -322,6 +323,12 @@ def live_cluster() -> ClusterSpec:
         for job in cluster.jobs
     )
     return dataclasses.replace(cluster, nodes=nodes, jobs=jobs)
+
+
+def live_settings(workdir: Path) -> dict[str, str]:
+    """The settings of a live test's aggregator beyond the test defaults: the demo's price list (written to
+    `workdir`), as `mfumon demo` gives its own, so that the cost and energy panels have data."""
+    return {"MFUMON_PRICES_FILE": str(write_demo_prices(workdir))}
 
 
 @contextmanager

@@ -13,15 +13,18 @@ import re
 
 import pytest
 
+from mfumon.api.metrics.cost import COST_FAMILIES
 from mfumon.api.metrics.durable import DURABLE_FAMILIES
 from mfumon.api.metrics.remediation import REMEDIATION_FAMILIES
 from tests.deploy._support import all_rules, exposed_metric_names, iter_queries, load_dashboards
 
 #: Counters stored in the database (they survive restarts; every replica exports the same values), beyond the
-#: durable and remediation declarations: the jobs' waterfalls (their ledgers) and the started jobs' queue waits.
+#: durable and remediation declarations: the cost and energy counters (issue 60; not their gauges), the jobs'
+#: waterfalls (their ledgers) and the started jobs' queue waits.
 DURABLE = {
     *DURABLE_FAMILIES,
     *REMEDIATION_FAMILIES,
+    *(name for name, family in COST_FAMILIES.items() if family.type == "counter"),
     "mfumon_job_gpu_seconds_total",
     "mfumon_job_serving_gpu_seconds_total",
     "mfumon_started_job_queue_wait_seconds_bucket",
@@ -60,6 +63,7 @@ def test_window_growth_is_what_they_use() -> None:
         'max by (category) (increase(mfumon_cluster_gpu_seconds_total{category="idle"}[1h]))',
         "histogram_quantile(0.5, sum by (le) (increase( mfumon_started_job_queue_wait_seconds_bucket[1h])))",
         "sum(increase(mfumon_remediation_actions_total[30m])) > 0",
+        'sum by (team) (increase(mfumon_team_cost_total{category="energy"}[1d]))',
     ],
 )
 def test_a_planted_increase_is_caught(expr: str) -> None:

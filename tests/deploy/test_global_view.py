@@ -44,6 +44,7 @@ from tests.deploy._support import (
     documented_central_relabelling,
     instant_query,
     live_cluster,
+    live_settings,
     load_dashboards,
     parse_label_values,
     recorded_names,
@@ -108,7 +109,8 @@ def global_view(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
         global_url = stack.enter_context(start_prometheus(work, receiver, "--web.enable-remote-write-receiver"))
         edges = {}
         for cluster in CLUSTERS:
-            server = stack.enter_context(start_server(tmp_path_factory.mktemp(f"aggregator-{topology}-{cluster}")))
+            aggregator_work = tmp_path_factory.mktemp(f"aggregator-{topology}-{cluster}")
+            server = stack.enter_context(start_server(aggregator_work, live_settings(aggregator_work)))
             stack.enter_context(simulating(server.url, live_cluster()))
             edge_work = tmp_path_factory.mktemp(f"prometheus-{topology}-{cluster}")
             write_shortened_rules(edge_work / "rules")

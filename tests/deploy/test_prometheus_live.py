@@ -1,15 +1,15 @@
 """The shipped Prometheus config, rules and dashboards against a real Prometheus scraping a real aggregator.
 
-One module-wide setup: `mfumon serve` on a free loopback port, fed by the simulated cluster of `mfumon demo`
-(10 nodes, a healthy training job that recomputes activations, a communication-bound one at ~20% MFU, an inference
-job, a pending job, a job whose reports over-claim, an unwrapped job, a GPU busy with no job id, six serving jobs
-behind simulated vLLM/SGLang/TGI endpoints, a flapping InfiniBand link, a GPU waiting for a reset, an idle pool, a
-simulated scheduler with a long-waiting job, a fragmented pool and two unreported sweeps, and for the waste
-waterfall a job that checkpoints synchronously, fails once and restarts, a data-bound job and a job with a hot
-straggler GPU), and a real `prometheus`
-whose configuration is deploy/prometheus/prometheus.yml with the aggregator's address filled in, a 1-second scrape
-and evaluation interval (rule groups' own intervals too), every alert's `for:` cut to 2 s and the warm-up and the
-not-reporting grace to 2 s.
+One module-wide setup: `mfumon serve` on a free loopback port with the demo's price list (one pool unpriced), fed by
+the simulated cluster of `mfumon demo` (10 nodes, a healthy training job that recomputes activations, a
+communication-bound one at ~20% MFU, an inference job, a pending job, a job whose reports over-claim, an unwrapped
+job, a GPU busy with no job id, six serving jobs behind simulated vLLM/SGLang/TGI endpoints, a flapping InfiniBand
+link, a GPU waiting for a reset, an idle pool, a simulated scheduler with a long-waiting job, a fragmented pool and
+two unreported sweeps, and for the waste waterfall a job that checkpoints synchronously, fails once and restarts, a
+data-bound job and a job with a hot straggler GPU), and a real `prometheus` whose configuration is
+deploy/prometheus/prometheus.yml with the aggregator's address filled in, a 1-second scrape and evaluation interval
+(rule groups' own intervals too), every alert's `for:` cut to 2 s and the warm-up and the not-reporting grace
+to 2 s.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from tests.deploy._support import (
     firing_alerts,
     instant_query,
     live_cluster,
+    live_settings,
     load_dashboards,
     parse_label_values,
     recorded_names,
@@ -87,7 +88,8 @@ def _config(work: Path, aggregator: LiveServer) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def aggregator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     require_tool("prometheus")
-    with start_server(tmp_path_factory.mktemp("aggregator")) as server:
+    work = tmp_path_factory.mktemp("aggregator")
+    with start_server(work, live_settings(work)) as server:
         yield server
 
 

@@ -55,6 +55,7 @@ from tests.deploy._support import (
     all_rules,
     dashboard_queries,
     live_cluster,
+    live_settings,
     load_dashboards,
     metric_names,
     parse_label_values,
@@ -193,7 +194,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         )
         started = time.time()
         for cluster in CLUSTERS:
-            server = stack.enter_context(start_server(tmp_path_factory.mktemp(f"aggregator-{cluster}")))
+            aggregator_work = tmp_path_factory.mktemp(f"aggregator-{cluster}")
+            server = stack.enter_context(start_server(aggregator_work, live_settings(aggregator_work)))
             stack.enter_context(simulating(server.url, live_cluster()))
             agent_work = tmp_path_factory.mktemp(f"vmagent-{cluster}")
             (agent_work / "scrape.yml").write_text(yaml.safe_dump(_scrape_config(server.url), sort_keys=False))

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from mfumon.api.core.security import parse_tokens
+from mfumon.api.errors import TokenConfigError
 from mfumon.api.services.accounting import bill_gpu_states
 from tests.api.routes.test_inference import serving_report
 from tests.utils.clock import Clock
@@ -293,3 +295,36 @@ def test_two_replicas_bill_energy_and_cost_once_at_the_price_either_set(
         assert idle_row["energy_joules"] == pytest.approx(4 * 100 * 20)
         assert idle_row["cost"] == pytest.approx(4 * 20 * 3.6 / 3600 + 4 * 100 * 20 * 0.36 / 3.6e6)
         _sums_to_fleet(body)
+
+
+def test_only_a_token_with_the_prices_scope_sets_prices_and_the_list_says_who(
+    make_client: Callable[..., TestClient],
+) -> None:
+    tokens = "finance-secret name=finance scopes=prices,read,tokens-secret name=nlp scopes=jobs teams=nlp"
+    client = make_client(INGEST_TOKENS=tokens.replace(",tokens-secret", ",nlp-secret"))
+    body = {"gpu_hour": {"default": 2.0}}
+    assert client.put("/v1/prices", json=body).status_code == 401
+    refused = client.put("/v1/prices", json=body, headers={"Authorization": "Bearer nlp-secret"})
+    assert refused.status_code == 403 and "prices" in refused.text
+    assert client.get("/v1/prices").json()["current"]["set_at"] is None  # nothing changed
+    done = client.put("/v1/prices", json=body, headers={"Authorization": "Bearer finance-secret"})
+    assert done.status_code == 200 and done.json()["set_by"] == "finance"
+
+
+def test_a_team_limited_token_cannot_have_the_prices_scope() -> None:
+    with pytest.raises(TokenConfigError, match="prices"):
+        parse_tokens(["t0ken name=x scopes=jobs,prices teams=nlp"], [])
+
+
+def test_unpriced_gpu_hours_with_priced_energy_cost_the_energy_and_say_what_is_left_out(client: TestClient) -> None:
+    assert client.put("/v1/prices", json={"gpu_hour": {"pools": {"h100": 3.6}}, "kwh": 0.1, "pue": 1.5}).is_success
+    fleet = Fleet(client)
+    fleet.start()
+    fleet.tick()
+    body = client.get("/v1/chargeback", params={"since": "1h"}).json()
+    _sums_to_fleet(body)
+    (b,) = [j for j in body["jobs"] if j["job_id"] == "b"]
+    no_team = _row(body, "no_team")
+    assert b["cost"] == pytest.approx(2 * WATTS * 10 * PER_JOULE) == pytest.approx(no_team["cost"])
+    assert b["gpu_seconds"] > 0 and b["unpriced_gpu_seconds"] == pytest.approx(b["gpu_seconds"])
+    assert client.get("/v1/jobs/b").json()["cost"] == pytest.approx(b["cost"])

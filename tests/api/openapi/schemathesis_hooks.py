@@ -45,7 +45,8 @@ def _not_ahead(body: dict[str, Any], field: str) -> None:
 
 
 def _unique(items: Any, key: Any) -> Any:
-    """The first item of each key kept: "each `uuid` once", "each (`device`, `port`) once", "each job_id once"."""
+    """The first item of each key kept: "each `uuid` once", "each (`device`, `port`) once", "each job_id once",
+    "each (`component`, `version`) once"."""
     if not isinstance(items, list):
         return items
     seen, kept = set(), []
@@ -155,7 +156,8 @@ def _label(value: Any) -> Any:
 
 
 def _usage(query: dict[str, Any], default_since: str = "7d") -> None:
-    """invalid_when on GET /v1/usage and GET /v1/regressions (default since 30d): `since` before `until` (or now)."""
+    """invalid_when on GET /v1/usage, GET /v1/regressions and /v1/chargeback (default since 30d): `since` before
+    `until` (or now)."""
 
     def start_end() -> tuple[float, float]:
         now = time.time()
@@ -247,6 +249,8 @@ def map_case(context: HookContext, case: Case) -> Case:
                     _shares(gpu)
         if "ib_ports" in body:
             body["ib_ports"] = _unique(body["ib_ports"], lambda port: (port.get("device"), port.get("port")))
+        if "software" in body:
+            body["software"] = _unique(body["software"], lambda entry: (entry.get("component"), entry.get("version")))
     elif operation == "POST /v1/jobs/{job_id}/reports" and body is not None:
         _report(body)
     elif operation == "PUT /v1/jobs/{job_id}" and body is not None:
@@ -262,7 +266,7 @@ def map_case(context: HookContext, case: Case) -> Case:
         _scheduler(body)
     elif operation == "GET /v1/usage" and query is not None:
         _usage(query)
-    elif operation == "GET /v1/regressions" and query is not None:
+    elif operation in ("GET /v1/regressions", "GET /v1/chargeback") and query is not None:
         _usage(query, default_since="30d")
     elif operation == "GET /metrics" and query is not None:
         _metrics(query)

@@ -27,6 +27,7 @@ import pytest
 from mfumon.api.pages import fmt
 from mfumon.api.pages.findings import RUNBOOK_BASE, cause
 from mfumon.exporter.demo import cli as demo
+from mfumon.exporter.demo.prices import write_demo_prices
 from mfumon.exporter.demo.simcluster import default_cluster
 from tests.api.routes.test_serving_slo import TTFT_LE, histogram, report_with
 from tests.conftest import LiveServer, start_server
@@ -90,6 +91,11 @@ PAGES: dict[str, tuple[str, set[str], set[str]]] = {
     ),
     f"/ui/jobs/{PENDING}": ("job-pending", {f"Job {PENDING}"}, set()),
     COMPARE: ("compare", {"Compare two jobs", "Figures"}, {"chart-waterfall-a", "chart-waterfall-b"}),
+    "/ui/chargeback": (
+        "chargeback",
+        {"Chargeback", "Who used the fleet", "The fleet's cost by category", "Pools", "Jobs"},
+        {"chart-cost"},
+    ),
 }
 _FLAGS = [
     "--headless",
@@ -131,8 +137,11 @@ def _chromium() -> str:
 
 @pytest.fixture(scope="module")
 def demo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    """A server holding the demo's simulated cluster, plus a checkpoint event so the events table has a row."""
-    with start_server(tmp_path_factory.mktemp("pages")) as server:
+    """A server holding the demo's simulated cluster and its price list (``mfumon demo``'s: the chargeback has costs
+    and an unpriced pool), plus a checkpoint event so the events table has a row."""
+    data_dir = tmp_path_factory.mktemp("pages")
+    prices = {"MFUMON_PRICES_FILE": str(write_demo_prices(data_dir))}
+    with start_server(data_dir, prices) as server:
         result = demo.run_simulation(
             server.url, duration_seconds=4.0, interval_seconds=0.5, cluster=default_cluster(checkpoints=False)
         )
@@ -277,6 +286,10 @@ def test_the_pages_show_the_apis_numbers(demo_server: LiveServer) -> None:
             assert "Goodput (step time" not in training and 'id="waterfall"' not in training
         assert "Goodput (step time" in http.get(f"/ui/jobs/{TRAINING}").text
         assert "no report yet" in http.get(f"/ui/jobs/{PENDING}").text
+        chargeback = http.get("/v1/chargeback").json()  # the demo's price list: costs in USD, one pool unpriced
+        page = http.get("/ui/chargeback").text
+        assert chargeback["priced"] and 'id="prices"' in page and "<strong>USD</strong>" in page
+        assert chargeback["jobs"] and all(f'href="/ui/jobs/{j["job_id"]}"' in page for j in chargeback["jobs"])
 
 
 def test_swagger_ui_renders_the_api_offline(demo_server: LiveServer, tmp_path: Path) -> None:
@@ -325,6 +338,7 @@ WIDE_PAGES = {
     f"/ui/jobs/{PENDING}": "job-pending",
     "/ui": "cluster",
     "/ui/regressions": "regressions",
+    "/ui/chargeback": "chargeback",
 }
 _OVERFLOW = """<script>
 window.addEventListener('load', () => {
