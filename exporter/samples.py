@@ -92,6 +92,9 @@ COUNTER_FIELDS: tuple[str, ...] = (
     "row_remap_pending",
     "row_remap_failure",
     "energy_joules_total",
+    # A MIG instance has no power or energy reading of its own: its board's, for the aggregator to apportion.
+    "board_energy_joules_total",
+    "board_power_watts",
     *LINK_FIELDS,
 )
 
@@ -197,6 +200,8 @@ class GpuSample:
     row_remap_pending: int | None = None
     row_remap_failure: int | None = None
     energy_joules_total: float | None = None
+    board_energy_joules_total: float | None = None
+    board_power_watts: float | None = None
     last_xid: int | None = None
     pcie_link_gen: int | None = None
     pcie_link_gen_max: int | None = None

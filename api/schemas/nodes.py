@@ -105,6 +105,14 @@ class GpuSample(BaseModel):
     row_remap_pending: _Flag | None = None
     row_remap_failure: _Flag | None = None
     energy_joules_total: _Bounded | None = None
+    board_energy_joules_total: _Bounded | None = Field(
+        default=None,
+        description="a MIG instance: its physical GPU's energy counter (an instance has none); the aggregator gives "
+        "the instance its profile's share of the board's energy",
+    )
+    board_power_watts: Annotated[Number, Field(ge=0, le=100_000)] | None = Field(
+        default=None, description="a MIG instance: its physical GPU's power draw"
+    )
     last_xid: Annotated[int, Whole(0, 100_000)] | None = None
     pcie_link_gen: Annotated[int, Whole(0, 64)] | None = None
     pcie_link_gen_max: Annotated[int, Whole(0, 64)] | None = None

@@ -13,6 +13,7 @@ class DeviceResolver:
     def __init__(self, table: PeakTable) -> None:
         self.table = table
         self._cache: dict[tuple[str, str | None], tuple[str | None, float | None]] = {}
+        self._fractions: dict[tuple[str, str], float | None] = {}
         self._lock = threading.Lock()
 
     def resolve(self, name: str, mig_profile: str | None) -> tuple[str | None, float | None]:
@@ -25,3 +26,14 @@ class DeviceResolver:
         with self._lock:
             self._cache[key] = result
         return result
+
+    def mig_fraction(self, name: str, mig_profile: str) -> float | None:
+        """The share of its GPU a MIG instance of ``mig_profile`` gets (compute slices / the GPU's), or None when
+        the peak table cannot tell (an unknown device or profile)."""
+        key = (name, mig_profile)
+        if key in self._fractions:
+            return self._fractions[key]
+        fraction = self.table.lookup(name, "bf16", mig_profile=mig_profile).mig_fraction
+        with self._lock:
+            self._fractions[key] = fraction
+        return fraction

@@ -3,9 +3,11 @@
 **Per GPU**, when the state takes a node's view (:func:`derive_power`): the difference of the GPU's energy counter
 (NVML's total energy since the driver loaded, DCGM's ``TOTAL_ENERGY_CONSUMPTION``) over the time between its two
 samples: method ``counter``. Where that cannot be taken — the counter went down (the driver reloaded: a reset), the
-GPU has no counter (older GPUs, amdsmi, a MIG instance), it is the GPU's first view, or the difference is not a
-plausible power — its power sample is used instead, method ``power``, and everything built on it is marked
-*estimated*. A GPU with neither has no draw and is counted as such.
+GPU has no counter (older GPUs, amdsmi), it is the GPU's first view, or the difference is not a
+plausible power — its power sample is used instead, method ``power``. A MIG instance has neither reading in NVML: it
+gets its profile's share of the GPU (compute slices / the GPU's, from the peak table) of its board's counter
+difference, else of the board's power sample, method ``mig_fraction``. Everything not from the GPU's own counter is
+marked *estimated*. A GPU with no reading has no draw and is counted as such.
 
 **Per interval**, at each billing (:func:`fleet_draw`, one replica per interval): each GPU's mean power, split like
 its GPU-seconds — to its reporting job (a shared GPU by each job's share), or to the unreported or idle energy of
@@ -22,6 +24,7 @@ from mfumon.api.state.views import GpuView, NodeView
 
 COUNTER = "counter"
 POWER = "power"
+MIG_FRACTION = "mig_fraction"
 #: Above this mean power a counter difference is not believed (a wrapped or corrupt counter): the sample is used.
 MAX_PLAUSIBLE_WATTS = 5000.0
 #: Where a GPU's energy goes, as its GPU-seconds: a reporting job's, busy without reports (a job that does not
@@ -56,21 +59,42 @@ def derive_power(held: NodeView | None, view: NodeView) -> None:
 
 
 def _gpu_power(gpu: GpuView, prior: GpuView | None) -> None:
-    now_j = gpu.counters.get("energy_joules_total")
-    if prior is not None and now_j is not None:
-        then_j = prior.counters.get("energy_joules_total")
-        gap = gpu.sample_timestamp - prior.sample_timestamp
-        if gap == 0 and prior.draw_method is not None:  # the same sample again: keep what it said
-            gpu.draw_watts, gpu.draw_method = prior.draw_watts, prior.draw_method
+    if prior is not None and prior.sample_timestamp == gpu.sample_timestamp and prior.draw_method is not None:
+        gpu.draw_watts, gpu.draw_method = prior.draw_watts, prior.draw_method  # the same sample again
+        return
+    watts = _counter_watts(gpu, prior, "energy_joules_total")
+    if watts is not None:
+        gpu.draw_watts, gpu.draw_method = watts, COUNTER
+        return
+    if gpu.mig_profile is not None:  # a MIG instance: its share of its board's energy, else of the board's power
+        if gpu.mig_fraction is None:
             return
-        if then_j is not None and gap > 0 and now_j >= then_j:
-            watts = (now_j - then_j) / gap
-            if watts <= MAX_PLAUSIBLE_WATTS:
-                gpu.draw_watts, gpu.draw_method = watts, COUNTER
-                return
-    power = gpu.counters.get("power_watts")
-    if power is not None and 0 <= power <= MAX_PLAUSIBLE_WATTS:
-        gpu.draw_watts, gpu.draw_method = float(power), POWER
+        board = _counter_watts(gpu, prior, "board_energy_joules_total")
+        if board is None:
+            board = _sample_watts(gpu.counters.get("board_power_watts"))
+        if board is not None:
+            gpu.draw_watts, gpu.draw_method = board * gpu.mig_fraction, MIG_FRACTION
+        return
+    power = _sample_watts(gpu.counters.get("power_watts"))
+    if power is not None:
+        gpu.draw_watts, gpu.draw_method = power, POWER
+
+
+def _counter_watts(gpu: GpuView, prior: GpuView | None, name: str) -> float | None:
+    """The mean power over the gap between two samples of the counter ``name``, where it can be believed."""
+    now_j = gpu.counters.get(name)
+    if prior is None or now_j is None:
+        return None
+    then_j = prior.counters.get(name)
+    gap = gpu.sample_timestamp - prior.sample_timestamp
+    if then_j is None or gap <= 0 or now_j < then_j:
+        return None
+    watts = (now_j - then_j) / gap
+    return watts if watts <= MAX_PLAUSIBLE_WATTS else None
+
+
+def _sample_watts(power: float | None) -> float | None:
+    return float(power) if power is not None and 0 <= power <= MAX_PLAUSIBLE_WATTS else None
 
 
 @dataclass(slots=True)

@@ -48,6 +48,7 @@ class GpuView:
     # view) and how it was known: "counter" (energy counter differences) or "power" (a power sample: estimated).
     draw_watts: float | None = None
     draw_method: str | None = None
+    mig_fraction: float | None = None  # a MIG instance's share of its GPU (the peak table's), for its board's energy
 
     @property
     def jobs(self) -> int:
@@ -223,7 +224,14 @@ def gpu_views(
                 shares,
             )
         )
+    _with_fractions(views, resolver)
     return tuple(views)
+
+
+def _with_fractions(views: list[GpuView], resolver: DeviceResolver) -> None:
+    for view in views:
+        if view.mig_profile is not None:
+            view.mig_fraction = resolver.mig_fraction(view.name, view.mig_profile)
 
 
 def gpu_busy(counters: dict[str, Any]) -> bool:

@@ -283,11 +283,17 @@ class NvmlSource:
 
         Remapped rows, PCIe replays and link, NVLink errors and the fabric belong to the board, so a MIG instance
         reports its parent's (each instance of a failing board is unhealthy). Energy is read on the device's own
-        handle: a MIG instance has none, so its idle energy is not counted twice. The link's maximum is static: read
-        once.
+        handle: a MIG instance has none, so its idle energy is not counted twice; it sends its board's energy and
+        power as ``board_*``, which the aggregator splits by the instance's share of the GPU. The link's maximum is
+        static: read once.
         """
         api, out = self._api, {}
         out["energy_joules_total"] = self._read(device, state, "energy", lambda: api.energy_joules(device.handle))
+        if device.parent_handle is not None:  # a MIG instance: the board's, which the aggregator apportions
+            out["board_energy_joules_total"] = self._read(
+                device, state, "board_energy", lambda: api.energy_joules(board)
+            )
+            out["board_power_watts"] = self._read(device, state, "board_power", lambda: api.power_watts(board))
         out["pcie_replays_total"] = self._read(device, state, "pcie_replays", lambda: api.pcie_replays(board))
         rows = self._read(device, state, "remapped_rows", lambda: api.remapped_rows(board))
         if rows is not None:

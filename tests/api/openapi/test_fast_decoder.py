@@ -245,7 +245,8 @@ def real_pushes() -> list[bytes]:
         "nvlink_crc_flit_errors_total": 0, "nvlink_crc_data_errors_total": 0, "nvlink_replay_errors_total": 0,
         "nvlink_recovery_errors_total": 0, "pcie_replays_total": 0, "remapped_rows_correctable_total": 0,
         "remapped_rows_uncorrectable_total": 0, "row_remap_pending": 0, "row_remap_failure": 0,
-        "energy_joules_total": 1.5e8, "last_xid": 0, "throttle_reasons": ["sw_power_cap"],
+        "energy_joules_total": 1.5e8, "board_energy_joules_total": 3.5e8, "board_power_watts": 650.0,
+        "last_xid": 0, "throttle_reasons": ["sw_power_cap"],
     }  # fmt: skip
     full = [
         ExporterGpu.build(f"GPU-{k:04d}-aaaa", k, "NVIDIA H100 80GB HBM3", counters, job_id="train-42")

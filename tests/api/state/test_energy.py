@@ -83,3 +83,23 @@ def test_a_nodes_draw_goes_to_its_jobs_by_share_and_to_its_idle_and_busy_gpus() 
     assert draw.jobs["a"].watts == pytest.approx(400.0 + 225.0) and draw.jobs["b"].watts == pytest.approx(75.0)
     assert draw.jobs["a"].estimated_watts == pytest.approx(625.0)  # power samples: estimated
     assert draw.unattributed.watts == 200.0 and draw.idle.watts == 60.0
+
+
+def test_a_mig_instance_gets_its_profiles_share_of_its_boards_energy() -> None:
+    def instance(t: float, board_joules: float | None, board_watts: float | None = 700.0) -> NodeView:
+        fields = {"mig_profile": "3g.40gb", "power_watts": None, "board_power_watts": board_watts}
+        if board_joules is not None:
+            fields["board_energy_joules_total"] = board_joules
+        return view(t, gpu(0, **fields))
+
+    first = instance(100.0, 10_000.0)
+    derive_power(None, first)
+    assert powers(first) == [(pytest.approx(700.0 * 3 / 7), "mig_fraction")]  # no difference yet: the board's power
+    second = instance(110.0, 17_000.0)  # the board drew 700 W
+    derive_power(first, second)
+    assert powers(second) == [(pytest.approx(300.0), "mig_fraction")]  # 3 of the H100's 7 compute slices
+    assert second.draw is not None and second.draw.jobs == {}
+    assert second.draw.unattributed.estimated_watts == pytest.approx(300.0)  # apportioned, not measured: estimated
+    unknown = view(100.0, gpu(0, name="Mystery GPU 9000", mig_profile="1g.5gb", power_watts=None))
+    derive_power(None, unknown)
+    assert powers(unknown) == [(None, None)]  # no share known: no energy rather than a guess

@@ -195,6 +195,11 @@ def test_mig_instances_are_separate_devices_with_their_profile(
     assert first.memory_total_bytes == 40 * 1024**3 and first.memory_used_bytes == 5 * 1024**3
     assert first.tensor_active == pytest.approx(0.40) and second.tensor_active == pytest.approx(0.10)
     assert first.temperature_celsius == 30  # a board reading, taken from the parent
+    # No power or energy on an instance's handle: its board's, for the aggregator to apportion (issue 60).
+    assert first.power_watts is None and first.energy_joules_total is None
+    assert first.board_energy_joules_total == second.board_energy_joules_total == pytest.approx(gpu.energy_mj / 1000)
+    assert first.board_power_watts == pytest.approx(gpu.power_mw / 1000)
+    assert samples[2].board_energy_joules_total is None  # a whole GPU has its own
     assert first.job_id == "777" and second.job_id is None
     assert fake_nvml.STATE.calls["nvmlGpmMigSampleGet"] >= 4
 
