@@ -10,6 +10,7 @@ from mfumon.api.context import AppContext
 from mfumon.api.db.tables import JobRow
 from mfumon.api.errors import NotFoundError
 from mfumon.api.pages import fmt
+from mfumon.api.pages.chargeback import kwh, money, per_token
 from mfumon.api.pages.cluster import MAX_JOBS_READ
 from mfumon.api.pages.findings import cause
 from mfumon.api.pages.serving import serving_page
@@ -18,6 +19,7 @@ from mfumon.api.pages.view import RANGE_LABELS, PageQuery, Table
 from mfumon.api.services import jobs as job_reads
 from mfumon.api.services.diagnosis import diagnose_job
 from mfumon.api.services.events import read_events
+from mfumon.api.services.job_cost import energy_and_cost
 from mfumon.api.state.aggregate import JobAccount, summarize
 from mfumon.api.state.outcome import ReportOutcome
 from mfumon.api.state.software import with_node_software
@@ -340,6 +342,11 @@ def job_page(ctx: AppContext, job_id: str, query: PageQuery | None = None) -> di
         "software": software_rows(
             with_node_software(job.software, (node for node, _share in ctx.state.job_shares(job_id, now)))
         ),
+        "energy": energy_and_cost(ctx.state.counters, ctx.state.prices, job.job_id, job.kind),
+        "priced": bool(ctx.state.prices),
+        "money": lambda value: money(value, ctx.state.prices.currency),
+        "kwh": kwh,
+        "per_token": per_token,
     }
 
 

@@ -75,3 +75,16 @@ def test_without_a_price_list_every_cost_is_unpriced_and_the_page_says_how_to_se
     rows = _rows(page)
     assert len(rows) == 6 and all(">unpriced</span>" in row for row in rows.values())
     assert "EUR" not in page and "USD" in page  # no amount anywhere; the currency a price list would default to
+
+
+def test_a_job_page_shows_its_energy_and_cost_or_says_unpriced(client: TestClient) -> None:
+    bill_fleet(client)  # pool train priced, pool free not
+    for job_id, priced in (("llama", True), ("vit", False)):
+        api = client.get(f"/v1/jobs/{job_id}").json()
+        page = client.get(f"/ui/jobs/{job_id}").text
+        section = page[page.index("<h2>Energy and cost</h2>") : page.index("<h2>Software</h2>")]
+        assert api["energy_joules"] > 0 and f'title="{api["energy_joules"]:.6g} J"' in section
+        if priced:
+            assert str(money(api["cost"], "EUR")) in section and ">unpriced</span>" not in section
+        else:
+            assert api["cost"] is None and ">unpriced</span>" in section and "0.00 EUR" not in section
