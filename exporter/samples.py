@@ -328,6 +328,51 @@ def software_entries(pairs: Iterable[tuple[str, Any]]) -> tuple[SoftwareEntry, .
     return tuple(out.values())
 
 
+#: NCCL's collective and point-to-point kinds as NCCL Inspector names them (``ncclFuncToString``, 2.28-2.30).
+NCCL_OPERATIONS: tuple[str, ...] = (
+    "AllReduce",
+    "AllGather",
+    "AllGatherV",
+    "ReduceScatter",
+    "Broadcast",
+    "Reduce",
+    "AlltoAll",
+    "Send",
+    "Recv",
+    "SendRecv",
+)
+#: A process group as the node names it: the communicator's name where the framework set one, else its NCCL id.
+COLLECTIVE_GROUP = r"^[A-Za-z0-9][A-Za-z0-9 ._:/+=-]{0,127}$"
+MAX_COLLECTIVES = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class CollectiveTotals:
+    """One job's collectives of one kind on one communicator, on this node, from NCCL Inspector (issue 61).
+
+    Cumulative since the agent started (counters; an agent restart starts them again), over the node's ranks of the
+    communicator: operations, their GPU-timed kernel seconds (summed over ranks), the bytes moved as NCCL counts
+    them (traffic, and traffic x the bus factor), records NCCL's rings overwrote before they were read (``lost``: not
+    guessed into the totals). ``window_*``: the last read interval's, for the bus bandwidth now.
+    """
+
+    job_id: str
+    group: str
+    collective: str
+    ranks: int  # this node's ranks of the communicator seen
+    n_ranks: int  # the communicator's size
+    operations_total: int
+    seconds_total: float
+    traffic_bytes_total: float
+    bus_bytes_total: float
+    lost_total: int
+    window_seconds: float = 0.0  # GPU-timed seconds in the last interval
+    window_bus_bytes: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
 @dataclass(frozen=True, slots=True)
 class NodeBatch:
     """One collection cycle of one node: what one ``POST /v1/nodes/{node}/samples`` carries."""
@@ -340,6 +385,8 @@ class NodeBatch:
     # The driver and firmware the source reads (issue 59), sent with every batch: the aggregator keeps the last one
     # and stores it only when it changed. None or empty: the source reads none (left out of the body).
     software: tuple[SoftwareEntry, ...] | None = None
+    # NCCL Inspector's figures per job, communicator and collective (issue 61); None: not read on this node.
+    collectives: tuple[CollectiveTotals, ...] | None = None
 
     def body(self) -> dict[str, Any]:
         """The request body (interface: ``timestamp``, optional ``pool``, ``gpus``; optional ``ib_ports`` and
@@ -351,6 +398,8 @@ class NodeBatch:
             out["ib_ports"] = [p.to_json() for p in self.ib_ports]
         if self.software:
             out["software"] = [entry.to_json() for entry in self.software]
+        if self.collectives:
+            out["collectives"] = [c.to_json() for c in self.collectives[:MAX_COLLECTIVES]]
         return out
 
     def encode(self) -> bytes:

@@ -115,57 +115,17 @@ def cost_energy_panels() -> list[Panel]:
             height=10,
             description="Each category's cost over the hour before each point (the counters' growth, not a rate).",
         ),
-        table(
-            "Cost by pool",
-            [
-                target(total("mfumon_pool_cost_total", "pool", POOL), instant=True, table=True, ref="A"),
-                target(
-                    f"{total('mfumon_pool_gpu_seconds_total', 'pool', POOL)} / 3600", instant=True, table=True, ref="B"
-                ),
-                target(
-                    f"{total('mfumon_pool_unpriced_gpu_seconds_total', 'pool', POOL)} / 3600",
-                    instant=True,
-                    table=True,
-                    ref="C",
-                ),
-                target(
-                    f"{total('mfumon_pool_energy_joules_total', 'pool', POOL)} / {JOULES_PER_KWH}",
-                    instant=True,
-                    table=True,
-                    ref="D",
-                ),
-            ],
-            renames={"Value #A": "cost", "Value #B": "GPU-hours", "Value #C": "unpriced GPU-hours", "Value #D": "kWh"},
-            sort_by="pool",
-            width=12,
-            description="A pool's GPU-hours (its jobs', idle and unreported) and energy at its price. Unpriced "
-            "GPU-hours: no pool, device or default price covers them; they are not in the cost.",
+        _scope_table(
+            "pool",
+            POOL,
+            "A pool's GPU-hours (its jobs', idle and unreported) and energy at its price. Unpriced GPU-hours: no pool, "
+            "device or default price covers them; they are not in the cost.",
         ),
-        table(
-            "Cost by team",
-            [
-                target(total("mfumon_team_cost_total", "team", TEAM), instant=True, table=True, ref="A"),
-                target(
-                    f"{total('mfumon_team_gpu_seconds_total', 'team', TEAM)} / 3600", instant=True, table=True, ref="B"
-                ),
-                target(
-                    f"{total('mfumon_team_unpriced_gpu_seconds_total', 'team', TEAM)} / 3600",
-                    instant=True,
-                    table=True,
-                    ref="C",
-                ),
-                target(
-                    f"{total('mfumon_team_energy_joules_total', 'team', TEAM)} / {JOULES_PER_KWH}",
-                    instant=True,
-                    table=True,
-                    ref="D",
-                ),
-            ],
-            renames={"Value #A": "cost", "Value #B": "GPU-hours", "Value #C": "unpriced GPU-hours", "Value #D": "kWh"},
-            sort_by="team",
-            width=12,
-            description="The team's jobs: their GPU-hours by the waterfall and their energy. Idle and unreported GPUs "
-            "are no team's (GET /v1/chargeback lists them, and jobs without a team, so the rows add up to the fleet).",
+        _scope_table(
+            "team",
+            TEAM,
+            "The team's jobs: their GPU-hours by the waterfall and their energy. Idle and unreported GPUs are no "
+            "team's (GET /v1/chargeback lists them, and jobs without a team, so the rows add up to the fleet).",
         ),
         bargauge(
             "Unpriced GPU-hours by pool",
@@ -207,6 +167,26 @@ def cost_energy_panels() -> list[Panel]:
             height=10,
         ),
     ]
+
+
+def _scope_table(scope: str, selector: str, description: str) -> Panel:
+    """Cost, GPU-hours, unpriced GPU-hours and kWh of each pool or team over the range."""
+    family = lambda name: total(f"mfumon_{scope}_{name}", scope, selector)  # noqa: E731
+    columns = [
+        ("cost", family("cost_total")),
+        ("GPU-hours", f"{family('gpu_seconds_total')} / 3600"),
+        ("unpriced GPU-hours", f"{family('unpriced_gpu_seconds_total')} / 3600"),
+        ("kWh", f"{family('energy_joules_total')} / {JOULES_PER_KWH}"),
+    ]
+    refs = "ABCD"
+    return table(
+        f"Cost by {scope}",
+        [target(expr, instant=True, table=True, ref=ref) for ref, (_, expr) in zip(refs, columns, strict=True)],
+        renames={f"Value #{ref}": name for ref, (name, _) in zip(refs, columns, strict=True)},
+        sort_by=scope,
+        width=12,
+        description=description,
+    )
 
 
 def _name_only() -> dict[str, object]:

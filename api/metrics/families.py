@@ -10,6 +10,7 @@ from __future__ import annotations
 from mfumon.api.metrics import cluster, self_metrics
 from mfumon.api.metrics._text import Family
 from mfumon.api.metrics.capacity import CAPACITY_FAMILIES
+from mfumon.api.metrics.collective import COLLECTIVE_FAMILIES
 from mfumon.api.metrics.cost import COST_FAMILIES
 from mfumon.api.metrics.durable import DURABLE_FAMILIES
 from mfumon.api.metrics.health import HEALTH_COUNTER_METRICS, HEALTH_FAMILIES, HEALTH_SUMMARY_FAMILIES, IB_PORT_METRICS
@@ -20,6 +21,7 @@ from mfumon.api.metrics.remediation import REMEDIATION_FAMILIES
 
 __all__ = [
     "CAPACITY_FAMILIES",
+    "COLLECTIVE_FAMILIES",
     "COST_FAMILIES",
     "COUNTER_METRICS",
     "DURABLE_FAMILIES",

@@ -25,6 +25,7 @@ from typing import Any
 from mfumon.api.metrics._text import Family
 from mfumon.api.metrics.capacity import render_capacity
 from mfumon.api.metrics.cluster import render_cluster
+from mfumon.api.metrics.collective import render_collectives
 from mfumon.api.metrics.cost import render_cost
 from mfumon.api.metrics.durable import render_durable
 from mfumon.api.metrics.health import HEALTH_FAMILIES, render_health_summary
@@ -298,6 +299,7 @@ class MetricsRenderer:
             visible = [node.name for node in snapshot.nodes]
             parts.append(render_durable(snapshot.counters, jobs=summary.jobs, nodes=visible).encode())
             parts.append(render_cost(snapshot.counters, snapshot.prices, jobs=summary.jobs).encode())
+            parts.append(render_collectives(snapshot.nodes, summary.jobs).encode())
             parts.append(render_remediation(snapshot.counters).encode())
             parts.append(render_regressions(snapshot.regressions).encode())
             parts.append(render_capacity(snapshot, summary).encode())

@@ -20,9 +20,12 @@ from mfumon.api.schemas._common import (
 )
 from mfumon.api.schemas.decoder import FastDecoder
 from mfumon.exporter.samples import (
+    COLLECTIVE_GROUP,
     COUNTER_FIELDS,
+    MAX_COLLECTIVES,
     MAX_SOFTWARE,
     MAX_SOFTWARE_VERSION,
+    NCCL_OPERATIONS,
     SOFTWARE_COMPONENT,
     SOFTWARE_VERSION,
     THROTTLE_REASONS,
@@ -220,6 +223,34 @@ class NodeSoftware(BaseModel):
     ]
 
 
+class CollectiveSample(BaseModel):
+    """One job's collectives of one kind on one communicator on the node, from NCCL Inspector (issue 61): counters
+    since the node's agent started, summed over the node's ranks of the communicator."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_id: Annotated[str, StringConstraints(pattern=ID_PATTERN)]
+    group: Annotated[
+        str,
+        StringConstraints(pattern=COLLECTIVE_GROUP),
+        Field(description="the communicator's name where the framework set one (tp, dp, ...), else its NCCL id"),
+    ]
+    collective: Literal[NCCL_OPERATIONS]  # type: ignore[valid-type]
+    ranks: Annotated[int, Whole(1, 1_000_000)]
+    n_ranks: Annotated[int, Whole(1, 10_000_000)]
+    operations_total: Count
+    seconds_total: Annotated[Number, Field(ge=0, le=1e12, description="GPU-timed kernel seconds, over its ranks")]
+    traffic_bytes_total: Annotated[Number, Field(ge=0, le=1e24)]
+    bus_bytes_total: Annotated[Number, Field(ge=0, le=1e24, description="traffic x NCCL's bus factor")]
+    lost_total: Count
+    window_seconds: Annotated[Number, Field(ge=0, le=1e9)] = 0.0
+    window_bus_bytes: Annotated[Number, Field(ge=0, le=1e21)] = 0.0
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.job_id, self.group, self.collective)
+
+
 class NodeSampleCreate(BaseModel):
     """``POST /v1/nodes/{node}/samples``: one collection cycle of one node."""
 
@@ -246,6 +277,27 @@ class NodeSampleCreate(BaseModel):
         ]
         | None
     ) = None
+
+    collectives: (
+        Annotated[
+            list[CollectiveSample],
+            Field(
+                max_length=MAX_COLLECTIVES,
+                description="NCCL Inspector's figures per job, communicator and collective kind (issue 61); each "
+                "(`job_id`, `group`, `collective`) once",
+            ),
+        ]
+        | None
+    ) = None
+
+    @field_validator("collectives")
+    @classmethod
+    def _unique_collectives(cls, rows: list[CollectiveSample] | None) -> list[CollectiveSample] | None:
+        keys = [row.key for row in rows or ()]
+        if len(set(keys)) != len(keys):
+            duplicates = sorted({k for k in keys if keys.count(k) > 1})
+            raise ValueError(f"duplicate (job_id, group, collective) {duplicates[:3]}")
+        return rows
 
     @field_validator("ib_ports")
     @classmethod

@@ -40,7 +40,7 @@ from mfumon.api.crud.nodes import NodeWrite, upsert_nodes
 from mfumon.api.errors import SamplesBacklogged
 from mfumon.api.schemas.nodes import NodeSampleCreate
 from mfumon.api.state.software import pushed_software, software_json
-from mfumon.api.state.views import build_node_view, gpu_views, port_views
+from mfumon.api.state.views import build_node_view, collective_views, gpu_views, port_views
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +79,7 @@ def record_sample(ctx: AppContext, node: str, sample: NodeSampleCreate, body: by
                 gpus=gpus,
                 ib_ports=port_views(sample.ib_ports),
                 software=software,
+                collectives=collective_views(sample.collectives),
             )
         else:
             view = build_node_view(
@@ -91,6 +92,7 @@ def record_sample(ctx: AppContext, node: str, sample: NodeSampleCreate, body: by
                 gpus=held.gpus,
                 ib_ports=held.ib_ports,
                 software=kept,
+                collectives=held.collectives,
             )
         if ctx.state.apply_node(view, replaces=held):
             break

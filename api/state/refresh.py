@@ -34,6 +34,7 @@ from mfumon.api.state.views import (
     NodeView,
     SourceView,
     build_node_view,
+    collective_views,
     gpu_views,
     port_views,
 )
@@ -65,6 +66,7 @@ def node_view(row: NodeRow, resolver: DeviceResolver) -> NodeView:
         gpus=gpu_views(row.name, row.last_sample_timestamp, sample.gpus, resolver),
         ib_ports=port_views(sample.ib_ports),
         software=software,
+        collectives=collective_views(sample.collectives),
     )
 
 

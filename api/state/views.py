@@ -76,6 +76,31 @@ class ShareView(NamedTuple):
 SHARE_METHODS: tuple[str, ...] = ("process_utilization", "accounting", "equal_split")
 
 
+class CollectiveView(NamedTuple):
+    """One job's collectives of one kind on one communicator on a node (NCCL Inspector, issue 61): the agent's
+    counters since it started, over the node's ranks, and the last interval's GPU-seconds and bus bytes."""
+
+    job_id: str
+    group: str
+    collective: str
+    ranks: int
+    n_ranks: int
+    operations_total: int
+    seconds_total: float
+    traffic_bytes_total: float
+    bus_bytes_total: float
+    lost_total: int
+    window_seconds: float
+    window_bus_bytes: float
+
+
+def collective_views(rows: Iterable[Any] | None) -> tuple[CollectiveView, ...] | None:
+    """A push's ``collectives`` (the model's or the fast decoder's objects) as views; None when it had none."""
+    if rows is None:
+        return None
+    return tuple(CollectiveView(*(getattr(row, name) for name in CollectiveView._fields)) for row in rows)
+
+
 @dataclass(frozen=True, slots=True)
 class JobShare:
     """A group of one node's up GPUs (one job's, or the unattributed busy ones) and what the cluster sums need."""
@@ -135,6 +160,7 @@ class NodeView:
     # The driver and firmware its agent reported last, (component, version) as sent (issue 59): kept when a push
     # has none; the jobs on its GPUs take them (mfumon.api.state.software).
     software: tuple[tuple[str, str], ...] | None = None
+    collectives: tuple[CollectiveView, ...] | None = None  # NCCL Inspector's, as its last push sent them
 
     @property
     def revision(self) -> tuple[float, float]:
@@ -257,6 +283,7 @@ def build_node_view(
     gpus: tuple[GpuView, ...],
     ib_ports: tuple[PortView, ...] | None = None,
     software: tuple[tuple[str, str], ...] | None = None,
+    collectives: tuple[CollectiveView, ...] | None = None,
 ) -> NodeView:
     """Build a node view: each GPU goes to its job's share, the unattributed busy share, idle or down; a GPU that
     several jobs share goes to each of them by its share, and its state is counted once (``shared``)."""
@@ -319,6 +346,7 @@ def build_node_view(
         device=_one_device(gpus),
         ib_ports=ib_ports,
         software=software,
+        collectives=collectives,
     )
 
 

@@ -472,7 +472,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "one preempts for KV cache, one idles at times), an unwrapped "
                 "job, 2 unreported sweeps, a GPU busy with no job id, a scheduler queue (a long wait, a "
                 "fragmented pool) and 12 finished runs across an NCCL upgrade that cost 6 % and a driver upgrade "
-                "that cost nothing (/ui/regressions). Ctrl-C stops.",
+                "that cost nothing (/ui/regressions); a price list, MI300X left unpriced (/ui/chargeback). "
+                "Ctrl-C stops.",
                 flush=True,
             )
             cluster = default_cluster(checkpoints=not args.no_checkpoints)

@@ -220,7 +220,7 @@ def test_writes_are_logged_and_counted_by_token_name(tmp_path: Path, tokens_file
     assert 'mfumon_token_writes_total{token_name="team-nlp",endpoint="job_update",outcome="rejected"} 1' in text
     assert "POST /v1/nodes/gpu-01/samples by token exporters: 200" in log
     assert "PUT /v1/jobs/j by token team-nlp: 403" in log
-    assert "7 token(s): line-2 (baselines,jobs,nodes,profile,read,remediate,scheduler), exporters (nodes)" in log
+    assert "7 token(s): line-2 (baselines,jobs,nodes,prices,profile,read,remediate,scheduler), exporters (nodes)" in log
     for secret in ("admin-secret", "exporter-secret", "nlp-secret", "wrong"):
         assert secret not in log
 

@@ -39,6 +39,7 @@ from mfumon.api.state.profiles import combine
 from mfumon.api.state.store import PoolHealthTotals, Snapshot
 from mfumon.api.state.views import (
     BaselineView,
+    CollectiveView,
     HistogramView,
     JobView,
     NodeView,
@@ -177,6 +178,12 @@ def _nodes(a1_seen: float = NOW - 4.5, a1_watts: float = 612.25) -> tuple[NodeVi
         ports=[ib_port("mlx5_0", 1), ib_port("mlx5_1", 1, state="DOWN", link_downed_total=3, symbol_errors_total=9)],
         health=degraded_health,
         seen=a1_seen,
+    )
+    # NCCL Inspector (issue 61): train-1's data-parallel AllReduce and tensor-parallel AllGather; old-9 is gone.
+    a1.collectives = (
+        CollectiveView("train-1", "dp", "AllReduce", 3, 24, 1_200, 84.5, 1.2e12, 2.1e12, 4, 3.0, 7.5e10),
+        CollectiveView("train-1", "tp", "AllGather", 3, 8, 9_000, 12.25, 3.0e11, 2.625e11, 0, 0.5, 1.3e10),
+        CollectiveView("old-9", "0x7f8c496ae9f661", "AllReduce", 1, 8, 10, 1.0, 1e9, 1.75e9, 0, 0.0, 0.0),
     )
     b2 = _node(
         "gpu-b2",

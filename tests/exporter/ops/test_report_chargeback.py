@@ -69,8 +69,11 @@ def test_the_csv_rows_add_up_to_the_fleet_and_unpriced_costs_are_empty(
     assert float(fleet["unpriced_gpu_hours"]) == pytest.approx(4.0)
     by_job = {j["name"]: j for j in jobs}
     assert by_job["llama"]["team"] == "nlp" and by_job["orphan"]["team"] == ""
-    for job_id in ("vit", "orphan"):  # on the unpriced pool: an empty cell, never 0
-        assert by_job[job_id]["cost"] == "" and by_job[job_id]["cost_per_million_tokens"] == ""
+    for job_id in ("vit", "orphan"):  # on the unpriced pool: an empty cell, never 0; its energy alone where priced
+        if kwh is None:
+            assert by_job[job_id]["cost"] == "" and by_job[job_id]["cost_per_million_tokens"] == ""
+        else:
+            assert float(by_job[job_id]["cost"]) == pytest.approx(float(by_job[job_id]["energy_kwh"]) * kwh, rel=1e-4)
         assert float(by_job[job_id]["unpriced_gpu_hours"]) == pytest.approx(2.0)
     assert float(by_job["llama"]["cost"]) > 0 and float(by_job["llama"]["tokens"]) == pytest.approx(45e6)
     idle = rows[3]
