@@ -366,8 +366,9 @@ class CollectiveTotals:
     traffic_bytes_total: float
     bus_bytes_total: float
     lost_total: int
-    window_seconds: float = 0.0  # GPU-timed seconds in the last interval
+    window_seconds: float = 0.0  # GPU-timed seconds in the last interval, over the node's ranks
     window_bus_bytes: float = 0.0
+    interval_seconds: float = 0.0  # the wall-clock length of that interval
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -33,6 +33,10 @@ COLLECTIVE_FAMILIES = declare(
         "job_collective_bus_bandwidth_bytes_per_second",
         "The group's bus bandwidth over the agents' last read interval: bus bytes / GPU-timed seconds.",
     ),
+    gauge(
+        "job_collective_time_ratio",
+        "Share of the group's ranks' time in its collective kernels (overlapped or not) over the last interval.",
+    ),
 )
 
 
@@ -40,10 +44,14 @@ def render_collectives(nodes: Iterable[NodeView], jobs: Container[str]) -> str:
     """The visible ``jobs``' collective series; every family's header even when no node reads Inspector output."""
     by_op: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
     by_group: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])  # lost, window s, bytes
+    capacity: dict[tuple[str, str], float] = defaultdict(float)
     for node in nodes:
+        largest: dict[tuple[str, str], float] = {}
         for row in node.collectives or ():
             if row.job_id not in jobs:
                 continue
+            key = (row.job_id, row.group)  # every kind of a group runs on its ranks: the largest row's capacity
+            largest[key] = max(largest.get(key, 0.0), row.ranks * row.interval_seconds)
             op = by_op[(row.job_id, row.group, row.collective)]
             op[0] += row.seconds_total
             op[1] += row.operations_total
@@ -52,6 +60,8 @@ def render_collectives(nodes: Iterable[NodeView], jobs: Container[str]) -> str:
             group[0] += row.lost_total
             group[1] += row.window_seconds
             group[2] += row.window_bus_bytes
+        for key, value in largest.items():
+            capacity[key] += value
     op_labels = {key: labels_text(zip(("job_id", "group", "collective"), key, strict=True)) for key in sorted(by_op)}
     group_labels = {key: labels_text(zip(("job_id", "group"), key, strict=True)) for key in sorted(by_group)}
     series: dict[str, list[tuple[str, float]]] = {
@@ -61,6 +71,9 @@ def render_collectives(nodes: Iterable[NodeView], jobs: Container[str]) -> str:
         "mfumon_job_collective_records_lost_total": [(group_labels[k], by_group[k][0]) for k in group_labels],
         "mfumon_job_collective_bus_bandwidth_bytes_per_second": [
             (group_labels[k], by_group[k][2] / by_group[k][1]) for k in group_labels if by_group[k][1] > 0
+        ],
+        "mfumon_job_collective_time_ratio": [
+            (group_labels[k], min(1.0, by_group[k][1] / capacity[k])) for k in group_labels if capacity[k] > 0
         ],
     }
     return "".join(

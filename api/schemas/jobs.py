@@ -418,7 +418,11 @@ class ReportResult(BaseModel):
     mbu: float | None = None
     engine_mfu: float | None = Field(None, description="the serving engine's own MFU estimate, beside ours (mfu)")
     inference: dict[str, Any] | None = None  # phases, MBU inputs, formulas and estimates (inference reports)
-    comm_source: str | None = Field(None, description="what comm_ratio comes from: hooks, framework_timers or profile")
+    comm_source: str | None = Field(
+        None,
+        description="what comm_ratio comes from: hooks, framework_timers, profile, or inspector (NCCL Inspector's "
+        "time in collectives now, at the overlap the job's last profile found)",
+    )
     profile_request: ProfileRequestNotice | None = Field(
         None, description="a profile asked of the job: its reporter profiles the next `steps` steps on `ranks`"
     )

@@ -245,6 +245,9 @@ class CollectiveSample(BaseModel):
     lost_total: Count
     window_seconds: Annotated[Number, Field(ge=0, le=1e9)] = 0.0
     window_bus_bytes: Annotated[Number, Field(ge=0, le=1e21)] = 0.0
+    interval_seconds: Annotated[
+        Number, Field(ge=0, le=86_400, description="wall-clock seconds of the interval the window_* figures cover")
+    ] = 0.0
 
     @property
     def key(self) -> tuple[str, str, str]:

@@ -13,6 +13,7 @@ from mfumon.api.db.tables import JobRow
 from mfumon.api.errors import InputError
 from mfumon.api.schemas.jobs import JobReportCreate
 from mfumon.api.services import baselines
+from mfumon.api.state.collectives import collective_time_ratios, exposed_between_profiles
 from mfumon.api.state.outcome import InferenceOutcome, ReportOutcome
 from mfumon.api.state.profiles import ProfileFigures
 from mfumon.api.state.views import JobShare, NodeView
@@ -101,6 +102,18 @@ def evaluate_report(ctx: AppContext, job: JobRow, report: JobReportCreate, now: 
     figures = ProfileFigures.from_json(job.profile)
     if figures is not None and now - figures.captured_at <= PROFILE_FRESH_SECONDS:
         comm_ratio, comm_source = figures.exposed_comm_ratio, "profile"  # sees every group, hooks only DP
+    elif (
+        figures is not None
+        and (
+            exposed := exposed_between_profiles(
+                collective_time_ratios((node for node, _ in shares), job.job_id),
+                figures.comm_ratio,
+                figures.exposed_comm_ratio,
+            )
+        )
+        is not None
+    ):  # between profiles: Inspector's time in collectives now, at the last profile's overlap
+        comm_ratio, comm_source = exposed, "inspector"
     outcome = ReportOutcome(
         tokens_per_second=tokens_per_second,
         mfu=mfu,

@@ -137,7 +137,7 @@ class ReportOutcome:
     num_gpus: int | None = None
     step_seconds: float | None = None
     comm_ratio: float | None = None
-    comm_source: str | None = None  # hooks | framework_timers | profile
+    comm_source: str | None = None  # hooks | framework_timers | profile | inspector
     data_wait_ratio: float | None = None
     step: int | None = None
     signature: str | None = None  # the baseline signature (mfumon.api.services.baselines)

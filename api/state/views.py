@@ -92,6 +92,7 @@ class CollectiveView(NamedTuple):
     lost_total: int
     window_seconds: float
     window_bus_bytes: float
+    interval_seconds: float
 
 
 def collective_views(rows: Iterable[Any] | None) -> tuple[CollectiveView, ...] | None:

@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.api.routes.test_profiles import _summary
+from tests.utils.clock import Clock
 from tests.utils.factories import gpu, metric_value, report, scrape
 
 
@@ -26,6 +28,7 @@ def row(job_id: str = "llm", group: str = "dp", collective: str = "AllReduce", *
         "lost_total": 2,
         "window_seconds": 2.0,
         "window_bus_bytes": 8e10,
+        "interval_seconds": 10.0,
     }
     body.update(fields)
     return body
@@ -52,6 +55,8 @@ def test_a_jobs_groups_are_summed_over_its_nodes(client: TestClient) -> None:
     assert bandwidth == pytest.approx(4.5e10)
     # A group with no GPU-timed seconds in the last interval has no bandwidth now, not 0.
     assert metric_value(text, "mfumon_job_collective_bus_bandwidth_bytes_per_second", job_id="llm", group="tp") is None
+    # Time in collective kernels: 4 GPU-timed seconds over 2 nodes x 4 ranks x 10 s.
+    assert metric_value(text, "mfumon_job_collective_time_ratio", job_id="llm", group="dp") == pytest.approx(0.05)
     # The job ends and its ranks leave the nodes' GPUs: its series go (the agents keep no record of a finished job).
     assert client.post("/v1/jobs/llm/end", json={"exit_code": 0}).is_success
     for node in ("n1", "n2"):
@@ -92,3 +97,25 @@ def test_a_replica_reads_the_same_from_the_database(make_client: Callable[..., T
     second.app.state.ctx.refresher.load()  # type: ignore[attr-defined]
     labels = {"job_id": "llm", "group": "dp", "collective": "AllReduce"}
     assert metric_value(scrape(second), "mfumon_job_collective_seconds_total", **labels) == 20.0
+
+
+def test_between_profiles_the_comm_ratio_is_inspectors_time_at_the_last_profiles_overlap(client: TestClient) -> None:
+    clock = Clock(client)
+    assert client.post("/v1/jobs/llm/reports", json=report(num_gpus=4)).is_success
+    asked = client.post("/v1/jobs/llm/profile", json={"steps": 3, "ranks": [0, 1]}).json()
+    for rank, name in enumerate(("hta_trace_filter_sampled_rank0.json.gz", "hta_trace_filter_sampled_rank1.json.gz")):
+        body = _summary(name, rank, profile_id=asked["id"])
+        assert client.post("/v1/jobs/llm/profiles", json=body).status_code == 200
+    profile = client.get("/v1/jobs/llm/profiles").json()["data"][0]
+    overlap = profile["exposed_comm_ratio"] / profile["comm_ratio"]
+    assert 0 < overlap < 1
+    fresh = client.post("/v1/jobs/llm/reports", json=report(num_gpus=4, comm_seconds=0.1, step_seconds=1.0)).json()
+    assert fresh["comm_source"] == "profile"  # a fresh profile sees the overlap itself
+    clock.advance(2 * 3600)  # the profile is an hour stale: Inspector's time in collectives, at its overlap
+    assert push(client, "n1", [row(window_seconds=8.0)], t=clock.now).is_success  # 8 s over 4 ranks x 10 s
+    between = client.post("/v1/jobs/llm/reports", json=report(num_gpus=4, comm_seconds=0.1, step_seconds=1.0)).json()
+    assert between["comm_source"] == "inspector"
+    assert between["comm_ratio"] == pytest.approx(0.2 * overlap)
+    assert client.post("/v1/nodes/n1/samples", json={"timestamp": clock.now + 1, "gpus": [gpu(0)]}).is_success
+    hooks = client.post("/v1/jobs/llm/reports", json=report(num_gpus=4, comm_seconds=0.1, step_seconds=1.0)).json()
+    assert hooks["comm_source"] == "hooks" and hooks["comm_ratio"] == pytest.approx(0.1)  # no Inspector: the hooks'

@@ -181,9 +181,9 @@ def _nodes(a1_seen: float = NOW - 4.5, a1_watts: float = 612.25) -> tuple[NodeVi
     )
     # NCCL Inspector (issue 61): train-1's data-parallel AllReduce and tensor-parallel AllGather; old-9 is gone.
     a1.collectives = (
-        CollectiveView("train-1", "dp", "AllReduce", 3, 24, 1_200, 84.5, 1.2e12, 2.1e12, 4, 3.0, 7.5e10),
-        CollectiveView("train-1", "tp", "AllGather", 3, 8, 9_000, 12.25, 3.0e11, 2.625e11, 0, 0.5, 1.3e10),
-        CollectiveView("old-9", "0x7f8c496ae9f661", "AllReduce", 1, 8, 10, 1.0, 1e9, 1.75e9, 0, 0.0, 0.0),
+        CollectiveView("train-1", "dp", "AllReduce", 3, 24, 1_200, 84.5, 1.2e12, 2.1e12, 4, 3.0, 7.5e10, 10.0),
+        CollectiveView("train-1", "tp", "AllGather", 3, 8, 9_000, 12.25, 3.0e11, 2.625e11, 0, 0.5, 1.3e10, 10.0),
+        CollectiveView("old-9", "0x7f8c496ae9f661", "AllReduce", 1, 8, 10, 1.0, 1e9, 1.75e9, 0, 0.0, 0.0, 10.0),
     )
     b2 = _node(
         "gpu-b2",
