@@ -22,6 +22,18 @@ class RegressionFact:
 
 
 @dataclass(frozen=True, slots=True)
+class CollectiveNodeFact:
+    """One node's share of a process group of the job, over its agent's last NCCL Inspector interval (issue 61)."""
+
+    node: str
+    group: str
+    bus_bandwidth: float | None  # bytes/s: bus bytes / GPU-timed seconds; None without GPU-timed collectives
+    time_ratio: float | None  # the node's ranks' time in the group's collective kernels
+    crosses_nodes: bool  # the group has ranks on other nodes (its traffic goes over the network)
+    expected: float | None  # bytes/s a rank can expect across nodes: the node's active ports' rate / its ranks
+
+
+@dataclass(frozen=True, slots=True)
 class GpuFacts:
     """One of the job's GPUs as its exporter last reported it, with its health."""
 
@@ -145,6 +157,7 @@ class JobFacts:
     engine_estimate: EngineEstimateFacts | None = None  # serving jobs whose engine estimates its own FLOPs
     serving: ServingFacts | None = None  # inference jobs: the engine's view over the diagnosis window
     regressions: tuple[RegressionFact, ...] = ()  # software changes called regressions whose new version it runs
+    collectives: tuple[CollectiveNodeFact, ...] = ()  # NCCL Inspector, per node and process group (issue 61)
 
     @property
     def total(self) -> float:

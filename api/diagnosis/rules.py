@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from statistics import fmean, median
 
+from mfumon.api.diagnosis.collectives import COLLECTIVE_RULES
 from mfumon.api.diagnosis.facts import Finding, GpuFacts, JobFacts
 from mfumon.api.diagnosis.kinds import INFERENCE, TRAINING, RuleSpec, applies_to, busy_gpu_seconds
 from mfumon.api.diagnosis.peers import PEER_RULES
@@ -519,6 +520,7 @@ RULES: tuple[Rule, ...] = (
     stalled,
     below_baseline,
     software_regression,
+    *COLLECTIVE_RULES,
     accounting_suspect,
     *PROFILE_RULES,
     *SERVING_RULES,

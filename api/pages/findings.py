@@ -29,6 +29,7 @@ CAUSES: dict[str, tuple[str, str]] = {
     "clock_power_straggler": ("Straggler from clocks or power", "MfumonJobStraggler"),
     "below_baseline": ("MFU below its baseline", "MfumonMFUBelowBaseline"),
     "software_regression": ("A software change lowered MFU", "MfumonSoftwareRegression"),
+    "slow_collective_node": ("A node's collectives run slow", "MfumonNodeDrain"),
     "mfu_accounting_suspect": ("Reported MFU contradicted by the hardware", "MfumonMFUAccountingSuspect"),
     "engine_mfu_disagrees": ("Engine's MFU disagrees with ours", "MfumonMFUAccountingSuspect"),
     "kv_cache_saturated": ("KV cache saturated", "MfumonInferenceKVCacheSaturated"),

@@ -14,13 +14,20 @@ from mfumon.api.crud import events as event_crud
 from mfumon.api.crud import jobs as crud
 from mfumon.api.db.tables import JobRow
 from mfumon.api.diagnosis import Finding, GpuFacts, JobFacts, diagnose
-from mfumon.api.diagnosis.facts import EngineEstimateFacts, RegressionFact, ServingFacts, ServingIntervalFacts
+from mfumon.api.diagnosis.facts import (
+    CollectiveNodeFact,
+    EngineEstimateFacts,
+    RegressionFact,
+    ServingFacts,
+    ServingIntervalFacts,
+)
 from mfumon.api.regressions.analysis import Change
 from mfumon.api.serving import WINDOW_SECONDS, ServingFigures, resolve_targets, serving_waterfall, window_of
 from mfumon.api.state.aggregate import JobAccount, summarize
 from mfumon.api.state.health import THROTTLING
 from mfumon.api.state.outcome import ReportOutcome
 from mfumon.api.state.profiles import ProfileFigures
+from mfumon.api.state.views import NodeView
 from mfumon.mfu import check_accounting
 
 
@@ -30,6 +37,37 @@ def _gpu_seconds(job: JobRow, ledger: Ledger) -> dict[str, float]:
     if summary and summary.get("waterfall"):
         return {row["category"]: float(row["gpu_seconds"]) for row in summary["waterfall"]}
     return {c: ledger.gpu_seconds.get(c, 0.0) for c in CATEGORIES}
+
+
+def collective_facts(nodes: Iterable[NodeView], job_id: str) -> tuple[CollectiveNodeFact, ...]:
+    """Each of the job's nodes per process group, over its agent's last NCCL Inspector interval (issue 61)."""
+    out = []
+    for node in nodes:
+        groups: dict[str, list[float]] = {}  # group -> [window s, window bus bytes, capacity, ranks, n_ranks]
+        for row in node.collectives or ():
+            if row.job_id != job_id:
+                continue
+            held = groups.setdefault(row.group, [0.0, 0.0, 0.0, 0.0, 0.0])
+            held[0] += row.window_seconds
+            held[1] += row.window_bus_bytes
+            held[2] = max(held[2], row.ranks * row.interval_seconds)
+            held[3] = max(held[3], row.ranks)
+            held[4] = max(held[4], row.n_ranks)
+        ports = sum(
+            p.counters.get("rate_bytes_per_second", 0.0) for p in node.ib_ports or () if (p.state or "") == "ACTIVE"
+        )
+        for group, (seconds, bus_bytes, capacity, ranks, n_ranks) in sorted(groups.items()):
+            out.append(
+                CollectiveNodeFact(
+                    node=node.name,
+                    group=group,
+                    bus_bandwidth=bus_bytes / seconds if seconds > 0 else None,
+                    time_ratio=min(1.0, seconds / capacity) if capacity > 0 else None,
+                    crosses_nodes=n_ranks > ranks,
+                    expected=ports / ranks if ports > 0 and ranks > 0 else None,
+                )
+            )
+    return tuple(out)
 
 
 def _gpus(ctx: AppContext, job_id: str, now: float) -> tuple[GpuFacts, ...]:
@@ -205,6 +243,9 @@ def job_facts(ctx: AppContext, job_id: str) -> JobFacts | None:
         baseline_mfu=baseline.mfu if baseline else None,
         signature=signature,
         regressions=regression_facts(ctx.state.regressions, job.job_id),
+        collectives=collective_facts((node for node, _ in ctx.state.job_shares(job_id, now)), job_id)
+        if running
+        else (),
         hardware_mfu=account.hardware_mfu if account else None,
         accounting_verdict=verdict,
         accounting_message=message,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,6 +22,8 @@ from mfumon.exporter.node.attribution import DeviceOwners, JobResolver
 from mfumon.exporter.node.inference.collector import InferenceCollector
 from mfumon.exporter.node.inference.discovery import discover_endpoints
 from mfumon.exporter.node.inference.endpoints import InferenceEndpoint, parse_endpoint, split_endpoint_list
+from mfumon.exporter.node.nccl_inspector.cycle import GpuJobs, InspectingAgent
+from mfumon.exporter.node.nccl_inspector.source import InspectorSource
 from mfumon.exporter.node.pipeline import Agent, PortReader, node_software
 from mfumon.exporter.node.push import RetryPolicy, Sender
 from mfumon.exporter.node.selfmetrics import ExporterMetrics, MetricsServer
@@ -33,7 +36,14 @@ from mfumon.exporter.samples import NodeBatch
 from mfumon.exporter.signals import stop_on_signals
 from mfumon.startup import aggregator_url_problem, fail
 
-__all__ = ["build_agent", "build_inference_collector", "main", "open_configured_source", "open_port_reader"]
+__all__ = [
+    "build_agent",
+    "build_inference_collector",
+    "main",
+    "open_configured_source",
+    "open_inspector",
+    "open_port_reader",
+]
 
 logger = logging.getLogger("mfumon.exporter.node.agent")
 
@@ -82,8 +92,23 @@ def open_port_reader(settings: Settings, source: Source) -> PortReader | None:
     return reader if reader.available() else None
 
 
+def open_inspector(settings: Settings, gpu_jobs: GpuJobs | None = None) -> InspectorSource | None:
+    """The NCCL Inspector reader when ``--nccl-inspector.dir`` is set: pids joined to jobs by their environment
+    (the attribution's :meth:`JobResolver.process_job`), textfiles through the job on their GPU."""
+    if settings.NCCL_INSPECTOR_DIR is None:
+        return None
+    resolver = JobResolver(settings.PROC_ROOT)
+    return InspectorSource(
+        settings.NCCL_INSPECTOR_DIR,
+        job_of_pid=resolver.process_job,
+        job_of_gpu=gpu_jobs,
+        local_host=socket.gethostname(),  # what NCCL names its files by, whatever --node says
+    )
+
+
 def build_agent(settings: Settings, source: Source, metrics: ExporterMetrics | None = None) -> Agent:
-    """Spool, sender and collector for ``source``, configured from ``settings`` (not started)."""
+    """Spool, sender and collector for ``source``, configured from ``settings`` (not started); with
+    ``--nccl-inspector.dir``, an agent that also reads the Inspector each cycle and keeps the batch (not pushed)."""
     metrics = metrics or ExporterMetrics()
     spool: Spool
     if settings.SPOOL_DIR is not None:
@@ -98,15 +123,19 @@ def build_agent(settings: Settings, source: Source, metrics: ExporterMetrics | N
         timeout_seconds=settings.PUSH_TIMEOUT,
         retry=RetryPolicy(max_seconds=settings.BACKOFF_MAX),
     )
-    return Agent(
-        source=source,
-        sender=sender,
-        node=settings.NODE,
-        pool=settings.POOL,
-        interval_seconds=settings.INTERVAL,
-        metrics=metrics,
-        ports=open_port_reader(settings, source),
-    )
+    parts: dict[str, Any] = {
+        "source": source,
+        "sender": sender,
+        "node": settings.NODE,
+        "pool": settings.POOL,
+        "interval_seconds": settings.INTERVAL,
+        "metrics": metrics,
+        "ports": open_port_reader(settings, source),
+    }
+    if settings.NCCL_INSPECTOR_DIR is None:
+        return Agent(**parts)
+    gpu_jobs = GpuJobs()
+    return InspectingAgent(inspector=open_inspector(settings, gpu_jobs), gpu_jobs=gpu_jobs, **parts)
 
 
 def build_inference_collector(
@@ -178,7 +207,13 @@ def _print_once(settings: Settings, source: Source) -> int:
         ib_ports=None if ports is None else tuple(ports.collect()),
         software=node_software(source),
     )
-    print(json.dumps({"node": batch.node, **batch.body()}, indent=2))
+    printed = {"node": batch.node, **batch.body()}
+    gpu_jobs = GpuJobs()
+    inspector = open_inspector(settings, gpu_jobs)
+    if inspector is not None:  # not part of the push body (yet): printed beside it
+        gpu_jobs.update(batch.gpus)
+        printed["nccl_inspector"] = inspector.collect(batch.timestamp).to_json()
+    print(json.dumps(printed, indent=2))
     return 0
 
 

@@ -71,6 +71,8 @@ class Settings(BaseSettings):
     INFERENCE_DISCOVERY: Literal["local", "off"] = "local"
     INFERENCE_INTERVAL: float | None = Field(None, gt=0, le=3600)
     INFERENCE_TOKEN_FILE: Path | None = None
+    # NCCL Inspector's dump directory (exporter/node/nccl_inspector): JSON lines or Prometheus textfiles; None: off.
+    NCCL_INSPECTOR_DIR: Path | None = None
 
     @field_validator("SPOOL_MAX_BYTES", mode="before")
     @classmethod
@@ -148,6 +150,7 @@ _FLAGS: dict[str, str] = {
     "inference.discovery": "INFERENCE_DISCOVERY",
     "inference.interval": "INFERENCE_INTERVAL",
     "inference.token_file": "INFERENCE_TOKEN_FILE",
+    "nccl_inspector.dir": "NCCL_INSPECTOR_DIR",
 }
 
 
@@ -210,6 +213,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     inference.add_argument(
         "--inference.list", action="store_true", help="print the serving endpoints found and one reading each, exit"
+    )
+    inspector = p.add_argument_group("NCCL Inspector: collective time and bandwidth per job and communicator")
+    inspector.add_argument(
+        "--nccl-inspector.dir",
+        metavar="DIR",
+        help="NCCL Inspector's dump directory (NCCL_INSPECTOR_DUMP_DIR): <host>-pid<pid>.log JSON lines or "
+        "nccl_inspector_metrics_<uuid>.prom textfiles; --once prints what it reads [MFUMON_NCCL_INSPECTOR_DIR]",
     )
     return p
 

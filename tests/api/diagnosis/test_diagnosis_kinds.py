@@ -10,7 +10,13 @@ import pytest
 
 from mfumon.api.diagnosis import RULES, GpuFacts, JobFacts, RuleSpec, applies_to, diagnose, empty_reason
 from mfumon.api.diagnosis import rules as r
-from mfumon.api.diagnosis.facts import EngineEstimateFacts, RegressionFact, ServingFacts, ServingIntervalFacts
+from mfumon.api.diagnosis.facts import (
+    CollectiveNodeFact,
+    EngineEstimateFacts,
+    RegressionFact,
+    ServingFacts,
+    ServingIntervalFacts,
+)
 from mfumon.api.diagnosis.kinds import KINDS
 from mfumon.api.diagnosis.reasons import NOTHING_FOUND
 from mfumon.api.schemas._common import Kind
@@ -32,6 +38,7 @@ DECLARED = {
     "stalled": {"training"},  # a server's zero-token interval is idle, not stalled
     "below_baseline": {"training"},
     "software_regression": {"training"},
+    "slow_collective_node": {"training"},
     "accounting_suspect": {"training", "inference"},
     **{f"exposed_{g}_communication": {"training"} for g in ("tp", "pp", "dp", "ep", "cp", "other")},
     "waiting_ranks": {"training"},
@@ -55,6 +62,7 @@ TRAINING_ONLY_CAUSES = {
     "stalled",
     "below_baseline",
     "software_regression",
+    "slow_collective_node",
     "exposed_tp_communication",
     "exposed_ep_communication",
     "ranks_waiting_in_communication",
@@ -169,6 +177,7 @@ def training_trouble(kind: str) -> JobFacts:
         reports_received=0,
         profile=combine(42, 1.7e9, [_profile_summary(rank) for rank in range(4)]),
         regressions=(RegressionFact("nccl", "2.21.5", "2.23.4", -0.06, 0.999),),
+        collectives=tuple(CollectiveNodeFact(f"n{i}", "dp", 40e9 if i else 5e9, 0.2, True, 50e9) for i in range(4)),
     )
 
 

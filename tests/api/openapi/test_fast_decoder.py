@@ -347,7 +347,8 @@ def full_push() -> dict[str, Any]:
             {
                 "job_id": "j1", "group": "dp", "collective": "AllReduce", "ranks": 8, "n_ranks": 16,
                 "operations_total": 1200, "seconds_total": 84.5, "traffic_bytes_total": 1.2e12,
-                "bus_bytes_total": 2.1e12, "lost_total": 4, "window_seconds": 3.0, "window_bus_bytes": 7.5e10, "interval_seconds": 10.0,
+                "bus_bytes_total": 2.1e12, "lost_total": 4, "window_seconds": 3.0, "window_bus_bytes": 7.5e10,
+                "interval_seconds": 10.0,
             }
         ],
     }  # fmt: skip
