@@ -7,7 +7,6 @@ profiler on the ranks a request names, without blocking or raising into the trai
 from __future__ import annotations
 
 from mfumon.exporter.job.profile._agent import MAX_STEPS, ProfileAgent
-from mfumon.exporter.job.profile._groups import GROUPS, group_of
 from mfumon.exporter.job.profile._request import ProfileRequest, sample_ranks
 from mfumon.exporter.job.profile._summary import (
     CollectiveTime,
@@ -18,6 +17,7 @@ from mfumon.exporter.job.profile._summary import (
     summarize_trace,
 )
 from mfumon.exporter.job.profile._trace import load_trace
+from mfumon.exporter.parallelism import GROUPS, group_of
 
 __all__ = [
     "GROUPS",

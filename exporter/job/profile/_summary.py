@@ -22,9 +22,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from mfumon.exporter.job.profile._groups import GROUPS
 from mfumon.exporter.job.profile._intervals import Interval, clip, measure, merge, overlap
 from mfumon.exporter.job.profile._trace import Activity, ParsedTrace, parse_trace
+from mfumon.exporter.parallelism import GROUPS
 
 TOP_KERNELS = 10
 MAX_STEPS = 64

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mfumon.exporter.job.profile._groups import group_of
+from mfumon.exporter.parallelism import group_of
 
 _DEVICE_CATEGORIES = {"kernel": "kernel", "gpu_memcpy": "memory", "gpu_memset": "memory"}
 _COMM_NAME = re.compile(r"^(?:void )?(?:nccl|rccl|ncclDev|ncclKernel)", re.IGNORECASE)

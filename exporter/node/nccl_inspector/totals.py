@@ -5,7 +5,7 @@ Totals are counters since the agent started (the aggregator renders them as coun
 GPU-timed records count towards seconds and bytes, so that bytes ÷ seconds is NCCL's bus bandwidth; host-timed ones
 are counted as operations only. Rows of pids no job claims, of operations the push does not name (NCCL's
 ``Invalid``, the P2P gap row) and of jobs not seen for :data:`FORGET_SECONDS` are left out. A group is the
-communicator's name where the framework set one that the push accepts, else its NCCL id.
+parallelism the communicator's name says (tp, pp, dp, ep, cp), else the name the framework set, else its NCCL id.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from mfumon.exporter.node.nccl_inspector.source import InspectorBatch
+from mfumon.exporter.parallelism import group_of
 from mfumon.exporter.samples import COLLECTIVE_GROUP, MAX_COLLECTIVES, NCCL_OPERATIONS, CollectiveTotals
 
 #: A (job, group, collective) no record came for in this long is dropped from the push: its series end.
@@ -36,6 +37,18 @@ class _Running:
     seen_at: float = 0.0
 
 
+def _group(comm_key: str, comm_ids: tuple[str, ...]) -> str:
+    """The process group a communicator serves where its name says (``DP Group 0`` -> ``dp``, as the profile summary
+    maps PyTorch's and Megatron's group names), else its name as set, else its NCCL id."""
+    if comm_key not in comm_ids:  # a name the framework set (2.30 output)
+        parallelism = group_of(comm_key)
+        if parallelism != "other":
+            return parallelism
+        if _GROUP.match(comm_key):
+            return comm_key
+    return comm_ids[0] if comm_ids else ""
+
+
 class RunningTotals:
     """The push's ``collectives``: folded in cycle by cycle, bounded to :data:`MAX_COLLECTIVES` rows."""
 
@@ -51,7 +64,7 @@ class RunningTotals:
         for row in batch.rows:
             if row.job_id is None or row.op not in _OPERATIONS:
                 continue
-            group = row.comm_key if _GROUP.match(row.comm_key) else (row.comm_ids[0] if row.comm_ids else "")
+            group = _group(row.comm_key, row.comm_ids)
             if not _GROUP.match(group):
                 continue
             held = self._rows.setdefault((row.job_id, group, row.op), _Running())

@@ -1,4 +1,5 @@
-"""Which parallelism a process group serves, from the name or description PyTorch records for it.
+"""Which parallelism a process group serves, from the name or description the framework gave it: shared by the
+profile summary (job side) and the NCCL Inspector reader (node side).
 
 PyTorch (2.2+) writes ``Process Group Name`` and ``Process Group Description`` into the trace for every collective;
 the description is what the training code named the group (``mesh_tp`` for a torch DeviceMesh dimension ``tp``,
