@@ -292,6 +292,66 @@ def _job_gpu_series(metric: str) -> str:
     return f"max by (node, gpu) ({metric} * on (node, gpu, uuid) group_left () {gpus})"
 
 
+_NO_INSPECTOR = (
+    " Empty when no node agent of the job reads NCCL Inspector output (mfumon exporter --nccl-inspector.dir; "
+    "docs/operators/nccl-inspector.md)."
+)
+
+
+def _collective_panels(job: str) -> list[dict[str, Any]]:
+    """The job's NCCL collectives as the node agents read them from NCCL Inspector (issue 61), by process group:
+    bus bandwidth and time share over the agents' last interval, seconds per collective, records lost."""
+
+    def per_second(family: str, by: str) -> str:  # the agents' counters: an agent restart is a reset rate() takes
+        return f"max by ({by}) (rate({family}{{{job}}}[$__rate_interval]))"
+
+    return [
+        row("Collectives (NCCL Inspector)"),
+        timeseries(
+            "Collective bus bandwidth by group",
+            targets(
+                (
+                    f"max by (job_id, group) (mfumon_job_collective_bus_bandwidth_bytes_per_second{{{job}}})",
+                    "{{group}}",
+                )
+            ),
+            unit="Bps",
+            description="Bus bytes / GPU-timed seconds of the job's collectives per process group over the agents' "
+            "last read interval (NCCL's bus bandwidth, comparable across group sizes)." + _NO_INSPECTOR,
+            width=6,
+        ),
+        timeseries(
+            "Time in collectives by group",
+            targets((f"max by (job_id, group) (mfumon_job_collective_time_ratio{{{job}}})", "{{group}}")),
+            unit="percentunit",
+            max_value=1,
+            description="Share of the group's ranks' time in collective kernels, overlapped with compute or not "
+            "(exposed communication is the reported or profiled figure above)." + _NO_INSPECTOR,
+            width=6,
+        ),
+        timeseries(
+            "Collective GPU-seconds per second by collective",
+            targets(
+                (
+                    per_second("mfumon_job_collective_seconds_total", "job_id, group, collective"),
+                    "{{group}} {{collective}}",
+                )
+            ),
+            stack=True,
+            description="GPU-seconds per second the job's ranks spend in each collective's kernels (GPU-timed), "
+            "by process group: about the ranks in collectives at once." + _NO_INSPECTOR,
+            width=6,
+        ),
+        timeseries(
+            "Inspector records lost per second",
+            targets((per_second("mfumon_job_collective_records_lost_total", "job_id, group"), "{{group}}")),
+            description="Records NCCL overwrote before the agent read them (left out of the other figures): the "
+            "agent reads too seldom for the job's rate of collectives." + _NO_INSPECTOR,
+            width=6,
+        ),
+    ]
+
+
 def job_drilldown() -> dict[str, Any]:
     """One job: MFU against baseline, throughput, step breakdown and its GPUs' activity."""
     job = 'job_id="$job"'
@@ -407,6 +467,7 @@ def job_drilldown() -> dict[str, Any]:
             "compute kernel running, / device time, by process group (tp, pp, dp, ep, cp, other). Empty until the "
             "job is profiled; its age is time() - mfumon_job_profile_timestamp_seconds.",
         ),
+        *_collective_panels(job),
         *job_waterfall_panels(job),
         row("The job's GPUs"),
         timeseries(

@@ -21,8 +21,10 @@ from mfumon.api.services.diagnosis import diagnose_job
 from mfumon.api.services.events import read_events
 from mfumon.api.services.job_cost import energy_and_cost
 from mfumon.api.state.aggregate import JobAccount, summarize
+from mfumon.api.state.collectives import collective_time_ratios
 from mfumon.api.state.outcome import ReportOutcome
 from mfumon.api.state.software import with_node_software
+from mfumon.api.state.views import NodeView
 
 HISTORY_REPORTS = 500
 EVENTS_SHOWN = 50
@@ -343,11 +345,59 @@ def job_page(ctx: AppContext, job_id: str, query: PageQuery | None = None) -> di
             with_node_software(job.software, (node for node, _share in ctx.state.job_shares(job_id, now)))
         ),
         "energy": energy_and_cost(ctx.state.counters, ctx.state.prices, job.job_id, job.kind),
+        "collectives": collective_rows([node for node, _share in ctx.state.job_shares(job_id, now)], job_id),
         "priced": bool(ctx.state.prices),
         "money": lambda value: money(value, ctx.state.prices.currency),
         "kwh": kwh,
         "per_token": per_token,
     }
+
+
+@dataclass(frozen=True, slots=True)
+class CollectiveRow:
+    """One process group of the job, from NCCL Inspector on its nodes (issue 61)."""
+
+    group: str
+    collective: str
+    operations: int
+    seconds: float
+    bus_bandwidth: float | None  # bytes/s over the agents' last interval, per group
+    time_ratio: float | None  # per group
+    lost: int  # per group
+    nodes: int
+
+
+def collective_rows(nodes: list[NodeView], job_id: str) -> list[CollectiveRow]:
+    """The job's groups and collectives summed over its nodes, the group's figures (bandwidth, time share, lost) on
+    each of its rows; empty without Inspector data."""
+    ratios = collective_time_ratios(nodes, job_id)
+    ops: dict[tuple[str, str], list[float]] = {}
+    groups: dict[str, list[float]] = {}
+    for node in nodes:
+        for row in node.collectives or ():
+            if row.job_id != job_id:
+                continue
+            held = ops.setdefault((row.group, row.collective), [0, 0.0, 0])
+            held[0] += row.operations_total
+            held[1] += row.seconds_total
+            held[2] += 1
+            group = groups.setdefault(row.group, [0.0, 0.0, 0])
+            group[0] += row.window_seconds
+            group[1] += row.window_bus_bytes
+            group[2] += row.lost_total
+    return [
+        CollectiveRow(
+            group=group,
+            collective=collective,
+            operations=int(held[0]),
+            seconds=held[1],
+            bus_bandwidth=groups[group][1] / groups[group][0] if groups[group][0] > 0 else None,
+            time_ratio=ratios.get(group),
+            lost=int(groups[group][2]),
+            nodes=int(held[2]),
+        )
+        for (group, collective), held in sorted(ops.items())
+    ]
 
 
 #: The fingerprint's components in the order a person reads them: the stack from the bottom (the firmware and driver

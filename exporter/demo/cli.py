@@ -44,11 +44,13 @@ from mfumon.exporter.demo.prices import write_demo_prices
 from mfumon.exporter.demo.prometheus import DemoPrometheus, PrometheusUnavailable, shortened_note, start_prometheus
 from mfumon.exporter.demo.simcluster import ClusterSpec, SimJob, SimNode, default_cluster
 from mfumon.exporter.demo.simdcgm import SimDcgmExporter, SimDcgmSource
+from mfumon.exporter.demo.siminspector import SimInspector
 from mfumon.exporter.demo.simprofile import PROFILED_JOBS, DemoProfiler
 from mfumon.exporter.demo.simremediate import dry_run_remediator
 from mfumon.exporter.demo.simserving import SimServingJob, SimulatedEngine
 from mfumon.exporter.node.inference.collector import InferenceCollector
 from mfumon.exporter.node.inference.endpoints import parse_endpoint
+from mfumon.exporter.node.nccl_inspector.cycle import InspectingAgent
 from mfumon.exporter.node.pipeline import Agent
 from mfumon.exporter.node.push import RetryPolicy, Sender
 from mfumon.exporter.node.sources import Source
@@ -165,24 +167,47 @@ def _start_nodes(
         for node_name, index in cluster.unattributed:
             if node_name == node.name:  # a notebook's kernels: busy, no job id
                 source.assign(index, SimWorkload(profile="inference", target_mfu=0.05))
-        sender = Sender(
-            url,
-            MemorySpool(16 * 1024**2),
-            token=token,
-            retry=RetryPolicy(initial_seconds=0.2, max_seconds=max(2.0, interval_seconds)),
-        )
-        agent = Agent(
-            source=_reader(node, source),
-            sender=sender,
-            node=node.name,
-            pool=node.pool,
-            interval_seconds=interval_seconds,
-            ports=_ports(node, started),
-        )
+        retry = RetryPolicy(initial_seconds=0.2, max_seconds=max(2.0, interval_seconds))
+        sender = Sender(url, MemorySpool(16 * 1024**2), token=token, retry=retry)
+        settings: dict[str, Any] = {
+            "source": _reader(node, source),
+            "sender": sender,
+            "node": node.name,
+            "pool": node.pool,
+            "interval_seconds": interval_seconds,
+            "ports": _ports(node, started),
+        }
+        inspector = _inspector(node, cluster, seed)
+        # The node of the job with collectives runs the real node agent's NCCL Inspector cycle over its simulated dumps.
+        agent = Agent(**settings) if inspector is None else InspectingAgent(inspector=inspector, **settings)
         agent.start(delay_seconds=number * spacing_seconds)
         agents.append(agent)
         sources[node.name] = source
     return agents, sources
+
+
+def _inspector(node: SimNode, cluster: ClusterSpec, seed: int) -> SimInspector | None:
+    """The simulated NCCL Inspector dumps of the job with collectives that runs on ``node`` (None: none does)."""
+    for job in cluster.jobs:
+        if job.collectives is None or node.name not in {name for name, _ in job.placement}:
+            continue
+        nodes = {name for name, _ in job.placement}
+        return SimInspector(
+            job_id=job.job_id,
+            node=node.name,
+            nodes=nodes,
+            ranks_per_node=sum(1 for name, _ in job.placement if name == node.name),
+            step_seconds=job.step_seconds,
+            spec=job.collectives,
+            seed=seed,
+        )
+    return None
+
+
+def _close_inspectors(agents: Sequence[Agent]) -> None:
+    for agent in agents:
+        if isinstance(agent, InspectingAgent) and isinstance(agent.inspector, SimInspector):
+            agent.inspector.close()
 
 
 def _reader(node: SimNode, source: SimSource) -> Source:
@@ -332,6 +357,7 @@ def run_simulation(
             engine.stop()
         for agent in agents:
             agent.stop(timeout_seconds=5.0)
+        _close_inspectors(agents)
         client.close()
     delivered = sum(agent.sender.delivered for agent in agents)
     return SimulationResult(cycles=cycles, reports_posted=posted, report_failures=failed, batches_delivered=delivered)

@@ -114,6 +114,7 @@ class Agent:
             ib_ports=self._ports(),
             software=node_software(self.source),
         )
+        batch = self._extend(batch)
         self.sender.submit(batch)
         names = [gpu.name for gpu in gpus if gpu.up]
         if names:
@@ -125,6 +126,10 @@ class Agent:
         self.metrics.collection_duration.observe(time.perf_counter() - started)
         self.metrics.last_collection.set(batch.timestamp)
         self._last_success = time.monotonic()
+        return batch
+
+    def _extend(self, batch: NodeBatch) -> NodeBatch:
+        """What a subclass adds to the cycle's batch before it is pushed (NCCL Inspector's figures): nothing here."""
         return batch
 
     def _ports(self) -> tuple[IbPortSample, ...] | None:

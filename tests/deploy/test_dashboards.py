@@ -297,6 +297,13 @@ def test_required_panels_exist() -> None:
         titles["mfumon-job-drilldown.json"]
     )
     assert "Hardware MFU estimate" in titles["mfumon-nodes-gpus.json"]
+    # NCCL Inspector per job (issue 61): what the node agents read of the job's collectives, by process group.
+    assert {
+        "Collective bus bandwidth by group",
+        "Time in collectives by group",
+        "Collective GPU-seconds per second by collective",
+        "Inspector records lost per second",
+    } <= titles["mfumon-job-drilldown.json"]
 
 
 def _top_level(expr: str) -> str:

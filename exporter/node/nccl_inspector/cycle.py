@@ -51,17 +51,17 @@ class InspectingAgent(Agent):
         self.inspector_batch: InspectorBatch | None = None
         self.totals = RunningTotals()
 
-    def collect_once(self) -> NodeBatch | None:
-        batch = super().collect_once()
+    def _extend(self, batch: NodeBatch) -> NodeBatch:
+        """Read the dump directory in this cycle and push the running totals with the GPU samples."""
         if self.inspector is None:
             return batch
-        if batch is not None and self.gpu_jobs is not None:
+        if self.gpu_jobs is not None:
             self.gpu_jobs.update(batch.gpus)
         try:
-            self.inspector_batch = self.inspector.collect(batch.timestamp if batch else self._clock())
+            self.inspector_batch = self.inspector.collect(batch.timestamp)
             collectives = self.totals.add(self.inspector_batch)
         except Exception as exc:  # the inspector must not cost the cycle
             self.metrics.collector_errors.inc()
             logger.warning("reading NCCL Inspector output from %s failed: %s", self.inspector.directory, exc)
             return batch
-        return batch if batch is None or not collectives else replace(batch, collectives=collectives)
+        return replace(batch, collectives=collectives) if collectives else batch

@@ -12,6 +12,7 @@ from mfumon.exporter.node.nccl_inspector.cycle import InspectingAgent
 from mfumon.exporter.node.pipeline import Agent
 from mfumon.exporter.node.settings import build_parser, load_settings
 from mfumon.exporter.node.sources.sim import SimSource
+from mfumon.exporter.samples import NodeBatch
 from tests.exporter.node.nccl_inspector.lines import fixture_lines, render
 
 
@@ -82,3 +83,19 @@ def test_a_failing_inspector_costs_its_batch_not_the_gpus(tmp_path: Path) -> Non
     batch = node_agent.collect_once()
     assert batch is not None and len(batch.gpus) == 1
     assert node_agent.inspector_batch is None and node_agent.metrics.collector_errors._value.get() == 1
+
+
+def test_the_pushed_batch_carries_the_running_totals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the sender gets, not only what the cycle returns: the push is what reaches the aggregator."""
+    node_agent = agent.build_agent(_settings("--nccl-inspector.dir", str(tmp_path)), SimSource(node="n1", count=1))
+    assert isinstance(node_agent, InspectingAgent) and node_agent.inspector is not None
+    node_agent.inspector.job_of_pid = {77: "j1"}.get  # type: ignore[method-assign]
+    submitted: list[NodeBatch] = []
+    monkeypatch.setattr(node_agent.sender, "submit", submitted.append)
+    _write(tmp_path / "n1-pid77.log", [render(pid=77, sn=1, comm_name="DP Group 0")])
+    node_agent.collect_once()
+    (pushed,) = submitted
+    assert pushed.collectives is not None
+    (row,) = pushed.collectives
+    assert (row.job_id, row.group, row.collective, row.operations_total) == ("j1", "dp", "AllReduce", 1)
+    assert pushed.body()["collectives"][0]["group"] == "dp"
