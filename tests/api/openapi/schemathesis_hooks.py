@@ -251,6 +251,10 @@ def map_case(context: HookContext, case: Case) -> Case:
             body["ib_ports"] = _unique(body["ib_ports"], lambda port: (port.get("device"), port.get("port")))
         if "software" in body:
             body["software"] = _unique(body["software"], lambda entry: (entry.get("component"), entry.get("version")))
+        if "collectives" in body:  # each (job_id, group, collective) once, as the schema states in words
+            body["collectives"] = _unique(
+                body["collectives"], lambda row: (row.get("job_id"), row.get("group"), row.get("collective"))
+            )
     elif operation == "POST /v1/jobs/{job_id}/reports" and body is not None:
         _report(body)
     elif operation == "PUT /v1/jobs/{job_id}" and body is not None:
