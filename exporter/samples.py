@@ -344,6 +344,9 @@ NCCL_OPERATIONS: tuple[str, ...] = (
 #: A process group as the node names it: the communicator's name where the framework set one, else its NCCL id.
 COLLECTIVE_GROUP = r"^[A-Za-z0-9][A-Za-z0-9 ._:/+=-]{0,127}$"
 MAX_COLLECTIVES = 1024
+#: NCCL's communicator id as Inspector writes it: ``0x`` and the first 14 hex digits of its 64-bit hash.
+COMM_ID = r"^0x[0-9a-f]{1,16}$"
+MAX_COLLECTIVE_RANKS = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,6 +378,33 @@ class CollectiveTotals:
 
 
 @dataclass(frozen=True, slots=True)
+class RankCollective:
+    """One rank's operations of one kind on one communicator over the node's last read interval, from NCCL Inspector
+    (issue 61): what tells a slow rank from a slow link across a job.
+
+    Per communicator (its NCCL id, the same on every rank of it on every node), so the aggregator can line up the
+    ranks of one communicator from all the job's nodes; for point-to-point operations per ``peer`` too, which names
+    the other end of the link. GPU-timed records only (the device's own clock over the kernel).
+    """
+
+    job_id: str
+    group: str  # as in CollectiveTotals: the parallelism, else the framework's name, else the NCCL id
+    comm_id: str  # NCCL's id: the same on every rank of the communicator
+    collective: str
+    rank: int  # the rank in the communicator
+    n_ranks: int
+    peer: int | None  # point-to-point: the peer's rank in the communicator; None for collectives
+    operations: int  # GPU-timed records in the interval
+    seconds: float  # their kernel seconds
+    traffic_bytes: float  # NCCL's algorithm bytes (per-rank size x ranks for AllGather/ReduceScatter)
+    bus_bytes: float  # traffic x NCCL's bus factor
+    interval_seconds: float  # the wall-clock length of the interval
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
 class NodeBatch:
     """One collection cycle of one node: what one ``POST /v1/nodes/{node}/samples`` carries."""
 
@@ -388,6 +418,8 @@ class NodeBatch:
     software: tuple[SoftwareEntry, ...] | None = None
     # NCCL Inspector's figures per job, communicator and collective (issue 61); None: not read on this node.
     collectives: tuple[CollectiveTotals, ...] | None = None
+    # ... and per rank and communicator over the last interval, to tell a slow rank from a slow link (issue 61).
+    collective_ranks: tuple[RankCollective, ...] | None = None
 
     def body(self) -> dict[str, Any]:
         """The request body (interface: ``timestamp``, optional ``pool``, ``gpus``; optional ``ib_ports`` and
@@ -401,6 +433,8 @@ class NodeBatch:
             out["software"] = [entry.to_json() for entry in self.software]
         if self.collectives:
             out["collectives"] = [c.to_json() for c in self.collectives[:MAX_COLLECTIVES]]
+        if self.collective_ranks:
+            out["collective_ranks"] = [r.to_json() for r in self.collective_ranks[:MAX_COLLECTIVE_RANKS]]
         return out
 
     def encode(self) -> bytes:

@@ -21,7 +21,9 @@ from mfumon.api.schemas._common import (
 from mfumon.api.schemas.decoder import FastDecoder
 from mfumon.exporter.samples import (
     COLLECTIVE_GROUP,
+    COMM_ID,
     COUNTER_FIELDS,
+    MAX_COLLECTIVE_RANKS,
     MAX_COLLECTIVES,
     MAX_SOFTWARE,
     MAX_SOFTWARE_VERSION,
@@ -254,6 +256,34 @@ class CollectiveSample(BaseModel):
         return (self.job_id, self.group, self.collective)
 
 
+class CollectiveRankSample(BaseModel):
+    """One rank's operations of one kind on one communicator over the node agent's last interval, from NCCL Inspector
+    (issue 61): lined up across the job's nodes by ``comm_id``, they tell a slow rank from a slow link."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_id: Annotated[str, StringConstraints(pattern=ID_PATTERN)]
+    group: Annotated[str, StringConstraints(pattern=COLLECTIVE_GROUP)]
+    comm_id: Annotated[
+        str, StringConstraints(pattern=COMM_ID), Field(description="NCCL's communicator id, the same on every rank")
+    ]
+    collective: Literal[NCCL_OPERATIONS]  # type: ignore[valid-type]
+    rank: Annotated[int, Whole(0, 10_000_000)]
+    n_ranks: Annotated[int, Whole(1, 10_000_000)]
+    peer: Annotated[
+        int | None, Whole(0, 10_000_000), Field(description="point-to-point: the peer's rank; null for collectives")
+    ] = None
+    operations: Annotated[int, Whole(0, 10**12), Field(description="GPU-timed operations in the interval")]
+    seconds: Annotated[Number, Field(ge=0, le=1e9, description="their GPU-timed kernel seconds")]
+    traffic_bytes: Annotated[Number, Field(ge=0, le=1e21)]
+    bus_bytes: Annotated[Number, Field(ge=0, le=1e21, description="traffic x NCCL's bus factor")]
+    interval_seconds: Annotated[Number, Field(ge=0, le=86_400, description="wall-clock seconds of the interval")]
+
+    @property
+    def key(self) -> tuple[str, str, str, int, int]:
+        return (self.job_id, self.comm_id, self.collective, self.rank, -1 if self.peer is None else self.peer)
+
+
 class NodeSampleCreate(BaseModel):
     """``POST /v1/nodes/{node}/samples``: one collection cycle of one node."""
 
@@ -293,6 +323,18 @@ class NodeSampleCreate(BaseModel):
         | None
     ) = None
 
+    collective_ranks: (
+        Annotated[
+            list[CollectiveRankSample],
+            Field(
+                max_length=MAX_COLLECTIVE_RANKS,
+                description="NCCL Inspector's figures per job, communicator, collective kind, rank and peer over the "
+                "agent's last interval (issue 61); each (`job_id`, `comm_id`, `collective`, `rank`, `peer`) once",
+            ),
+        ]
+        | None
+    ) = None
+
     @field_validator("collectives")
     @classmethod
     def _unique_collectives(cls, rows: list[CollectiveSample] | None) -> list[CollectiveSample] | None:
@@ -300,6 +342,15 @@ class NodeSampleCreate(BaseModel):
         if len(set(keys)) != len(keys):
             duplicates = sorted({k for k in keys if keys.count(k) > 1})
             raise ValueError(f"duplicate (job_id, group, collective) {duplicates[:3]}")
+        return rows
+
+    @field_validator("collective_ranks")
+    @classmethod
+    def _unique_collective_ranks(cls, rows: list[CollectiveRankSample] | None) -> list[CollectiveRankSample] | None:
+        keys = [row.key for row in rows or ()]
+        if len(set(keys)) != len(keys):
+            duplicates = sorted({k for k in keys if keys.count(k) > 1})
+            raise ValueError(f"duplicate (job_id, comm_id, collective, rank, peer) {duplicates[:3]}")
         return rows
 
     @field_validator("ib_ports")

@@ -40,7 +40,7 @@ from mfumon.api.crud.nodes import NodeWrite, upsert_nodes
 from mfumon.api.errors import SamplesBacklogged
 from mfumon.api.schemas.nodes import NodeSampleCreate
 from mfumon.api.state.software import pushed_software, software_json
-from mfumon.api.state.views import build_node_view, collective_views, gpu_views, port_views
+from mfumon.api.state.views import build_node_view, collective_rank_views, collective_views, gpu_views, port_views
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +80,7 @@ def record_sample(ctx: AppContext, node: str, sample: NodeSampleCreate, body: by
                 ib_ports=port_views(sample.ib_ports),
                 software=software,
                 collectives=collective_views(sample.collectives),
+                collective_ranks=collective_rank_views(sample.collective_ranks),
             )
         else:
             view = build_node_view(
@@ -93,6 +94,7 @@ def record_sample(ctx: AppContext, node: str, sample: NodeSampleCreate, body: by
                 ib_ports=held.ib_ports,
                 software=kept,
                 collectives=held.collectives,
+                collective_ranks=held.collective_ranks,
             )
         if ctx.state.apply_node(view, replaces=held):
             break

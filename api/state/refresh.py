@@ -34,6 +34,7 @@ from mfumon.api.state.views import (
     NodeView,
     SourceView,
     build_node_view,
+    collective_rank_views,
     collective_views,
     gpu_views,
     port_views,
@@ -67,6 +68,7 @@ def node_view(row: NodeRow, resolver: DeviceResolver) -> NodeView:
         ib_ports=port_views(sample.ib_ports),
         software=software,
         collectives=collective_views(sample.collectives),
+        collective_ranks=collective_rank_views(sample.collective_ranks),
     )
 
 

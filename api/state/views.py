@@ -102,6 +102,31 @@ def collective_views(rows: Iterable[Any] | None) -> tuple[CollectiveView, ...] |
     return tuple(CollectiveView(*(getattr(row, name) for name in CollectiveView._fields)) for row in rows)
 
 
+class CollectiveRankView(NamedTuple):
+    """One rank's operations of one kind on one communicator over its node agent's last interval (NCCL Inspector,
+    issue 61); ``peer`` for point-to-point operations, else None."""
+
+    job_id: str
+    group: str
+    comm_id: str
+    collective: str
+    rank: int
+    n_ranks: int
+    peer: int | None
+    operations: int
+    seconds: float
+    traffic_bytes: float
+    bus_bytes: float
+    interval_seconds: float
+
+
+def collective_rank_views(rows: Iterable[Any] | None) -> tuple[CollectiveRankView, ...] | None:
+    """A push's ``collective_ranks`` as views; None when it had none."""
+    if rows is None:
+        return None
+    return tuple(CollectiveRankView(*(getattr(row, name) for name in CollectiveRankView._fields)) for row in rows)
+
+
 @dataclass(frozen=True, slots=True)
 class JobShare:
     """A group of one node's up GPUs (one job's, or the unattributed busy ones) and what the cluster sums need."""
@@ -162,6 +187,7 @@ class NodeView:
     # has none; the jobs on its GPUs take them (mfumon.api.state.software).
     software: tuple[tuple[str, str], ...] | None = None
     collectives: tuple[CollectiveView, ...] | None = None  # NCCL Inspector's, as its last push sent them
+    collective_ranks: tuple[CollectiveRankView, ...] | None = None  # ... per rank and peer, its last interval
 
     @property
     def revision(self) -> tuple[float, float]:
@@ -285,6 +311,7 @@ def build_node_view(
     ib_ports: tuple[PortView, ...] | None = None,
     software: tuple[tuple[str, str], ...] | None = None,
     collectives: tuple[CollectiveView, ...] | None = None,
+    collective_ranks: tuple[CollectiveRankView, ...] | None = None,
 ) -> NodeView:
     """Build a node view: each GPU goes to its job's share, the unattributed busy share, idle or down; a GPU that
     several jobs share goes to each of them by its share, and its state is counted once (``shared``)."""
@@ -348,6 +375,7 @@ def build_node_view(
         ib_ports=ib_ports,
         software=software,
         collectives=collectives,
+        collective_ranks=collective_ranks,
     )
 
 

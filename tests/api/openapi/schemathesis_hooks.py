@@ -255,6 +255,11 @@ def map_case(context: HookContext, case: Case) -> Case:
             body["collectives"] = _unique(
                 body["collectives"], lambda row: (row.get("job_id"), row.get("group"), row.get("collective"))
             )
+        if "collective_ranks" in body:  # each (job_id, comm_id, collective, rank, peer) once
+            body["collective_ranks"] = _unique(
+                body["collective_ranks"],
+                lambda row: tuple(row.get(k) for k in ("job_id", "comm_id", "collective", "rank", "peer")),
+            )
     elif operation == "POST /v1/jobs/{job_id}/reports" and body is not None:
         _report(body)
     elif operation == "PUT /v1/jobs/{job_id}" and body is not None:

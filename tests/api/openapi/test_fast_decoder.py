@@ -329,7 +329,7 @@ def test_free_text_is_stripped_after_its_pattern_as_the_model_strips_it() -> Non
 
 def full_push() -> dict[str, Any]:
     """A push the model takes in which every field of every kind of object is present: a GPU with all its counters,
-    a MIG instance, a shared GPU, an InfiniBand port, the node's software and NCCL Inspector's collectives."""
+    a MIG instance, a shared GPU, an InfiniBand port, the node's software and NCCL Inspector's collectives, per rank too."""
     whole = json.loads(real_pushes()[0])  # eight GPUs with every counter, InfiniBand ports
     first = {**whole["gpus"][0], "mig_profile": "1g.10gb", "job_id": "j1", "tensor_active_exact": 1}
     first.update(ecc_deferred_total=0, pcie_link_gen=5, pcie_link_gen_max=5, pcie_link_width=16)
@@ -349,6 +349,13 @@ def full_push() -> dict[str, Any]:
                 "operations_total": 1200, "seconds_total": 84.5, "traffic_bytes_total": 1.2e12,
                 "bus_bytes_total": 2.1e12, "lost_total": 4, "window_seconds": 3.0, "window_bus_bytes": 7.5e10,
                 "interval_seconds": 10.0,
+            }
+        ],
+        "collective_ranks": [
+            {
+                "job_id": "j1", "group": "pp", "comm_id": "0x7f8c496ae9f661", "collective": "Send", "rank": 3,
+                "n_ranks": 4, "peer": 2, "operations": 40, "seconds": 0.8, "traffic_bytes": 4.0e9,
+                "bus_bytes": 4.0e9, "interval_seconds": 10.0,
             }
         ],
     }  # fmt: skip
