@@ -11,8 +11,9 @@
         source: measured at our 600 W power cap, 2025-01
 
 Other optional fields: notes, memory_bandwidth_bytes_per_second (with memory_bandwidth_source; the entry's
-`source` when left out), mig_slices, unconfirmed (list of dtypes), lacks (dtype: why the part has no peak for
-it; an operator's peak for an inherited lacked dtype replaces the lack).
+`source` when left out), nvlink_bandwidth_bytes_per_second (one direction between two GPUs of a node through an
+NVSwitch; with nvlink_bandwidth_source, likewise), mig_slices, unconfirmed (list of dtypes), lacks (dtype: why
+the part has no peak for it; an operator's peak for an inherited lacked dtype replaces the lack).
 A plain substring without regex metacharacters is a valid pattern. `989e12` reads as text in YAML 1.1, so
 numeric strings are accepted. Every error names the file, the entry and the field.
 """
@@ -40,6 +41,8 @@ _FIELDS = frozenset(
         "notes",
         "memory_bandwidth_bytes_per_second",
         "memory_bandwidth_source",
+        "nvlink_bandwidth_bytes_per_second",
+        "nvlink_bandwidth_source",
         "mig_slices",
         "unconfirmed",
         "lacks",
@@ -128,6 +131,12 @@ def _fields_from_entry(entry: Mapping[str, Any], base: DeviceSpec | None, where:
             where,
         ),
         "memory_bandwidth_source": _bandwidth_source(entry, base),
+        "nvlink_bandwidth_bytes_per_second": _read_number(
+            entry.get("nvlink_bandwidth_bytes_per_second", base.nvlink_bandwidth_bytes_per_second if base else None),
+            "nvlink_bandwidth_bytes_per_second",
+            where,
+        ),
+        "nvlink_bandwidth_source": _bandwidth_source(entry, base, "nvlink_bandwidth"),
         "mig_slices": entry.get("mig_slices", base.mig_slices if base else None),
     }
     if "unconfirmed" in entry:
@@ -147,13 +156,14 @@ def _fields_from_entry(entry: Mapping[str, Any], base: DeviceSpec | None, where:
     return fields
 
 
-def _bandwidth_source(entry: Mapping[str, Any], base: DeviceSpec | None) -> str:
-    """The bandwidth's source: given, else the entry's own source when it sets a bandwidth, else inherited."""
-    if "memory_bandwidth_source" in entry:
-        return str(entry["memory_bandwidth_source"])
-    if "memory_bandwidth_bytes_per_second" in entry:
+def _bandwidth_source(entry: Mapping[str, Any], base: DeviceSpec | None, name: str = "memory_bandwidth") -> str:
+    """A bandwidth's source (``memory_bandwidth`` or ``nvlink_bandwidth``): given, else the entry's own source when
+    it sets that bandwidth, else inherited."""
+    if f"{name}_source" in entry:
+        return str(entry[f"{name}_source"])
+    if f"{name}_bytes_per_second" in entry:
         return str(entry["source"])
-    return base.memory_bandwidth_source if base else ""
+    return str(getattr(base, f"{name}_source")) if base else ""
 
 
 def _read_peaks(value: object, where: str) -> dict[str, float | None]:

@@ -23,6 +23,9 @@ _VR = "https://github.com/volcengine/verl/blob/02cf355f1796/verl/utils/flops_cou
 _MIG = "https://docs.nvidia.com/datacenter/tesla/mig-user-guide/ (Supported MIG Profiles)"
 _HALVED = "Tensor figures are the datasheet's with-sparsity values halved."
 
+# NVLink (issue 61: the figure an NCCL point-to-point link inside a node is judged against): the datasheet's per-GPU
+# NVLink bandwidth is both directions added; a GPU sends at half of it to any other GPU its NVSwitch joins.
+_NVL_HALF = "half the datasheet's bidirectional per-GPU NVLink figure (one direction, any pair through the NVSwitch)"
 # Memory bandwidth (the MBU denominator): the vendor's datasheet or product page for each figure, and the
 # secondary table it was read from (figures are peak device-memory bandwidth, per device as torch sees it).
 _BW_V100 = "NVIDIA V100 datasheet, https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf"
@@ -106,6 +109,8 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         peaks={"fp32": 15.7e12, "fp16": 125e12},
         memory_bandwidth_bytes_per_second=0.90e12,
         memory_bandwidth_source=f"{_BW_V100} (900 GB/s); {_LA}",
+        nvlink_bandwidth_bytes_per_second=150e9,
+        nvlink_bandwidth_source=f"{_BW_V100} (NVLink 300 GB/s); {_NVL_HALF}",
         source=f"{_LT}; {_CP}; {_LA}",
         notes="V100-SXM3 (DGX-2) is not matched: its clocks differ.",
     ),
@@ -174,6 +179,8 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         peaks=_AMPERE_A100,
         memory_bandwidth_bytes_per_second=2.039e12,
         memory_bandwidth_source=f"{_BW_A100} (2,039 GB/s SXM 80GB); {_LA}; {_GS}",
+        nvlink_bandwidth_bytes_per_second=300e9,
+        nvlink_bandwidth_source=f"{_BW_A100} (NVLink 600 GB/s); {_NVL_HALF}",
         mig_slices=7,
         source=f"{_ME}; {_LT}; {_CP}; {_LA}; {_GS}; {_MIG}",
         notes="A100 has no FP8. ME lists 2.0 TB/s.",
@@ -185,6 +192,8 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         peaks=_AMPERE_A100,
         memory_bandwidth_bytes_per_second=1.555e12,
         memory_bandwidth_source=f"{_BW_A100} (1,555 GB/s 40GB); {_ME}; {_LA}",
+        nvlink_bandwidth_bytes_per_second=300e9,
+        nvlink_bandwidth_source=f"{_BW_A100} (NVLink 600 GB/s); {_NVL_HALF}",
         mig_slices=7,
         source=f"{_ME}; {_LT}; {_CP}; {_LA}; {_MIG}",
         notes="A100 has no FP8.",
@@ -271,6 +280,8 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         peaks=_HOPPER_SXM,
         memory_bandwidth_bytes_per_second=3.35e12,
         memory_bandwidth_source=f"{_BW_H100} (3.35 TB/s SXM); {_ME}; {_LA}",
+        nvlink_bandwidth_bytes_per_second=450e9,
+        nvlink_bandwidth_source=f"{_BW_H100} (NVLink 900 GB/s SXM); {_NVL_HALF}",
         mig_slices=7,
         source=f"{_ME}; {_CP}; {_LT}; {_LA}; {_MIG}",
         notes=f"{_HALVED} Any H100 not matched as NVL or PCIe is the SXM part (HBM3), as torchtitan does.",
@@ -282,6 +293,8 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         peaks=_HOPPER_SXM,
         memory_bandwidth_bytes_per_second=4.8e12,
         memory_bandwidth_source=f"{_BW_H200} (4.8 TB/s); {_ME}",
+        nvlink_bandwidth_bytes_per_second=450e9,
+        nvlink_bandwidth_source=f"{_BW_H200} (NVLink 900 GB/s SXM); {_NVL_HALF}",
         mig_slices=7,
         source=f"{_ME}; {_CP}; {_TT}; {_VR}; {_MIG}",
         notes=f"{_HALVED} 'NVIDIA H200' is taken as SXM (Composer). H200 NVL has no sourced figures here "
@@ -316,6 +329,8 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         },
         memory_bandwidth_bytes_per_second=8.0e12,
         memory_bandwidth_source=f"{_NV_GB300} (576 TB/s for 72 GPUs); {_ME}",
+        nvlink_bandwidth_bytes_per_second=900e9,
+        nvlink_bandwidth_source=f"{_NV_GB300} (NVLink 130 TB/s for 72 GPUs: 1.8 TB/s each); {_NVL_HALF}",
         mig_slices=7,
         source=f"{_NV_GB300} (FP4 1,440 | 1,080 PF sparse | dense; FP8 720, BF16 360, TF32 180 PF with sparsity; "
         f"FP32 6 PF); {_ME} (GB300 row, note 24); {_VERDA}",
@@ -340,6 +355,8 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         },
         memory_bandwidth_bytes_per_second=8.0e12,
         memory_bandwidth_source=f"{_BW_GB200}; {_ME}",
+        nvlink_bandwidth_bytes_per_second=900e9,
+        nvlink_bandwidth_source=f"{_BW_GB200} (NVLink 130 TB/s for 72 GPUs: 1.8 TB/s each); {_NVL_HALF}",
         mig_slices=7,
         source=f"{_ME} (GB200 row: fp4 10000, int8 5000); {_NV_GB200} (FP4 1,440 PF, INT8 720 POPS with "
         f"sparsity, / 72); {_TT}; {_VR}; {_MIG}",
@@ -359,6 +376,8 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         },
         memory_bandwidth_bytes_per_second=8.0e12,
         memory_bandwidth_source=f"{_ME} (B300 SXM, 8.00 TB/s); {_NV_DGX_B300}",
+        nvlink_bandwidth_bytes_per_second=900e9,
+        nvlink_bandwidth_source=f"{_NV_HGX} (HGX B300: NVLink 1.8 TB/s per GPU); {_NVL_HALF}",
         mig_slices=7,
         source=f"{_NV_HGX} (HGX B300: FP8 72, BF16 36, TF32 18 PF with sparsity, FP32 600 TF, for 8 GPUs); "
         f"{_NV_DGX_B300}; {_ME} (B300 row, note 21); {_VERDA}",
@@ -384,6 +403,8 @@ DEFAULT_DEVICES: tuple[DeviceSpec, ...] = (
         },
         memory_bandwidth_bytes_per_second=8.0e12,
         memory_bandwidth_source=f"{_BW_B200}; {_ME}",
+        nvlink_bandwidth_bytes_per_second=900e9,
+        nvlink_bandwidth_source=f"{_BW_B200} (NVLink 14.4 TB/s for 8 GPUs: 1.8 TB/s each); {_NVL_HALF}",
         mig_slices=7,
         source=f"{_ME} (DGX B200 datasheet; fp4 9000, int8 4500); {_NV_HGX} (HGX B200: FP4 144 | 72 PF, "
         f"INT8 72 POPS with sparsity, FP32 600 TF, for 8 GPUs); {_TT}; {_VR}; {_MIG}",

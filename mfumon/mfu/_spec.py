@@ -18,7 +18,7 @@ Dtype = Literal["bf16", "fp16", "fp8", "tf32", "fp32", "fp4", "int8"]
 DTYPES: tuple[Dtype, ...] = get_args(Dtype)
 
 # Fields other than dtypes whose figure may be marked unconfirmed.
-_OTHER_CONFIRMABLE = ("memory_bandwidth", "mig_slices")
+_OTHER_CONFIRMABLE = ("memory_bandwidth", "mig_slices", "nvlink_bandwidth")
 KEY_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
@@ -39,8 +39,15 @@ class DeviceSpec:
         memory_bandwidth_bytes_per_second: peak device-memory (HBM/GDDR) bandwidth of the whole device, for MBU.
         memory_bandwidth_source: where the bandwidth figure comes from (the vendor datasheet); required with it.
         mig_slices: compute slices of the whole GPU (7 on A100/H100, 4 on A30); None when MIG is unsupported.
+        nvlink_bandwidth_bytes_per_second: what one GPU can send to another GPU of its node, one direction, where an
+            NVSwitch joins every pair (HGX/DGX boards, NVL72): half the datasheet's bidirectional NVLink figure. The
+            figure an NCCL point-to-point link inside a node is judged against (issue 61); None where the parts
+            are not switch-connected (PCIe cards, NVLink bridges, a mesh: a pair gets one link) or no figure is
+            sourced, and such links are then not judged.
+        nvlink_bandwidth_source: where that figure comes from; required with it.
         names: real device names that must resolve to this entry (checked when a table is built).
-        unconfirmed: dtypes (or "memory_bandwidth", "mig_slices") whose figure lacks a primary source.
+        unconfirmed: dtypes (or "memory_bandwidth", "mig_slices", "nvlink_bandwidth") whose figure lacks a primary
+            source.
         lacks: dtype -> why the part has no dense peak for it (a cut unit, no published rate), reported in place
             of the generic "no peak" reason; a dtype cannot both have a peak and be lacked.
     """
@@ -53,6 +60,8 @@ class DeviceSpec:
     memory_bandwidth_bytes_per_second: float | None = None
     memory_bandwidth_source: str = ""
     mig_slices: int | None = None
+    nvlink_bandwidth_bytes_per_second: float | None = None
+    nvlink_bandwidth_source: str = ""
     names: tuple[str, ...] = ()
     unconfirmed: frozenset[str] = field(default_factory=frozenset)
     lacks: Mapping[str, str] = field(default_factory=dict)
@@ -73,6 +82,10 @@ class DeviceSpec:
             _check_positive("memory_bandwidth_bytes_per_second", self.memory_bandwidth_bytes_per_second)
             if not self.memory_bandwidth_source.strip():
                 raise ValueError("memory_bandwidth_source must say where the bandwidth figure comes from")
+        if self.nvlink_bandwidth_bytes_per_second is not None:
+            _check_positive("nvlink_bandwidth_bytes_per_second", self.nvlink_bandwidth_bytes_per_second)
+            if not self.nvlink_bandwidth_source.strip():
+                raise ValueError("nvlink_bandwidth_source must say where the NVLink figure comes from")
         if self.mig_slices is not None and (type(self.mig_slices) is not int or self.mig_slices < 1):
             raise ValueError(f"mig_slices must be an integer >= 1, got {self.mig_slices!r}")
         unknown = self.unconfirmed - set(DTYPES) - set(_OTHER_CONFIRMABLE)

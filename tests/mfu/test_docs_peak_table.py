@@ -32,13 +32,20 @@ def _bandwidth(spec: DeviceSpec) -> str:
     return f"{text}*" if "memory_bandwidth" in spec.unconfirmed else text
 
 
+def _nvlink(spec: DeviceSpec) -> str:
+    if spec.nvlink_bandwidth_bytes_per_second is None:
+        return "-"
+    text = f"{spec.nvlink_bandwidth_bytes_per_second / 1e9:g}"
+    return f"{text}*" if "nvlink_bandwidth" in spec.unconfirmed else text
+
+
 def render() -> str:
-    header = "| key | matches e.g. | " + " | ".join(COLUMNS) + " | mem TB/s |"
-    rule = "|---|---|" + "---:|" * (len(COLUMNS) + 1)
+    header = "| key | matches e.g. | " + " | ".join(COLUMNS) + " | mem TB/s | NVLink GB/s |"
+    rule = "|---|---|" + "---:|" * (len(COLUMNS) + 2)
     rows = [
         f"| `{spec.key}` | {', '.join(f'`{name}`' for name in spec.names[:2])} | "
         + " | ".join(_cell(spec, dtype) for dtype in COLUMNS)
-        + f" | {_bandwidth(spec)} |"
+        + f" | {_bandwidth(spec)} | {_nvlink(spec)} |"
         for spec in DEFAULT_DEVICES
     ]
     reasons = [f"- `{spec.key}` {dtype}: {reason}." for spec in DEFAULT_DEVICES for dtype, reason in spec.lacks.items()]

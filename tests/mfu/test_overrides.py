@@ -142,3 +142,27 @@ def test_override_that_captures_a_known_device_is_refused(tmp_path: Path) -> Non
 def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(PeakTableError, match="cannot read peak override file"):
         load_peak_overrides(tmp_path / "absent.yaml")
+
+
+def test_override_file_sets_and_inherits_the_nvlink_figure(tmp_path: Path) -> None:
+    """The NVLink figure a point-to-point link inside a node is judged against (issue 61): inherited by an override
+    that does not name it, set by one that does (with the entry's source when no nvlink source is given), and
+    refused when it is not a positive number."""
+    table = PeakTable.from_file(_write(tmp_path, OVERRIDES_YAML))
+    h100 = table.get("h100-sxm")
+    assert h100 is not None and h100.nvlink_bandwidth_bytes_per_second == 450e9
+    assert "900 GB/s" in h100.nvlink_bandwidth_source
+    rtx = table.get("rtx-6000-ada")
+    assert rtx is not None and rtx.nvlink_bandwidth_bytes_per_second is None  # PCIe card: nothing to judge against
+    text = """
+devices:
+  - key: h100-sxm
+    nvlink_bandwidth_bytes_per_second: 400e9
+    source: measured with nccl-tests sendrecv_perf on our HGX H100
+"""
+    spec = PeakTable.from_file(_write(tmp_path, text, "nvlink.yaml")).get("h100-sxm")
+    assert spec is not None and spec.nvlink_bandwidth_bytes_per_second == 400e9
+    assert spec.nvlink_bandwidth_source == "measured with nccl-tests sendrecv_perf on our HGX H100"
+    bad = text.replace("400e9", "-1")
+    with pytest.raises(PeakTableError, match="nvlink_bandwidth_bytes_per_second"):
+        PeakTable.from_file(_write(tmp_path, bad, "bad.yaml"))
