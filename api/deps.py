@@ -22,7 +22,7 @@ from mfumon.api.schemas._common import ID_PATTERN
 from mfumon.api.schemas.baselines import SIGNATURE_KEY_PATTERN
 from mfumon.api.services.ingest import limited
 from mfumon.api.services.ingest import reject_future_timestamp as reject_future_timestamp  # for the routes
-from mfumon.api.services.usage import parse_time
+from mfumon.api.services.usage import TIME_PATTERN, TIME_RULE, parse_time
 
 
 async def get_context(request: Request) -> AppContext:
@@ -209,6 +209,11 @@ def invalid_query(name: str, message: str, value: object) -> RequestValidationEr
     """The 422 for query parameter ``name`` that passed its declared type and pattern but breaks a rule between
     parameters (``since < until``, ``shard`` with ``shards``): raise it from the route, like FastAPI's own."""
     return RequestValidationError([{"type": "value_error", "loc": ("query", name), "msg": message, "input": value}])
+
+
+TimeQuery = Query(pattern=TIME_PATTERN, description=TIME_RULE)
+"""A window's ``since``/``until`` query parameter (``since: Annotated[str, TimeQuery] = "7d"``), read by
+:func:`window_bounds`: the same pattern and words on every windowed route."""
 
 
 def window_bounds(now: float, since: str, until: str | None) -> tuple[float, float]:

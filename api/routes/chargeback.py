@@ -5,17 +5,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 
-from mfumon.api.deps import ContextDep, window_bounds
+from mfumon.api.deps import ContextDep, TimeQuery, window_bounds
 from mfumon.api.openapi import invalid_when
 from mfumon.api.schemas.chargeback import ChargebackPublic
 from mfumon.api.services.chargeback import read_chargeback
-from mfumon.api.services.usage import TIME_PATTERN, TIME_RULE
 
 router = APIRouter(prefix="/v1/chargeback", tags=["chargeback"])
-
-TimeQuery = Query(pattern=TIME_PATTERN, description=TIME_RULE)
 
 
 @router.get("", response_model=ChargebackPublic, responses=invalid_when("`since` is not before `until` (or now)."))

@@ -6,17 +6,15 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
-from mfumon.api.deps import ContextDep, window_bounds
+from mfumon.api.deps import ContextDep, TimeQuery, window_bounds
 from mfumon.api.openapi import invalid_when
 from mfumon.api.regressions.analysis import MIN_JOBS, Change
 from mfumon.api.regressions.stats import Estimate
 from mfumon.api.schemas.regressions import MfuEstimate, OtherChange, RegressionPublic, RegressionsPublic
 from mfumon.api.services.regressions import METHOD, read_changes
-from mfumon.api.services.usage import TIME_PATTERN, TIME_RULE
 
 router = APIRouter(prefix="/v1/regressions", tags=["regressions"])
 
-TimeQuery = Query(pattern=TIME_PATTERN, description=TIME_RULE)
 Verdict = Literal["regression", "improvement", "no_change", "too_few_jobs"]
 
 

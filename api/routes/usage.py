@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 
-from mfumon.api.deps import ContextDep, window_bounds
+from mfumon.api.deps import ContextDep, TimeQuery, window_bounds
 from mfumon.api.openapi import invalid_when
 from mfumon.api.schemas.usage import UsagePublic
-from mfumon.api.services.usage import TIME_PATTERN, TIME_RULE, read_usage
+from mfumon.api.services.usage import read_usage
 
 router = APIRouter(prefix="/v1/usage", tags=["usage"])
-
-TimeQuery = Query(pattern=TIME_PATTERN, description=TIME_RULE)
 
 
 @router.get("", response_model=UsagePublic, responses=invalid_when("`since` is not before `until` (or now)."))
