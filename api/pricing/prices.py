@@ -80,3 +80,13 @@ class PriceList:
 
 
 NO_PRICES = PriceList()
+
+
+def known_cost(cost: float, gpu_seconds: float, unpriced_gpu_seconds: float) -> float | None:
+    """A billed amount, or None when none of it was priced: GPU-seconds no price covered are never a cost of 0.
+
+    ``cost`` holds what was priced (GPU-hours and energy); anything above 0 is known, and so is an amount with no
+    GPU-seconds at all (nothing to price) or with some GPU-seconds a price covered (a free pool costs 0)."""
+    if cost > 0 or gpu_seconds <= 0 or gpu_seconds > unpriced_gpu_seconds * (1 + 1e-12):
+        return cost
+    return None

@@ -20,6 +20,7 @@ from mfumon.api.context import AppContext
 from mfumon.api.crud.counters import HOUR, hour_of, read_hours
 from mfumon.api.db.tables import JobRow
 from mfumon.api.errors import InputError
+from mfumon.api.pricing import known_cost
 from mfumon.api.schemas.chargeback import ChargebackJob, ChargebackPublic, ChargebackRow, CostEntry
 from mfumon.api.services.accounting import SCOPES, gpu_seconds_family
 from mfumon.api.services.fleet_billing import (
@@ -71,13 +72,6 @@ class _Tally:
         return out
 
 
-def _cost(priced: float, gpu_seconds: float, unpriced: float, energy_cost: float = 0.0) -> float | None:
-    """A cost, or None when nothing of it is priced (never 0 for GPU-seconds no price covers)."""
-    if gpu_seconds > 0 and unpriced >= gpu_seconds * (1 - 1e-12) and energy_cost == 0:
-        return None
-    return priced + energy_cost
-
-
 def _per(numerator: float | None, tokens: float | None, scale: float = 1.0) -> float | None:
     return None if numerator is None or not tokens else numerator / tokens * scale
 
@@ -93,7 +87,7 @@ def _row(
             CostEntry(
                 category=category,
                 gpu_seconds=gpu_seconds,
-                cost=_cost(tally.get("cost", category), gpu_seconds, unpriced),
+                cost=known_cost(tally.get("cost", category), gpu_seconds, unpriced),
                 unpriced_gpu_seconds=unpriced,
             )
         )
@@ -105,7 +99,7 @@ def _row(
         entries.append(CostEntry(category=cost_category, gpu_seconds=0.0, cost=value, unpriced_gpu_seconds=0.0))
     gpu_seconds = math.fsum(tally.get("gpu_seconds", c) for c in categories)
     unpriced = math.fsum(tally.get("unpriced", c) for c in categories)
-    cost = _cost(math.fsum(tally.get("cost", c) for c in categories), gpu_seconds, unpriced, energy_cost)
+    cost = known_cost(math.fsum(tally.get("cost", c) for c in categories) + energy_cost, gpu_seconds, unpriced)
     joules = math.fsum(tally.get("energy", c) for c in energy)
     count = tally.get("tokens") if tokens else None
     count = count or None
@@ -179,8 +173,7 @@ def read_chargeback(ctx: AppContext, since: float, until: float) -> ChargebackPu
 
 def _job(job_id: str, kind: str, team: str | None, v: dict[str, float]) -> ChargebackJob:
     gpu_seconds, unpriced, energy = v.get("gpu_seconds", 0.0), v.get("unpriced", 0.0), v.get("energy", 0.0)
-    priced = v.get("cost", 0.0)  # GPU-hours and energy: a job's counter holds both
-    cost = priced if priced > 0 or gpu_seconds > unpriced * (1 + 1e-12) or gpu_seconds == 0 else None
+    cost = known_cost(v.get("cost", 0.0), gpu_seconds, unpriced)  # GPU-hours and energy: a job's counter holds both
     tokens, requests = v.get("tokens") or None, v.get("requests") or None
     return ChargebackJob(
         job_id=job_id,

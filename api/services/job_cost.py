@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mfumon.api.pricing import PriceList
+from mfumon.api.pricing import PriceList, known_cost
 from mfumon.api.services.fleet_billing import (
     JOB_COST,
     JOB_ENERGY,
@@ -27,15 +27,14 @@ def energy_and_cost(counters: DurableCounters, prices: PriceList, job_id: str, k
     energy, estimated = value(JOB_ENERGY), value(JOB_ENERGY_ESTIMATED)
     tokens, requests = value(JOB_TOKENS), value(JOB_REQUESTS)
     gpu_seconds, unpriced, cost = value(JOB_GPU_SECONDS), value(JOB_UNPRICED), value(JOB_COST)
-    priced = cost > 0 or (gpu_seconds > unpriced)
-    known_cost = cost if priced else None
+    known = known_cost(cost, gpu_seconds, unpriced) if gpu_seconds or cost else None  # None before it is billed
     return {
         "energy_joules": energy or None,
         "energy_estimated_joules": estimated if energy else None,
         "joules_per_token": energy / tokens if energy and tokens else None,
         "joules_per_request": energy / requests if energy and requests else None,
-        "cost": known_cost,
-        "currency": prices.currency if known_cost is not None else None,
+        "cost": known,
+        "currency": prices.currency if known is not None else None,
         "unpriced_gpu_seconds": unpriced if gpu_seconds else None,
-        "cost_per_million_tokens": known_cost / tokens * 1e6 if known_cost is not None and tokens else None,
+        "cost_per_million_tokens": known / tokens * 1e6 if known is not None and tokens else None,
     }
