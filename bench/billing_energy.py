@@ -26,9 +26,9 @@ from mfumon.api.pricing import PriceList
 from mfumon.api.schemas.nodes import NodeSampleCreate
 from mfumon.api.services.fleet_billing import fleet_draw, state_counts, state_prices
 from mfumon.api.state import store
-from mfumon.api.state.aggregate import busy_unreported, idle_and_unreported
+from mfumon.api.state.aggregate import busy_unreported, node_gpu_states, reporting_jobs
 from mfumon.api.state.devices import DeviceResolver
-from mfumon.api.state.store import ClusterState
+from mfumon.api.state.store import ClusterState, Snapshot
 from mfumon.api.state.views import NodeView, build_node_view, gpu_views
 from mfumon.mfu._mfu import default_peak_table
 
@@ -57,6 +57,21 @@ def views(nodes: int, ts: float, resolver: DeviceResolver) -> list[NodeView]:
             )
         )
     return out
+
+
+def idle_and_unreported(snapshot: Snapshot) -> dict[str | None, tuple[int, int]]:
+    """The billing's GPU-state count before issue 60 (then ``mfumon.api.state.aggregate``), kept here as the
+    baseline: idle and unreported GPUs per pool and the cluster, not priced."""
+    reporting = reporting_jobs(snapshot)
+    totals: dict[str | None, list[int]] = {None: [0, 0]}
+    pools_of = snapshot.pools.of
+    for node in snapshot.nodes:
+        states = node_gpu_states(node, reporting)
+        for key in (None, *pools_of(node)):
+            counts = totals.setdefault(key, [0, 0])
+            counts[0] += states["idle"]
+            counts[1] += states["unreported"]
+    return {key: (idle, unreported) for key, (idle, unreported) in totals.items()}
 
 
 def best_ms(work: object, repeats: int) -> float:

@@ -125,8 +125,7 @@ def bill_job(job: JobRow, ledger: Ledger, bill: Bill, increments: Increments) ->
 
 def gpu_state_increments(increments: Increments, states: dict[str | None, tuple[int, int]], seconds: float) -> None:
     """Idle and unreported GPU-seconds of every pool and the cluster: the GPUs in each state now x ``seconds``
-    (``states``: :func:`~mfumon.api.state.aggregate.idle_and_unreported`, or the same from
-    :func:`~mfumon.api.services.fleet_billing.state_counts`)."""
+    (``states``: :func:`~mfumon.api.services.fleet_billing.state_counts`)."""
     for pool, (idle, unreported) in states.items():
         scope, labels = ("cluster", []) if pool is None else ("pool", [("pool", pool)])
         for category, gpus in (("idle", idle), ("unreported", unreported)):

@@ -112,8 +112,8 @@ def state_prices(snapshot: Snapshot, prices: PriceList) -> dict[tuple[str | None
 
 
 def state_counts(priced: dict[tuple[str | None, str], StatePrice]) -> dict[str | None, tuple[int, int]]:
-    """Idle and unreported GPUs per pool (None: the cluster), as
-    :func:`~mfumon.api.state.aggregate.idle_and_unreported` counts them, from :func:`state_prices`' one pass."""
+    """Idle and unreported GPUs per pool (None: the cluster), as :func:`~mfumon.api.state.aggregate.summarize`
+    counts them, from :func:`state_prices`' one pass: the billing's count, without the rest of a summary."""
     scopes = {scope for scope, _ in priced}
     count = lambda scope, state: held.gpus if (held := priced.get((scope, state))) else 0  # noqa: E731
     return {scope: (count(scope, "idle"), count(scope, "unreported")) for scope in scopes}

@@ -13,11 +13,12 @@ from hypothesis import strategies as st
 
 from mfumon.api.metrics.self_metrics import SelfMetrics
 from mfumon.api.metrics.store import MetricsRenderer
+from mfumon.api.pricing import NO_PRICES
 from mfumon.api.schemas.nodes import GpuJobShare, GpuSample
+from mfumon.api.services.fleet_billing import state_counts, state_prices
 from mfumon.api.state.aggregate import (
     STATES,
     gpu_state,
-    idle_and_unreported,
     node_gpu_states,
     reporting_jobs,
     summarize,
@@ -156,11 +157,13 @@ def test_gpu_states_add_up_per_cluster_pool_and_node(snapshot: Snapshot) -> None
         assert group.states() == direct[name]
     for state in STATES:
         assert cluster[state] == sum(counts[state] for counts in direct.values())
-    # The periodic billing's own count (a fraction of a summary's cost) agrees with the summary.
-    assert idle_and_unreported(snapshot) == {
-        None: (cluster["idle"], cluster["unreported"]),
-        **{name: (group.gpus_idle, group.gpus_unreported) for name, group in summary.pools.items()},
-    }
+    # The periodic billing's own count (a fraction of a summary's cost) agrees with the summary; a pool with
+    # neither idle nor unreported GPUs may be left out of it (nothing to bill).
+    billed = state_counts(state_prices(snapshot, NO_PRICES))
+    assert billed[None] == (cluster["idle"], cluster["unreported"])
+    assert set(billed) - {None} <= set(summary.pools)
+    for name, group in summary.pools.items():
+        assert billed.get(name, (0, 0)) == (group.gpus_idle, group.gpus_unreported)
 
     # Unverified GPUs are apart: a job's allocated GPUs are the attributed ones, never its num_gpus. A shared GPU
     # is one of each of its jobs' GPUs, and counts its share in each job's GPU-equivalents.

@@ -5,7 +5,9 @@ from __future__ import annotations
 import time
 
 from mfumon.api.db.tables import SchedulerSourceRow
-from mfumon.api.state.aggregate import idle_and_unreported, summarize
+from mfumon.api.pricing import NO_PRICES
+from mfumon.api.services.fleet_billing import state_counts, state_prices
+from mfumon.api.state.aggregate import summarize
 from mfumon.api.state.pools import pool_map, pools_key
 from mfumon.api.state.refresh import source_view
 from mfumon.api.state.store import ClusterState
@@ -46,7 +48,7 @@ def test_a_node_in_two_pools_counts_in_both_and_once_in_the_cluster() -> None:
     assert summary.capacity is not None
     assert summary.capacity.pools["infer"].free_per_node == [8]
     assert sorted(summary.capacity.pools) == ["a100", "empty", "infer", "train"]
-    billing = idle_and_unreported(state.snapshot(now))
+    billing = state_counts(state_prices(state.snapshot(now), NO_PRICES))
     assert billing[None] == (20, 0) and billing["train"] == (16, 0) and billing["infer"] == (8, 0)
 
 
