@@ -57,6 +57,7 @@ from mfumon.api.services.expiry import expire_silent_jobs
 from mfumon.api.services.prices import load_prices
 from mfumon.api.services.regressions import refresh_regressions
 from mfumon.api.services.samples import SampleWriter
+from mfumon.api.state.collective_ranks import nvlink_of
 from mfumon.api.state.devices import DeviceResolver
 from mfumon.api.state.notify import ChangeListener, tag_writes
 from mfumon.api.state.refresh import MaintenanceThread, Refresher
@@ -102,6 +103,7 @@ def build_context(settings: Settings, verifier: TokenVerifier | None = None) -> 
             sample_writer.errors,
         ),
         baseline_of=lambda signature: held.mfu if (held := state.baseline(signature)) else None,
+        nvlink_of=nvlink_of(table),
     )
     state.on_node, state.on_job = (lambda view: renderer.node_changed(view.name)), renderer.prepare_job
     verifier = verifier or TokenVerifier(settings.ingest_tokens())

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mfumon.api.accounting import STEP_CATEGORIES
+from mfumon.api.state.collective_ranks import LinkFigure, WaitedRank
 from mfumon.api.state.profiles import ProfileFigures
 
 
@@ -158,6 +159,10 @@ class JobFacts:
     serving: ServingFacts | None = None  # inference jobs: the engine's view over the diagnosis window
     regressions: tuple[RegressionFact, ...] = ()  # software changes called regressions whose new version it runs
     collectives: tuple[CollectiveNodeFact, ...] = ()  # NCCL Inspector, per node and process group (issue 61)
+    # ... per rank: each collective rank against its communicator's median, the rank its peers wait for first
+    waited_ranks: tuple[WaitedRank, ...] = ()
+    links: tuple[LinkFigure, ...] = ()  # ... point-to-point per group and pair of nodes, the slowest first
+    links_unmapped: int = 0  # point-to-point rows left out of ``links``: their peer's node is unknown
 
     @property
     def total(self) -> float:

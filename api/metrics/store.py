@@ -96,12 +96,14 @@ class MetricsRenderer:
         flush_stats: Callable[[], tuple[int, float, float, int]] = lambda: (0, 0.0, 0.0, 0),
         baseline_of: Callable[[str], float | None] = lambda signature: None,
         clock: Callable[[], float] = time.monotonic,
+        nvlink_of: Callable[[NodeView], float | None] = lambda node: None,
     ) -> None:
         self._clock = clock  # for the push and scrape intervals
         self._self_metrics = self_metrics
         self._refresh_stats = refresh_stats
         self._flush_stats = flush_stats  # queued nodes, age of the oldest, last flush seconds, flush errors
         self._baseline_of = baseline_of  # signature -> baseline MFU held now
+        self._nvlink_of = nvlink_of  # a node -> its device's NVLink figure (collective_ranks.nvlink_of)
         self._lock = threading.Lock()
         self._nodes: dict[str, _Cached] = {}
         self._jobs: dict[str, _Cached] = {}
@@ -299,7 +301,7 @@ class MetricsRenderer:
             visible = [node.name for node in snapshot.nodes]
             parts.append(render_durable(snapshot.counters, jobs=summary.jobs, nodes=visible).encode())
             parts.append(render_cost(snapshot.counters, snapshot.prices, jobs=summary.jobs).encode())
-            parts.append(render_collectives(snapshot.nodes, summary.jobs).encode())
+            parts.append(render_collectives(snapshot.nodes, summary.jobs, self._nvlink_of).encode())
             parts.append(render_remediation(snapshot.counters).encode())
             parts.append(render_regressions(snapshot.regressions).encode())
             parts.append(render_capacity(snapshot, summary).encode())

@@ -30,6 +30,8 @@ CAUSES: dict[str, tuple[str, str]] = {
     "below_baseline": ("MFU below its baseline", "MfumonMFUBelowBaseline"),
     "software_regression": ("A software change lowered MFU", "MfumonSoftwareRegression"),
     "slow_collective_node": ("A node's collectives run slow", "MfumonNodeDrain"),
+    "slow_rank": ("A rank its peers wait for", "MfumonJobStraggler"),  # its runbook's "slow rank" verdict
+    "slow_link": ("A link below what the fabric carries", "MfumonNodeDrain"),
     "mfu_accounting_suspect": ("Reported MFU contradicted by the hardware", "MfumonMFUAccountingSuspect"),
     "engine_mfu_disagrees": ("Engine's MFU disagrees with ours", "MfumonMFUAccountingSuspect"),
     "kv_cache_saturated": ("KV cache saturated", "MfumonInferenceKVCacheSaturated"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,7 @@ from mfumon.api.services.diagnosis import diagnose_job
 from mfumon.api.services.events import read_events
 from mfumon.api.services.job_cost import energy_and_cost
 from mfumon.api.state.aggregate import JobAccount, summarize
+from mfumon.api.state.collective_ranks import MIN_MESSAGE_BYTES, LinkFigure, WaitedRank
 from mfumon.api.state.collectives import collective_time_ratios
 from mfumon.api.state.outcome import ReportOutcome
 from mfumon.api.state.software import with_node_software
@@ -280,7 +282,41 @@ WATERFALL_TABLE: Table[Part] = Table(
     },
     default="category",
 )
-JOB_TABLES = (GPUS_TABLE, EVENTS_TABLE, WATERFALL_TABLE)
+#: NCCL Inspector per rank (issue 61): the ranks their peers wait for, largest lag first by default.
+WAITED_TABLE: Table[WaitedRank] = Table(
+    "waited",
+    {
+        "node": ("Node", "asc", lambda w: w.node),
+        "rank": ("Rank", "asc", lambda w: w.rank),
+        "group": ("Group", "asc", lambda w: w.group),
+        "collective": ("Collective", "asc", lambda w: w.collective),
+        "time": ("Time / operation", "asc", lambda w: w.seconds_per_operation),
+        "median": ("Peers' median", "desc", lambda w: w.peers_median_seconds_per_operation),
+        "lag": ("Lag ratio", "desc", lambda w: w.lag_ratio),
+        "bandwidth": ("Bus bandwidth", "asc", lambda w: w.bus_bandwidth),
+    },
+    default="lag",
+    default_dir="desc",
+)
+#: ... and point-to-point links, the furthest below the fabric first; links not judged (small messages, no
+#: expected figure) sort last on their ratio.
+LINKS_TABLE: Table[LinkFigure] = Table(
+    "links",
+    {
+        "group": ("Group", "asc", lambda link: link.group),
+        "pair": ("GPU pair", "asc", lambda link: (link.node, link.rank, link.peer_node, link.peer_rank)),
+        "where": ("Where", "asc", lambda link: link.within_node),
+        "bandwidth": ("Bus bandwidth", "asc", lambda link: link.bus_bandwidth),
+        "expected": ("Expected", "desc", lambda link: link.expected),
+        "ratio": ("Of expected", "asc", lambda link: link.expected_ratio if link.judged else None),
+        "message": ("Mean message", "desc", lambda link: link.mean_message_bytes),
+    },
+    default="ratio",
+)
+JOB_TABLES = (GPUS_TABLE, EVENTS_TABLE, WATERFALL_TABLE, WAITED_TABLE, LINKS_TABLE)
+#: Ranks and links the Collectives section lists at most: the worst ones.
+RANKS_SHOWN = 8
+LINKS_SHOWN = 8
 
 
 def job_page(ctx: AppContext, job_id: str, query: PageQuery | None = None) -> dict[str, Any]:
@@ -346,6 +382,10 @@ def job_page(ctx: AppContext, job_id: str, query: PageQuery | None = None) -> di
         ),
         "energy": energy_and_cost(ctx.state.counters, ctx.state.prices, job.job_id, job.kind),
         "collectives": collective_rows([node for node, _share in ctx.state.job_shares(job_id, now)], job_id),
+        "waited_ranks": query.sorted(WAITED_TABLE, waited_rows(facts.waited_ranks)),
+        "links": query.sorted(LINKS_TABLE, list(facts.links)[:LINKS_SHOWN]),
+        "links_unmapped": facts.links_unmapped,
+        "min_message_bytes": MIN_MESSAGE_BYTES,
         "priced": bool(ctx.state.prices),
         "money": lambda value: money(value, ctx.state.prices.currency),
         "kwh": kwh,
@@ -398,6 +438,12 @@ def collective_rows(nodes: list[NodeView], job_id: str) -> list[CollectiveRow]:
         )
         for (group, collective), held in sorted(ops.items())
     ]
+
+
+def waited_rows(ranks: Iterable[WaitedRank]) -> list[WaitedRank]:
+    """The ranks their peers wait for longest (a lag above 0: their kernels are shorter than their communicator's
+    median), at most :data:`RANKS_SHOWN`; ranks that wait themselves are left out."""
+    return sorted((w for w in ranks if w.lag_seconds > 0), key=lambda w: -w.lag_seconds)[:RANKS_SHOWN]
 
 
 #: The fingerprint's components in the order a person reads them: the stack from the bottom (the firmware and driver

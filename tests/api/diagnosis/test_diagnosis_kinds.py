@@ -20,10 +20,13 @@ from mfumon.api.diagnosis.facts import (
 from mfumon.api.diagnosis.kinds import KINDS
 from mfumon.api.diagnosis.reasons import NOTHING_FOUND
 from mfumon.api.schemas._common import Kind
+from mfumon.api.state.collective_ranks import LinkFigure, WaitedRank
 from mfumon.api.state.profiles import combine
 
 #: The decision for every rule, pinned: a rule added without a line here fails test_every_rule_declares_its_kinds.
 DECLARED = {
+    "slow_rank": {"training"},
+    "slow_link": {"training"},
     "busy_without_reporting": {"training", "inference"},
     "exposed_communication": {"training"},
     "data_loading": {"training"},
@@ -63,6 +66,8 @@ TRAINING_ONLY_CAUSES = {
     "below_baseline",
     "software_regression",
     "slow_collective_node",
+    "slow_rank",
+    "slow_link",
     "exposed_tp_communication",
     "exposed_ep_communication",
     "ranks_waiting_in_communication",
@@ -178,6 +183,12 @@ def training_trouble(kind: str) -> JobFacts:
         profile=combine(42, 1.7e9, [_profile_summary(rank) for rank in range(4)]),
         regressions=(RegressionFact("nccl", "2.21.5", "2.23.4", -0.06, 0.999),),
         collectives=tuple(CollectiveNodeFact(f"n{i}", "dp", 40e9 if i else 5e9, 0.2, True, 50e9) for i in range(4)),
+        waited_ranks=(  # rank 3 arrives late: its kernel is a third of its peers'
+            WaitedRank("n3", "dp", "0xabc", "AllReduce", 3, 4, 4, 50, 0.01, 0.03, 0.02, 2 / 3, 1e10, 10.0),
+        ),
+        links=(  # a pipeline link at a tenth of what the ports carry per GPU, with large messages
+            LinkFigure("pp", "n1", "n2", False, 40, 4.0, 2e10, 2e10, 5e9, 5e8, 50e9, 0.1, 0.4, "0xdef", 1, 2),
+        ),
     )
 
 

@@ -31,6 +31,7 @@ from mfumon.api.regressions.stats import Estimate
 from mfumon.api.schemas.nodes import GpuSample, IbPortSample
 from mfumon.api.server.guard import ConnectionGuard
 from mfumon.api.state.aggregate import summarize
+from mfumon.api.state.collective_ranks import nvlink_of
 from mfumon.api.state.counters import DurableCounters
 from mfumon.api.state.devices import DeviceResolver
 from mfumon.api.state.health import NodeHealth
@@ -39,6 +40,7 @@ from mfumon.api.state.profiles import combine
 from mfumon.api.state.store import PoolHealthTotals, Snapshot
 from mfumon.api.state.views import (
     BaselineView,
+    CollectiveRankView,
     CollectiveView,
     HistogramView,
     JobView,
@@ -184,6 +186,16 @@ def _nodes(a1_seen: float = NOW - 4.5, a1_watts: float = 612.25) -> tuple[NodeVi
         CollectiveView("train-1", "dp", "AllReduce", 3, 24, 1_200, 84.5, 1.2e12, 2.1e12, 4, 3.0, 7.5e10, 10.0),
         CollectiveView("train-1", "tp", "AllGather", 3, 8, 9_000, 12.25, 3.0e11, 2.625e11, 0, 0.5, 1.3e10, 10.0),
         CollectiveView("old-9", "0x7f8c496ae9f661", "AllReduce", 1, 8, 10, 1.0, 1e9, 1.75e9, 0, 0.0, 0.0, 10.0),
+    )
+    # ... per rank: rank 2 of the dp communicator arrives late (its kernel a third of the others'), and a pipeline
+    # Send/Recv between two of its GPUs runs at 40 GB/s against NVLink's 450 one way.
+    dp, pp = "0xd1", "0xe2"
+    a1.collective_ranks = (
+        CollectiveRankView("train-1", "dp", dp, "AllReduce", 0, 24, None, 50, 1.5, 1e11, 1.75e11, 10.0),
+        CollectiveRankView("train-1", "dp", dp, "AllReduce", 1, 24, None, 50, 1.5, 1e11, 1.75e11, 10.0),
+        CollectiveRankView("train-1", "dp", dp, "AllReduce", 2, 24, None, 50, 0.5, 1e11, 1.75e11, 10.0),
+        CollectiveRankView("train-1", "pp", pp, "Send", 0, 2, 1, 20, 0.8, 3.2e10, 3.2e10, 10.0),
+        CollectiveRankView("train-1", "pp", pp, "Recv", 1, 2, 0, 20, 0.8, 3.2e10, 3.2e10, 10.0),
     )
     b2 = _node(
         "gpu-b2",
@@ -559,6 +571,7 @@ def _expositions() -> str:
         refresh_stats=lambda: (0.0125, 2),
         flush_stats=lambda: (3, 1.5, 0.0425, 1),
         baseline_of={"sig-train": 0.43}.get,
+        nvlink_of=nvlink_of(default_peak_table()),
     )
     renderer.prepare_node(snapshot.nodes[0])  # rendered ahead of the scrape, as after a push
     renderer.prepare_job(snapshot.jobs[0])
