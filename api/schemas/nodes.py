@@ -270,9 +270,9 @@ class CollectiveRankSample(BaseModel):
     collective: Literal[NCCL_OPERATIONS]  # type: ignore[valid-type]
     rank: Annotated[int, Whole(0, 10_000_000)]
     n_ranks: Annotated[int, Whole(1, 10_000_000)]
-    peer: Annotated[
-        int | None, Whole(0, 10_000_000), Field(description="point-to-point: the peer's rank; null for collectives")
-    ] = None
+    peer: Annotated[int, Whole(0, 10_000_000)] | None = Field(
+        default=None, description="point-to-point: the peer's rank; null for collectives"
+    )
     operations: Annotated[int, Whole(0, 10**12), Field(description="GPU-timed operations in the interval")]
     seconds: Annotated[Number, Field(ge=0, le=1e9, description="their GPU-timed kernel seconds")]
     traffic_bytes: Annotated[Number, Field(ge=0, le=1e21)]

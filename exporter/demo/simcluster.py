@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from mfumon import mfu as engine
-from mfumon.exporter.demo.siminspector import SimCollective, SimCollectives
+from mfumon.exporter.demo.siminspector import SimCollective, SimCollectives, SimTransfer
 from mfumon.exporter.demo.simserving import SimServingJob
 from mfumon.exporter.node.sources.sim import SimWorkload, job_mfu_at
 
@@ -363,15 +363,25 @@ class ClusterSpec:
     shared: tuple[SharedGpu, ...] = ()  # GPUs two or more jobs share (mfumon_gpu_jobs 2, per-job shares)
 
 
-#: llama3-8b sharded over 8 H100s (FSDP, 8 units of 4 layers, bf16): each unit's parameters gathered in the forward
-#: and the backward pass, its gradients reduce-scattered, and a small all-reduce of the loss and gradient norm; about
-#: 5 % of a 2.5 s step in collective kernels at NVLink bus bandwidths.
+#: llama3-8b on 8 H100s of one node as 2 pipeline stages x 4-way FSDP (bf16; each stage 4 units of 4 layers): in each
+#: stage's dp communicator (ranks 0-3, 4-7) every unit's parameters are gathered in the forward and the backward
+#: pass, its gradients reduce-scattered, plus a small all-reduce of the loss and gradient norm; each pp communicator
+#: (ranks 0+4, 1+5, 2+6, 3+7) carries 8 micro-batches' activations (8192 tokens x 4096 x bf16 = 64 MiB) forward and
+#: their gradients back, as Send/Recv. Two faults for the per-rank figures (issue 61): rank 2 reaches its stage's dp
+#: collectives late (its peers wait in their kernels: its time per operation is a third of theirs), and the link
+#: between GPUs 1 and 5 moves the pipeline's messages at 40 GB/s where the other pairs run at 350 GB/s.
 FSDP_8B_COLLECTIVES = SimCollectives(
     (
-        SimCollective("dp", "AllGather", per_step=16, size_bytes=250_937_500, busbw_gbs=360.0),
-        SimCollective("dp", "ReduceScatter", per_step=8, size_bytes=250_937_500, busbw_gbs=340.0),
+        SimCollective("dp", "AllGather", per_step=8, size_bytes=501_875_000, busbw_gbs=360.0),
+        SimCollective("dp", "ReduceScatter", per_step=4, size_bytes=501_875_000, busbw_gbs=340.0),
         SimCollective("dp", "AllReduce", per_step=2, size_bytes=8 * 1024**2, busbw_gbs=180.0),
-    )
+    ),
+    transfers=(SimTransfer("pp", per_step=8, size_bytes=64 * 1024**2, busbw_gbs=350.0),),
+    layout=(("dp", ((0, 1, 2, 3), (4, 5, 6, 7))), ("pp", ((0, 4), (1, 5), (2, 6), (3, 7)))),
+    late_rank=("dp", 2),
+    late_factor=3.0,
+    slow_link=(1, 5),
+    slow_link_gbs=40.0,
 )
 
 

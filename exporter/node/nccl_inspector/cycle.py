@@ -2,7 +2,8 @@
 
 The batch is kept on the agent (:attr:`InspectingAgent.inspector_batch`) and folded into running totals per job,
 process group and collective (:mod:`~mfumon.exporter.node.nccl_inspector.totals`) that the node push carries as
-``collectives``. A failing read costs the inspector figures of that cycle, never the GPU samples (counted as a
+``collectives``, and per rank over the interval (:mod:`~mfumon.exporter.node.nccl_inspector.ranks`) as
+``collective_ranks``. A failing read costs the inspector figures of that cycle, never the GPU samples (counted as a
 collector error, as a failing port reader is).
 """
 
@@ -13,6 +14,7 @@ import threading
 from dataclasses import replace
 from typing import Any
 
+from mfumon.exporter.node.nccl_inspector.ranks import rank_collectives
 from mfumon.exporter.node.nccl_inspector.source import InspectorBatch, InspectorSource
 from mfumon.exporter.node.nccl_inspector.totals import RunningTotals
 from mfumon.exporter.node.pipeline import Agent
@@ -50,9 +52,12 @@ class InspectingAgent(Agent):
         self.gpu_jobs = gpu_jobs
         self.inspector_batch: InspectorBatch | None = None
         self.totals = RunningTotals()
+        self.ranks_refused = 0  # per-rank rows the aggregator would refuse, left out of pushes (since start)
+        self.ranks_dropped = 0  # ... and rows past the push's bound
 
     def _extend(self, batch: NodeBatch) -> NodeBatch:
-        """Read the dump directory in this cycle and push the running totals with the GPU samples."""
+        """Read the dump directory in this cycle and push the running totals and the interval's per-rank figures
+        with the GPU samples."""
         if self.inspector is None:
             return batch
         if self.gpu_jobs is not None:
@@ -60,8 +65,13 @@ class InspectingAgent(Agent):
         try:
             self.inspector_batch = self.inspector.collect(batch.timestamp)
             collectives = self.totals.add(self.inspector_batch)
+            ranks = rank_collectives(self.inspector_batch)
         except Exception as exc:  # the inspector must not cost the cycle
             self.metrics.collector_errors.inc()
             logger.warning("reading NCCL Inspector output from %s failed: %s", self.inspector.directory, exc)
             return batch
-        return replace(batch, collectives=collectives) if collectives else batch
+        self.ranks_refused += ranks.refused
+        self.ranks_dropped += ranks.dropped
+        if not collectives and not ranks.rows:
+            return batch
+        return replace(batch, collectives=collectives or None, collective_ranks=ranks.rows or None)

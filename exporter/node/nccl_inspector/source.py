@@ -1,9 +1,9 @@
 """One agent cycle's read of an Inspector dump directory, per job, communicator and op.
 
 :class:`InspectorSource` reads the JSON lines written since the last cycle (:mod:`.tail`, :mod:`.jsonl`), folds them
-(:mod:`.window`), asks the node's attribution which job each pid belongs to, and reads the Prometheus textfiles
-(:mod:`.prom`) beside them, joined to jobs through their GPU. Nothing here raises for what is on disk: broken
-lines, vanished files and unknown pids are counted in :class:`InspectorCounters`.
+per communicator and op and per rank (:mod:`.window`), asks the node's attribution which job each pid belongs to,
+and reads the Prometheus textfiles (:mod:`.prom`) beside them, joined to jobs through their GPU. Nothing here raises
+for what is on disk: broken lines, vanished files and unknown pids are counted in :class:`InspectorCounters`.
 
 The pid in a record is ``getpid()`` in the training process's own PID namespace: the join works where the agent sees
 the same namespace (Slurm, or a container with ``hostPID`` reading a job that runs with it too); elsewhere the pid
@@ -15,20 +15,20 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from mfumon.exporter.node.nccl_inspector.jsonl import Skip, SkipReason, parse_line
 from mfumon.exporter.node.nccl_inspector.prom import PromRead, TextfileReader
 from mfumon.exporter.node.nccl_inspector.records import CollRecord, PromSample
 from mfumon.exporter.node.nccl_inspector.tail import Tailer, TailRead
-from mfumon.exporter.node.nccl_inspector.window import OpFigures, SequenceTracker, aggregate, merge
+from mfumon.exporter.node.nccl_inspector.window import OpFigures, RankFigures, SequenceTracker, aggregate, merge
 
 __all__ = ["InspectorBatch", "InspectorCounters", "InspectorSource", "TextfileRow"]
 
 logger = logging.getLogger(__name__)
 
-#: Rows kept per batch (jobs x communicators x ops, and textfile label sets, each); beyond, the least busy go.
+#: Rows kept per batch (jobs x communicators x ops, ranks, and textfile label sets, each); beyond, the least busy go.
 MAX_ROWS = 4096
 
 
@@ -71,6 +71,7 @@ class InspectorCounters:
     busbw_disagreements: int = 0
     unknown_pids: int = 0  # pids no job claims (distinct)
     rows_dropped: int = 0
+    rank_rows_dropped: int = 0  # per-rank rows past the bound (the least time in kernels first)
     textfiles_seen: int = 0
     textfiles_changed: int = 0
     textfiles_stale: int = 0
@@ -84,7 +85,8 @@ class InspectorCounters:
 
 @dataclass(frozen=True, slots=True)
 class InspectorBatch:
-    """One cycle: per (job, communicator, kind, op) figures from the JSON lines, and the textfiles' samples."""
+    """One cycle: per (job, communicator, kind, op) figures from the JSON lines, the same per rank (and P2P peer),
+    and the textfiles' samples."""
 
     timestamp: float
     interval_seconds: float | None  # since the previous collection (None for the first): the rows' window
@@ -92,6 +94,7 @@ class InspectorBatch:
     rows: tuple[OpFigures, ...]
     textfiles: tuple[TextfileRow, ...]
     counters: InspectorCounters
+    ranks: tuple[RankFigures, ...] = ()  # GPU-timed records of known ops, per pid, communicator id, op, rank, peer
 
     def jobs(self) -> dict[str | None, dict[str, dict[str, OpFigures]]]:
         """``job -> communicator -> op -> figures`` (job None: pids no job claims)."""
@@ -118,6 +121,7 @@ class InspectorBatch:
             "timestamp": self.timestamp,
             "interval_seconds": self.interval_seconds,
             "jobs": jobs,
+            "ranks": [_rank_json(row) for row in self.ranks],
             "textfiles": [_textfile_json(row) for row in self.textfiles],
             "counters": {**counters, "lines_skipped": self.counters.lines_skipped},
         }
@@ -147,6 +151,24 @@ def _row_json(row: OpFigures) -> dict[str, Any]:
         "duplicates": row.duplicates,
         "wrapped_sizes": row.wrapped_sizes,
         "busbw_disagreements": row.busbw_disagreements,
+    }
+
+
+def _rank_json(row: RankFigures) -> dict[str, Any]:
+    return {
+        "job_id": row.job_id,
+        "pid": row.pid,
+        "comm_id": row.comm_id,
+        "comm": row.comm_key,
+        "kind": row.kind,
+        "op": row.op,
+        "rank": row.rank,
+        "n_ranks": row.n_ranks,
+        "peer": row.peer,
+        "operations": row.operations,
+        "seconds": row.seconds,
+        "traffic_bytes": row.traffic_bytes,
+        "bus_bytes": row.bus_bytes,
     }
 
 
@@ -218,6 +240,7 @@ class InspectorSource:
         window = aggregate(records, self.sequences)
         jobs = self._jobs({pid for row in window.rows for pid in row.pids})
         rows, dropped = _bounded(_join(window.rows, jobs), self.max_rows)
+        ranks, ranks_dropped = _bounded_ranks([replace(r, job_id=jobs.get(r.pid)) for r in window.ranks], self.max_rows)
         prom = self.textfiles.read(now)
         textfile_rows, textfiles_dropped = _bounded_textfiles(self._textfile_rows(prom), self.max_rows)
         counters = InspectorCounters(
@@ -245,6 +268,7 @@ class InspectorSource:
             busbw_disagreements=sum(row.busbw_disagreements for row in window.rows),
             unknown_pids=sum(1 for job in jobs.values() if job is None),
             rows_dropped=dropped + textfiles_dropped,
+            rank_rows_dropped=ranks_dropped,
             textfiles_seen=prom.files_seen,
             textfiles_changed=prom.files_changed,
             textfiles_stale=prom.files_stale,
@@ -253,7 +277,7 @@ class InspectorSource:
         )
         interval = None if self._last_collect is None else max(0.0, now - self._last_collect)
         self._last_collect = now
-        return InspectorBatch(now, interval, self.directory, rows, textfile_rows, counters)
+        return InspectorBatch(now, interval, self.directory, rows, textfile_rows, counters, ranks)
 
     def _parse(self, tail: TailRead) -> tuple[list[CollRecord], dict[SkipReason, int], int]:
         records: list[CollRecord] = []
@@ -312,6 +336,12 @@ def _join(rows: Iterable[OpFigures], jobs: dict[int, str | None]) -> list[OpFigu
 def _bounded(rows: list[OpFigures], limit: int) -> tuple[tuple[OpFigures, ...], int]:
     """The ``limit`` rows with the most time in collectives (then the most records); the count of the rest."""
     rows.sort(key=lambda r: (-(r.gpu_seconds + r.cpu_seconds), -r.count, -r.lost, r.job_id or "", r.comm_key, r.op))
+    return tuple(rows[:limit]), max(0, len(rows) - limit)
+
+
+def _bounded_ranks(rows: list[RankFigures], limit: int) -> tuple[tuple[RankFigures, ...], int]:
+    """The ``limit`` per-rank rows with the most kernel time (then the most operations); the count of the rest."""
+    rows.sort(key=lambda r: (-r.seconds, -r.operations, r.job_id or "", r.comm_id, r.op, r.rank, r.peer or 0, r.pid))
     return tuple(rows[:limit]), max(0, len(rows) - limit)
 
 

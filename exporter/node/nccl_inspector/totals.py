@@ -37,14 +37,14 @@ class _Running:
     seen_at: float = 0.0
 
 
-def _group(comm_key: str, comm_ids: tuple[str, ...]) -> str:
+def push_group(comm_key: str, comm_ids: tuple[str, ...]) -> str:
     """The process group a communicator serves where its name says (``DP Group 0`` -> ``dp``, as the profile summary
-    maps PyTorch's and Megatron's group names), else its name as set, else its NCCL id."""
+    maps PyTorch's and Megatron's group names), else its name as set, else its NCCL id (shared with :mod:`.ranks`)."""
     if comm_key not in comm_ids:  # a name the framework set (2.30 output)
         parallelism = group_of(comm_key)
         if parallelism != "other":
             return parallelism
-        if _GROUP.match(comm_key):
+        if _GROUP.fullmatch(comm_key):  # fullmatch: "$" alone lets a trailing newline through
             return comm_key
     return comm_ids[0] if comm_ids else ""
 
@@ -64,8 +64,8 @@ class RunningTotals:
         for row in batch.rows:
             if row.job_id is None or row.op not in _OPERATIONS:
                 continue
-            group = _group(row.comm_key, row.comm_ids)
-            if not _GROUP.match(group):
+            group = push_group(row.comm_key, row.comm_ids)
+            if not _GROUP.fullmatch(group):
                 continue
             held = self._rows.setdefault((row.job_id, group, row.op), _Running())
             held.ranks = max(held.ranks, len(row.ranks))

@@ -12,6 +12,10 @@ one slot per communicator, so gaps are normal there: a sample, not a census. In 
 filtered operations (below ``NCCL_INSPECTOR_DUMP_MIN_SIZE_BYTES``, no GPU timing). Either way they are counted as
 ``lost``, never guessed into the totals. A record at the last number seen is a duplicate and left out; one below it
 came late (out of order) and counts, but its number was already counted lost.
+
+Beside the rows, the same records per rank (:class:`RankFigures`, per pid, communicator id, op, rank and P2P peer):
+what tells one late rank or one slow link from a slow communicator. They take the rows' duplicate verdict, and only
+GPU-timed records of ops NCCL defines a bandwidth for: a rank's seconds are its own kernel's on its own clock.
 """
 
 from __future__ import annotations
@@ -23,12 +27,13 @@ from dataclasses import dataclass, field
 from mfumon.exporter.node.nccl_inspector.bandwidth import bus_factor, busbw_agrees, traffic_bytes
 from mfumon.exporter.node.nccl_inspector.records import COLL_OPS, P2P_OPS, CollRecord, Kind
 
-__all__ = ["P2P_ANY", "OpFigures", "SequenceTracker", "Window", "aggregate", "merge"]
+__all__ = ["P2P_ANY", "OpFigures", "RankFigures", "SequenceTracker", "Window", "aggregate", "merge"]
 
 #: The op of the row that holds lost P2P records: ``p2p_sn`` is one counter for every P2P op of a communicator.
 P2P_ANY = "P2P"
 
 _SnKey = tuple[int, str, int, str, str]  # pid, comm id, rank, kind, op (P2P_ANY for p2p)
+_RankKey = tuple[int, str, Kind, str, int, int | None]  # pid, comm id, kind, op, rank, peer
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +163,65 @@ class _Acc:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class RankFigures:
+    """One rank's GPU-timed operations of one op on one communicator (and, for P2P, one peer) over one interval.
+
+    A rank that arrives late to a collective spends less time in its kernel than its peers, who wait in theirs; a
+    slow link shows on both of its ends' P2P records with that peer. Figures as :class:`OpFigures`' ``gpu_*``.
+    """
+
+    job_id: str | None  # None until joined (and for a pid no job claims)
+    pid: int
+    comm_id: str
+    comm_key: str  # comm_name when given, else comm_id
+    kind: Kind
+    op: str
+    rank: int  # in the communicator
+    n_ranks: int
+    peer: int | None  # p2p: the other end's rank in the communicator; None for collectives
+    operations: int
+    seconds: float  # kernel seconds on the GPU's clock
+    traffic_bytes: int  # NCCL's algorithm bytes (per-rank size x ranks for AllGather/ReduceScatter)
+    bus_bytes: float  # traffic x NCCL's bus factor
+
+
+@dataclass(slots=True)
+class _RankAcc:
+    comm_key: str
+    n_ranks: int = 0
+    operations: int = 0
+    seconds: float = 0.0
+    traffic: int = 0
+    bus: float = 0.0
+
+    def add(self, record: CollRecord) -> None:
+        traffic = traffic_bytes(record.op, record.msg_size_bytes, record.n_ranks, record.kind) or 0
+        self.n_ranks = max(self.n_ranks, record.n_ranks)
+        self.operations += 1
+        self.seconds += record.exec_time_us / 1e6
+        self.traffic += traffic
+        self.bus += traffic * (bus_factor(record.op, record.n_ranks, record.kind) or 0.0)
+
+    def freeze(self, key: _RankKey) -> RankFigures:
+        pid, comm_id, kind, op, rank, peer = key
+        return RankFigures(
+            job_id=None,
+            pid=pid,
+            comm_id=comm_id,
+            comm_key=self.comm_key,
+            kind=kind,
+            op=op,
+            rank=rank,
+            n_ranks=self.n_ranks,
+            peer=peer,
+            operations=self.operations,
+            seconds=self.seconds,
+            traffic_bytes=self.traffic,
+            bus_bytes=self.bus,
+        )
+
+
 class SequenceTracker:
     """The highest sequence number seen per (pid, communicator id, rank, kind, op), across intervals; bounded (the
     least recently seen keys are forgotten, and their next record starts afresh)."""
@@ -195,18 +259,20 @@ class SequenceTracker:
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """One interval, per (pid, communicator, kind, op)."""
+    """One interval, per (pid, communicator, kind, op), and per rank (GPU-timed records of known ops only)."""
 
     rows: tuple[OpFigures, ...]
     records: int
     lost: int
     late: int
     duplicates: int
+    ranks: tuple[RankFigures, ...] = ()
 
 
 def aggregate(records: Iterable[CollRecord], tracker: SequenceTracker) -> Window:
     """Fold one interval's records; ``tracker`` carries the sequence numbers over from earlier intervals."""
     accs: dict[tuple[int, str, Kind, str], _Acc] = {}
+    rank_accs: dict[_RankKey, _RankAcc] = {}
     ordered = sorted(records, key=lambda r: (r.pid, r.comm_id, r.rank, r.kind, r.sn))
     lost = late = duplicates = 0
     for record in ordered:
@@ -221,6 +287,9 @@ def aggregate(records: Iterable[CollRecord], tracker: SequenceTracker) -> Window
             continue
         acc = accs.setdefault((record.pid, record.comm_key, record.kind, record.op), _Acc())
         acc.add(record)
+        if record.gpu_timed and record.known_op:
+            rank_key = (record.pid, record.comm_id, record.kind, record.op, record.rank, record.peer)
+            rank_accs.setdefault(rank_key, _RankAcc(record.comm_key)).add(record)
         if verdict == "late":
             acc.late += 1
             late += 1
@@ -228,7 +297,8 @@ def aggregate(records: Iterable[CollRecord], tracker: SequenceTracker) -> Window
     for (pid, comm_key, kind, op), acc in accs.items():
         acc.pids.add(pid)
         rows.append(acc.freeze(None, comm_key, kind, op))
-    return Window(tuple(rows), len(ordered), lost, late, duplicates)
+    ranks = tuple(acc.freeze(key) for key, acc in rank_accs.items())
+    return Window(tuple(rows), len(ordered), lost, late, duplicates, ranks)
 
 
 def merge(job_id: str | None, rows: Iterable[OpFigures]) -> OpFigures:

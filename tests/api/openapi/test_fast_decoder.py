@@ -329,7 +329,8 @@ def test_free_text_is_stripped_after_its_pattern_as_the_model_strips_it() -> Non
 
 def full_push() -> dict[str, Any]:
     """A push the model takes in which every field of every kind of object is present: a GPU with all its counters,
-    a MIG instance, a shared GPU, an InfiniBand port, the node's software and NCCL Inspector's collectives, per rank too."""
+    a MIG instance, a shared GPU, an InfiniBand port, the node's software and NCCL Inspector's collectives (per
+    rank too)."""
     whole = json.loads(real_pushes()[0])  # eight GPUs with every counter, InfiniBand ports
     first = {**whole["gpus"][0], "mig_profile": "1g.10gb", "job_id": "j1", "tensor_active_exact": 1}
     first.update(ecc_deferred_total=0, pcie_link_gen=5, pcie_link_gen_max=5, pcie_link_width=16)
