@@ -300,7 +300,8 @@ _NO_INSPECTOR = (
 
 def _collective_panels(job: str) -> list[dict[str, Any]]:
     """The job's NCCL collectives as the node agents read them from NCCL Inspector (issue 61), by process group:
-    bus bandwidth and time share over the agents' last interval, seconds per collective, records lost."""
+    bus bandwidth and time share over the agents' last interval, seconds per collective, records lost; the ranks
+    their peers wait for and the weakest links."""
 
     def per_second(family: str, by: str) -> str:  # the agents' counters: an agent restart is a reset rate() takes
         return f"max by ({by}) (rate({family}{{{job}}}[$__rate_interval]))"
@@ -348,6 +349,35 @@ def _collective_panels(job: str) -> list[dict[str, Any]]:
             description="Records NCCL overwrote before the agent read them (left out of the other figures): the "
             "agent reads too seldom for the job's rate of collectives." + _NO_INSPECTOR,
             width=6,
+        ),
+        timeseries(
+            "Ranks their peers wait for",
+            targets(
+                (
+                    f"max by (job_id, group, collective, node, rank) (mfumon_job_collective_rank_lag_seconds{{{job}}})",
+                    "{{group}} {{collective}} {{node}} rank {{rank}}",
+                )
+            ),
+            unit="s",
+            description="Per operation, how much longer the communicator's median rank spends in the collective "
+            "kernel than this rank: the others wait inside theirs for it, so a late rank (a slow or throttled GPU, "
+            "a straggling data loader) has the shortest kernel. The largest 3 per group and collective; the "
+            "slow_rank finding names the worst." + _NO_INSPECTOR,
+            width=12,
+        ),
+        timeseries(
+            "Weakest links against the fabric",
+            targets(
+                (
+                    f"min by (job_id, group, node, peer_node) (mfumon_job_link_expected_ratio{{{job}}})",
+                    "{{group}} {{node}} - {{peer_node}}",
+                )
+            ),
+            unit="percentunit",
+            description="Point-to-point (Send/Recv, NCCL 2.30) bus bandwidth of the weakest GPU pair between two "
+            "nodes (or inside one) / what NVLink carries one way, or the weaker end's ports per GPU; messages of "
+            "8 MiB or more only. Below 25 % the slow_link finding names the pair." + _NO_INSPECTOR,
+            width=12,
         ),
     ]
 

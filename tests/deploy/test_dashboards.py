@@ -297,12 +297,15 @@ def test_required_panels_exist() -> None:
         titles["mfumon-job-drilldown.json"]
     )
     assert "Hardware MFU estimate" in titles["mfumon-nodes-gpus.json"]
-    # NCCL Inspector per job (issue 61): what the node agents read of the job's collectives, by process group.
+    # NCCL Inspector per job (issue 61): what the node agents read of the job's collectives, by process group, and
+    # per rank: the ranks the others wait for, the weakest links.
     assert {
         "Collective bus bandwidth by group",
         "Time in collectives by group",
         "Collective GPU-seconds per second by collective",
         "Inspector records lost per second",
+        "Ranks their peers wait for",
+        "Weakest links against the fabric",
     } <= titles["mfumon-job-drilldown.json"]
 
 
