@@ -18,6 +18,7 @@ from collections.abc import Callable, Container, Iterable
 
 from mfumon.api.metrics._text import counter, declare, gauge, labels_text, sample_line
 from mfumon.api.state.collective_ranks import link_figures, node_pairs, waited_ranks
+from mfumon.api.state.collectives import job_groups
 from mfumon.api.state.views import NodeView
 
 #: Ranks exported per job, group and collective: those with the largest lag (a positive one), the rest on the page.
@@ -75,25 +76,14 @@ def render_collectives(
     ``nvlink_of``: the NVLink figure of a node's device (:func:`~mfumon.api.state.collective_ranks.nvlink_of`)."""
     nodes = tuple(nodes)
     by_op: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
-    by_group: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])  # lost, window s, bytes
-    capacity: dict[tuple[str, str], float] = defaultdict(float)
     for node in nodes:
-        largest: dict[tuple[str, str], float] = {}
         for row in node.collectives or ():
-            if row.job_id not in jobs:
-                continue
-            key = (row.job_id, row.group)  # every kind of a group runs on its ranks: the largest row's capacity
-            largest[key] = max(largest.get(key, 0.0), row.ranks * row.interval_seconds)
-            op = by_op[(row.job_id, row.group, row.collective)]
-            op[0] += row.seconds_total
-            op[1] += row.operations_total
-            op[2] += row.bus_bytes_total
-            group = by_group[(row.job_id, row.group)]
-            group[0] += row.lost_total
-            group[1] += row.window_seconds
-            group[2] += row.window_bus_bytes
-        for key, value in largest.items():
-            capacity[key] += value
+            if row.job_id in jobs:
+                op = by_op[(row.job_id, row.group, row.collective)]
+                op[0] += row.seconds_total
+                op[1] += row.operations_total
+                op[2] += row.bus_bytes_total
+    by_group = job_groups(nodes, jobs)
     ranked = _rank_series(nodes, jobs, nvlink_of)
     op_labels = {key: labels_text(zip(("job_id", "group", "collective"), key, strict=True)) for key in sorted(by_op)}
     group_labels = {key: labels_text(zip(("job_id", "group"), key, strict=True)) for key in sorted(by_group)}
@@ -101,12 +91,12 @@ def render_collectives(
         "mfumon_job_collective_seconds_total": [(op_labels[k], by_op[k][0]) for k in op_labels],
         "mfumon_job_collective_operations_total": [(op_labels[k], by_op[k][1]) for k in op_labels],
         "mfumon_job_collective_bus_bytes_total": [(op_labels[k], by_op[k][2]) for k in op_labels],
-        "mfumon_job_collective_records_lost_total": [(group_labels[k], by_group[k][0]) for k in group_labels],
+        "mfumon_job_collective_records_lost_total": [(group_labels[k], by_group[k].lost) for k in group_labels],
         "mfumon_job_collective_bus_bandwidth_bytes_per_second": [
-            (group_labels[k], by_group[k][2] / by_group[k][1]) for k in group_labels if by_group[k][1] > 0
+            (group_labels[k], value) for k in group_labels if (value := by_group[k].bus_bandwidth) is not None
         ],
         "mfumon_job_collective_time_ratio": [
-            (group_labels[k], min(1.0, by_group[k][1] / capacity[k])) for k in group_labels if capacity[k] > 0
+            (group_labels[k], value) for k in group_labels if (value := by_group[k].time_ratio) is not None
         ],
         **ranked,
     }

@@ -23,7 +23,7 @@ from mfumon.api.services.events import read_events
 from mfumon.api.services.job_cost import energy_and_cost
 from mfumon.api.state.aggregate import JobAccount, summarize
 from mfumon.api.state.collective_ranks import MIN_MESSAGE_BYTES, LinkFigure, WaitedRank
-from mfumon.api.state.collectives import collective_time_ratios
+from mfumon.api.state.collectives import job_groups
 from mfumon.api.state.outcome import ReportOutcome
 from mfumon.api.state.software import with_node_software
 from mfumon.api.state.views import NodeView
@@ -410,30 +410,24 @@ class CollectiveRow:
 def collective_rows(nodes: list[NodeView], job_id: str) -> list[CollectiveRow]:
     """The job's groups and collectives summed over its nodes, the group's figures (bandwidth, time share, lost) on
     each of its rows; empty without Inspector data."""
-    ratios = collective_time_ratios(nodes, job_id)
+    groups = {group: window for (_job, group), window in job_groups(nodes, {job_id}).items()}
     ops: dict[tuple[str, str], list[float]] = {}
-    groups: dict[str, list[float]] = {}
     for node in nodes:
         for row in node.collectives or ():
-            if row.job_id != job_id:
-                continue
-            held = ops.setdefault((row.group, row.collective), [0, 0.0, 0])
-            held[0] += row.operations_total
-            held[1] += row.seconds_total
-            held[2] += 1
-            group = groups.setdefault(row.group, [0.0, 0.0, 0])
-            group[0] += row.window_seconds
-            group[1] += row.window_bus_bytes
-            group[2] += row.lost_total
+            if row.job_id == job_id:
+                held = ops.setdefault((row.group, row.collective), [0, 0.0, 0])
+                held[0] += row.operations_total
+                held[1] += row.seconds_total
+                held[2] += 1
     return [
         CollectiveRow(
             group=group,
             collective=collective,
             operations=int(held[0]),
             seconds=held[1],
-            bus_bandwidth=groups[group][1] / groups[group][0] if groups[group][0] > 0 else None,
-            time_ratio=ratios.get(group),
-            lost=int(groups[group][2]),
+            bus_bandwidth=groups[group].bus_bandwidth,
+            time_ratio=groups[group].time_ratio,
+            lost=groups[group].lost,
             nodes=int(held[2]),
         )
         for (group, collective), held in sorted(ops.items())

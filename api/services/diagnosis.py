@@ -24,7 +24,14 @@ from mfumon.api.diagnosis.facts import (
 from mfumon.api.regressions.analysis import Change
 from mfumon.api.serving import WINDOW_SECONDS, ServingFigures, resolve_targets, serving_waterfall, window_of
 from mfumon.api.state.aggregate import JobAccount, summarize
-from mfumon.api.state.collective_ranks import link_figures, nvlink_of, unmapped_peer_rows, waited_ranks
+from mfumon.api.state.collective_ranks import (
+    link_figures,
+    nvlink_of,
+    port_bandwidth,
+    unmapped_peer_rows,
+    waited_ranks,
+)
+from mfumon.api.state.collectives import node_groups
 from mfumon.api.state.health import THROTTLING
 from mfumon.api.state.outcome import ReportOutcome
 from mfumon.api.state.profiles import ProfileFigures
@@ -44,28 +51,17 @@ def collective_facts(nodes: Iterable[NodeView], job_id: str) -> tuple[Collective
     """Each of the job's nodes per process group, over its agent's last NCCL Inspector interval (issue 61)."""
     out = []
     for node in nodes:
-        groups: dict[str, list[float]] = {}  # group -> [window s, window bus bytes, capacity, ranks, n_ranks]
-        for row in node.collectives or ():
-            if row.job_id != job_id:
-                continue
-            held = groups.setdefault(row.group, [0.0, 0.0, 0.0, 0.0, 0.0])
-            held[0] += row.window_seconds
-            held[1] += row.window_bus_bytes
-            held[2] = max(held[2], row.ranks * row.interval_seconds)
-            held[3] = max(held[3], row.ranks)
-            held[4] = max(held[4], row.n_ranks)
-        ports = sum(
-            p.counters.get("rate_bytes_per_second", 0.0) for p in node.ib_ports or () if (p.state or "") == "ACTIVE"
-        )
-        for group, (seconds, bus_bytes, capacity, ranks, n_ranks) in sorted(groups.items()):
+        groups = node_groups(node, {job_id})
+        ports = port_bandwidth(node)
+        for (_job, group), window in sorted(groups.items()):
             out.append(
                 CollectiveNodeFact(
                     node=node.name,
                     group=group,
-                    bus_bandwidth=bus_bytes / seconds if seconds > 0 else None,
-                    time_ratio=min(1.0, seconds / capacity) if capacity > 0 else None,
-                    crosses_nodes=n_ranks > ranks,
-                    expected=ports / ranks if ports > 0 and ranks > 0 else None,
+                    bus_bandwidth=window.bus_bandwidth,
+                    time_ratio=window.time_ratio,
+                    crosses_nodes=window.n_ranks > window.ranks,
+                    expected=ports / window.ranks if ports and window.ranks > 0 else None,
                 )
             )
     return tuple(out)

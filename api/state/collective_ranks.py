@@ -206,10 +206,15 @@ def unmapped_peer_rows(nodes: Iterable[NodeView], job_id: str) -> int:
     return _link_sums(tuple(nodes), job_id)[1]
 
 
+def port_bandwidth(node: NodeView) -> float:
+    """What ``node`` can send across nodes: the rate of its ACTIVE InfiniBand/RoCE ports, bytes/s (0 without)."""
+    return sum(p.counters.get("rate_bytes_per_second", 0.0) for p in node.ib_ports or () if p.state == "ACTIVE")
+
+
 def port_bandwidth_per_gpu(node: NodeView) -> float | None:
     """What one GPU of ``node`` can expect across nodes: its ACTIVE InfiniBand/RoCE ports' rate ÷ its up GPUs;
     None without an active port (the exporter reads none) or an up GPU."""
-    ports = sum(p.counters.get("rate_bytes_per_second", 0.0) for p in node.ib_ports or () if p.state == "ACTIVE")
+    ports = port_bandwidth(node)
     up = sum(1 for gpu in node.gpus if gpu.up)
     return ports / up if ports > 0 and up > 0 else None
 
