@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mfumon.api.schemas.nodes import NodeSampleCreate
 from mfumon.api.state.devices import DeviceResolver
-from mfumon.api.state.views import NodeView, build_node_view, gpu_views
+from mfumon.api.state.views import CollectiveRankView, CollectiveView, NodeView, build_node_view, gpu_views
 from mfumon.mfu._mfu import default_peak_table
 
 LLAMA_7B: dict[str, Any] = {"params": 6.74e9, "layers": 32, "heads": 32, "head_dim": 128, "seq_len": 4096}
@@ -108,4 +108,24 @@ def node_view(body: dict[str, Any], name: str = "n1") -> NodeView:
         samples_received=1,
         updated_at=sample.timestamp,
         gpus=gpu_views(name, sample.timestamp, sample.gpus, DeviceResolver(default_peak_table())),
+    )
+
+
+def inspector_node(
+    name: str,
+    *,
+    collectives: tuple[CollectiveView, ...] | None = None,
+    collective_ranks: tuple[CollectiveRankView, ...] | None = None,
+) -> NodeView:
+    """A node view with no GPUs holding only NCCL Inspector's figures, as its last push sent them."""
+    return build_node_view(
+        name=name,
+        pool=None,
+        last_seen_at=1.0,
+        last_sample_timestamp=1.0,
+        samples_received=1,
+        updated_at=1.0,
+        gpus=(),
+        collectives=collectives,
+        collective_ranks=collective_ranks,
     )

@@ -7,22 +7,14 @@ from __future__ import annotations
 from prometheus_client.parser import text_string_to_metric_families
 
 from mfumon.api.metrics.collective import RANKS_EXPORTED, render_collectives
-from mfumon.api.state.views import CollectiveRankView, NodeView, build_node_view
+from mfumon.api.state.views import CollectiveRankView, NodeView
+from tests.utils.factories import inspector_node
 
 MIB = 2**20
 
 
 def node(name: str, *rows: CollectiveRankView) -> NodeView:
-    return build_node_view(
-        name=name,
-        pool=None,
-        last_seen_at=1.0,
-        last_sample_timestamp=1.0,
-        samples_received=1,
-        updated_at=1.0,
-        gpus=(),
-        collective_ranks=rows,
-    )
+    return inspector_node(name, collective_ranks=rows)
 
 
 def coll(comm: str, rank: int, seconds: float, job: str = "llm") -> CollectiveRankView:

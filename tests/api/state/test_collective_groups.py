@@ -7,20 +7,12 @@ from __future__ import annotations
 import pytest
 
 from mfumon.api.state.collectives import collective_time_ratios, job_groups, node_groups
-from mfumon.api.state.views import CollectiveView, NodeView, build_node_view
+from mfumon.api.state.views import CollectiveView, NodeView
+from tests.utils.factories import inspector_node
 
 
 def node(name: str, *rows: CollectiveView) -> NodeView:
-    return build_node_view(
-        name=name,
-        pool=None,
-        last_seen_at=1.0,
-        last_sample_timestamp=1.0,
-        samples_received=1,
-        updated_at=1.0,
-        gpus=(),
-        collectives=rows,
-    )
+    return inspector_node(name, collectives=rows)
 
 
 def row(
