@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Callable, Container, Iterable
 
 from mfumon.api.metrics._text import counter, declare, gauge, labels_text, sample_line
-from mfumon.api.state.collective_ranks import link_figures, node_pairs, waited_ranks
+from mfumon.api.state.collective_ranks import JobRanks, node_pairs
 from mfumon.api.state.collectives import job_groups
 from mfumon.api.state.views import NodeView
 
@@ -125,7 +125,8 @@ def _rank_series(
     for job_id in sorted(of_job):
         held: dict[tuple[str, str, str, int], float] = {}  # a (node, rank) of several communicators: its largest
         shown: dict[tuple[str, str], int] = defaultdict(int)
-        for waited in waited_ranks(of_job[job_id], job_id):  # the largest lag first
+        ranks = JobRanks(of_job[job_id], job_id)
+        for waited in ranks.waited(waiting_only=True):  # the largest lag first
             key = (waited.group, waited.collective, waited.node, waited.rank)
             if waited.lag_seconds <= 0 or key in held or shown[key[:2]] >= RANKS_EXPORTED:
                 continue
@@ -134,7 +135,7 @@ def _rank_series(
         for (group, collective, node, rank), lag in held.items():
             values = (job_id, group, collective, node, str(rank))
             lags.append((labels_text(zip(_RANK_LABELS, values, strict=True)), lag))
-        for link in node_pairs(link_figures(of_job[job_id], job_id, nvlink_of))[:LINKS_EXPORTED]:
+        for link in node_pairs(ranks.links(nvlink_of))[:LINKS_EXPORTED]:
             ends = (job_id, link.group, link.node, link.peer_node)
             labels = labels_text(zip(_LINK_LABELS, ends, strict=True))
             if link.bus_bandwidth is not None:

@@ -24,13 +24,7 @@ from mfumon.api.diagnosis.facts import (
 from mfumon.api.regressions.analysis import Change
 from mfumon.api.serving import WINDOW_SECONDS, ServingFigures, resolve_targets, serving_waterfall, window_of
 from mfumon.api.state.aggregate import JobAccount, summarize
-from mfumon.api.state.collective_ranks import (
-    link_figures,
-    nvlink_of,
-    port_bandwidth,
-    unmapped_peer_rows,
-    waited_ranks,
-)
+from mfumon.api.state.collective_ranks import JobRanks, nvlink_of, port_bandwidth
 from mfumon.api.state.collectives import node_groups
 from mfumon.api.state.health import THROTTLING
 from mfumon.api.state.outcome import ReportOutcome
@@ -226,6 +220,7 @@ def job_facts(ctx: AppContext, job_id: str) -> JobFacts | None:
         )
         verdict, message = check.verdict, check.message
     nodes = [node for node, _ in ctx.state.job_shares(job_id, now)] if running else []
+    ranks = JobRanks(nodes, job_id)
     exit_codes = stats.exit_codes
     if job.exit_code not in (None, 0) and (not exit_codes or exit_codes[-1] != job.exit_code):
         exit_codes = (*exit_codes, job.exit_code)
@@ -242,9 +237,9 @@ def job_facts(ctx: AppContext, job_id: str) -> JobFacts | None:
         signature=signature,
         regressions=regression_facts(ctx.state.regressions, job.job_id),
         collectives=collective_facts(nodes, job_id),
-        waited_ranks=tuple(waited_ranks(nodes, job_id)),
-        links=tuple(link_figures(nodes, job_id, nvlink_of(ctx.peak_table))),
-        links_unmapped=unmapped_peer_rows(nodes, job_id),
+        waited_ranks=tuple(ranks.waited()),
+        links=tuple(ranks.links(nvlink_of(ctx.peak_table))),
+        links_unmapped=ranks.unmapped,
         hardware_mfu=account.hardware_mfu if account else None,
         accounting_verdict=verdict,
         accounting_message=message,

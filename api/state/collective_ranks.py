@@ -20,8 +20,8 @@ Bandwidth is bus bytes ÷ GPU-timed seconds (NCCL's definition); a mean message 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from statistics import median
+from typing import NamedTuple
 
 from mfumon.api.state.views import CollectiveRankView, NodeView
 from mfumon.mfu import PeakTable
@@ -35,8 +35,7 @@ MIN_OPERATIONS = 3
 MIN_MESSAGE_BYTES = 8 * 2**20
 
 
-@dataclass(frozen=True, slots=True)
-class WaitedRank:
+class WaitedRank(NamedTuple):
     """One rank of a communicator, one collective kind, against the communicator's other ranks.
 
     ``lag_seconds`` > 0: its kernels take less time per operation than the communicator's median, because its
@@ -59,8 +58,7 @@ class WaitedRank:
     interval_seconds: float  # wall-clock seconds of the agent's interval these figures cover
 
 
-@dataclass(frozen=True, slots=True)
-class LinkFigure:
+class LinkFigure(NamedTuple):
     """Point-to-point traffic between two GPUs (two ranks of one communicator), both directions.
 
     Per pair of GPUs, not per pair of nodes: one degraded NVLink among a node's 28 pairs, or one port among its
@@ -98,93 +96,15 @@ class LinkFigure:
 
 
 def waited_ranks(nodes: Iterable[NodeView], job_id: str) -> list[WaitedRank]:
-    """Every rank of the job's collectives against its communicator's median time per operation, the rank its peers
-    wait for longest first; communicators with fewer than :data:`MIN_RANKS` ranks of :data:`MIN_OPERATIONS` or more
-    operations are left out (nothing to compare with)."""
-    views = tuple(nodes)
-    owners = _rank_owners(views, job_id)
-    communicators: dict[tuple[str, str], list[tuple[NodeView, CollectiveRankView]]] = {}
-    for node in views:
-        for row in node.collective_ranks or ():
-            if row.job_id != job_id or row.peer is not None or owners.get((row.comm_id, row.rank)) != node.name:
-                continue
-            if row.operations >= MIN_OPERATIONS and row.seconds > 0:
-                communicators.setdefault((row.comm_id, row.collective), []).append((node, row))
-    out: list[WaitedRank] = []
-    for members in communicators.values():
-        if len(members) < MIN_RANKS:
-            continue
-        typical = median(row.seconds / row.operations for _node, row in members)
-        for node, row in members:
-            own = row.seconds / row.operations
-            lag = typical - own
-            out.append(
-                WaitedRank(
-                    node=node.name,
-                    group=row.group,
-                    comm_id=row.comm_id,
-                    collective=row.collective,
-                    rank=row.rank,
-                    n_ranks=row.n_ranks,
-                    ranks_seen=len(members),
-                    operations=row.operations,
-                    seconds_per_operation=own,
-                    peers_median_seconds_per_operation=typical,
-                    lag_seconds=lag,
-                    lag_ratio=lag / typical,
-                    bus_bandwidth=row.bus_bytes / row.seconds if row.bus_bytes > 0 else None,
-                    interval_seconds=row.interval_seconds,
-                )
-            )
-    out.sort(key=lambda w: (-w.lag_seconds, w.comm_id, w.collective, w.rank))
-    return out
+    """Every rank of the job's collectives against its communicator's median (:meth:`JobRanks.waited`)."""
+    return JobRanks(nodes, job_id).waited()
 
 
 def link_figures(
     nodes: Iterable[NodeView], job_id: str, nvlink_of: Callable[[NodeView], float | None]
 ) -> list[LinkFigure]:
-    """The job's point-to-point traffic per pair of GPUs, against what the fabric should carry: the
-    lowest share of it first, then links not judged (messages below :data:`MIN_MESSAGE_BYTES`), then those with no
-    expected figure. A rank's peer whose node no agent reported is left out (:func:`unmapped_peer_rows`).
-
-    Args:
-        nodes: the job's nodes.
-        job_id: the job.
-        nvlink_of: what one GPU of a node sends to another GPU of it, one direction (the peak table's NVLink
-            figure for its device); None where unknown, and links inside that node are then not judged.
-    """
-    views = tuple(nodes)
-    sums, _unmapped = _link_sums(views, job_id)
-    by_name = {node.name: node for node in views}
-    out = []
-    for (group, comm_id, (name, rank), (peer_name, peer_rank)), figures in sums.items():
-        operations, seconds, traffic, bus_bytes, interval = figures
-        node, peer = by_name[name], by_name[peer_name]
-        within = name == peer_name
-        expected = nvlink_of(node) if within else _weaker_end(node, peer)
-        bandwidth = bus_bytes / seconds if seconds > 0 else None
-        out.append(
-            LinkFigure(
-                group=group,
-                node=name,
-                peer_node=peer_name,
-                within_node=within,
-                operations=int(operations),
-                seconds=seconds,
-                traffic_bytes=traffic,
-                bus_bytes=bus_bytes,
-                bus_bandwidth=bandwidth,
-                mean_message_bytes=traffic / operations if operations > 0 else None,
-                expected=expected,
-                expected_ratio=bandwidth / expected if bandwidth is not None and expected else None,
-                time_ratio=min(1.0, seconds / interval) if interval > 0 else None,
-                comm_id=comm_id,
-                rank=rank,
-                peer_rank=peer_rank,
-            )
-        )
-    out.sort(key=_link_order)
-    return out
+    """The job's point-to-point traffic per pair of GPUs against the fabric (:meth:`JobRanks.links`)."""
+    return JobRanks(nodes, job_id).links(nvlink_of)
 
 
 def node_pairs(links: Iterable[LinkFigure]) -> list[LinkFigure]:
@@ -201,9 +121,8 @@ def node_pairs(links: Iterable[LinkFigure]) -> list[LinkFigure]:
 
 
 def unmapped_peer_rows(nodes: Iterable[NodeView], job_id: str) -> int:
-    """The job's point-to-point rows whose peer rank no node reported (its agent is silent, or not running
-    Inspector): :func:`link_figures` leaves them out, since the link's other end is unknown."""
-    return _link_sums(tuple(nodes), job_id)[1]
+    """The job's point-to-point rows whose peer rank no node reported (:attr:`JobRanks.unmapped`)."""
+    return JobRanks(nodes, job_id).unmapped
 
 
 def port_bandwidth(node: NodeView) -> float:
@@ -245,20 +164,104 @@ _End = tuple[str, int]  # (node name, rank)
 _LinkKey = tuple[str, str, _End, _End]  # group, comm_id, the lower end, the higher end
 
 
-def _link_sums(views: tuple[NodeView, ...], job_id: str) -> tuple[dict[_LinkKey, list[float]], int]:
-    """Per (group, communicator, pair of ranks with their nodes), the pair unordered: [operations, seconds, traffic
-    bytes, bus bytes, interval seconds] summed over the point-to-point rows of both ends; and the rows whose peer's
-    node is unknown."""
-    owners = _rank_owners(views, job_id)
-    sums: dict[_LinkKey, list[float]] = {}
-    unmapped = 0
-    for node in views:
-        for row in node.collective_ranks or ():
-            if row.job_id != job_id or row.peer is None or owners.get((row.comm_id, row.rank)) != node.name:
+class JobRanks:
+    """One job's per-rank rows from its nodes, each (communicator, rank) kept from the one node that has it: found
+    once, then read for the ranks their peers wait for and for the links (a scrape reads both for every job).
+
+    A rank two nodes claim is a stale view (the job moved, one agent's last push is old): the node with the newest
+    sample has it, then the last push, then the first name, so the answer does not depend on the order of views.
+    """
+
+    def __init__(self, nodes: Iterable[NodeView], job_id: str) -> None:
+        views = tuple(nodes)
+        self._by_name = {node.name: node for node in views}
+        owners: dict[tuple[str, int], NodeView] = {}
+        rows: list[tuple[NodeView, CollectiveRankView]] = []
+        for node in views:
+            for row in node.collective_ranks or ():
+                if row.job_id != job_id:
+                    continue
+                rows.append((node, row))
+                key = (row.comm_id, row.rank)
+                held = owners.get(key)
+                if held is None or (held is not node and _preferred(node, held)):
+                    owners[key] = node
+        self._owner = {key: node.name for key, node in owners.items()}
+        self._rows = [(node, row) for node, row in rows if owners[(row.comm_id, row.rank)] is node]
+        self.unmapped = 0  # point-to-point rows whose peer no node reported: left out of the links
+        self._sums = self._link_sums()
+
+    def waited(self, *, waiting_only: bool = False) -> list[WaitedRank]:
+        """Every rank of the job's collectives against its communicator's median time per operation, the rank its
+        peers wait for longest first; communicators with fewer than :data:`MIN_RANKS` ranks of
+        :data:`MIN_OPERATIONS` or more operations are left out (nothing to compare with).
+        ``waiting_only``: only the ranks their peers wait for (a lag above 0), as the page and ``/metrics`` show.
+        """
+        communicators: dict[tuple[str, str], list[tuple[NodeView, CollectiveRankView]]] = {}
+        for node, row in self._rows:
+            if row.peer is None and row.operations >= MIN_OPERATIONS and row.seconds > 0:
+                communicators.setdefault((row.comm_id, row.collective), []).append((node, row))
+        lags: list[tuple[float, str, str, int, NodeView, CollectiveRankView, float, int]] = []
+        for members in communicators.values():
+            if len(members) < MIN_RANKS:
                 continue
-            peer_name = owners.get((row.comm_id, row.peer))
+            typical = median(row.seconds / row.operations for _node, row in members)
+            for node, row in members:
+                lag = typical - row.seconds / row.operations
+                if lag > 0 or not waiting_only:
+                    lags.append((-lag, row.comm_id, row.collective, row.rank, node, row, typical, len(members)))
+        lags.sort(key=lambda item: item[:4])
+        return [_waited(node, row, typical, seen) for _lag, _c, _k, _r, node, row, typical, seen in lags]
+
+    def links(self, nvlink_of: Callable[[NodeView], float | None]) -> list[LinkFigure]:
+        """The job's point-to-point traffic per pair of GPUs, against what the fabric should carry: the lowest share
+        of it first, then links not judged (messages below :data:`MIN_MESSAGE_BYTES`), then those with no expected
+        figure. A rank's peer whose node no agent reported is left out (:attr:`unmapped`).
+
+        Args:
+            nvlink_of: what one GPU of a node sends to another GPU of it, one direction (the peak table's NVLink
+                figure for its device); None where unknown, and links inside that node are then not judged.
+        """
+        out = []
+        for (group, comm_id, (name, rank), (peer_name, peer_rank)), figures in self._sums.items():
+            operations, seconds, traffic, bus_bytes, interval = figures
+            node, peer = self._by_name[name], self._by_name[peer_name]
+            within = name == peer_name
+            expected = nvlink_of(node) if within else _weaker_end(node, peer)
+            bandwidth = bus_bytes / seconds if seconds > 0 else None
+            out.append(
+                LinkFigure(
+                    group=group,
+                    node=name,
+                    peer_node=peer_name,
+                    within_node=within,
+                    operations=int(operations),
+                    seconds=seconds,
+                    traffic_bytes=traffic,
+                    bus_bytes=bus_bytes,
+                    bus_bandwidth=bandwidth,
+                    mean_message_bytes=traffic / operations if operations > 0 else None,
+                    expected=expected,
+                    expected_ratio=bandwidth / expected if bandwidth is not None and expected else None,
+                    time_ratio=min(1.0, seconds / interval) if interval > 0 else None,
+                    comm_id=comm_id,
+                    rank=rank,
+                    peer_rank=peer_rank,
+                )
+            )
+        out.sort(key=_link_order)
+        return out
+
+    def _link_sums(self) -> dict[_LinkKey, list[float]]:
+        """Per (group, communicator, pair of ranks with their nodes), the pair unordered: [operations, seconds,
+        traffic bytes, bus bytes, interval seconds] summed over the point-to-point rows of both ends."""
+        sums: dict[_LinkKey, list[float]] = {}
+        for node, row in self._rows:
+            if row.peer is None:
+                continue
+            peer_name = self._owner.get((row.comm_id, row.peer))
             if peer_name is None:
-                unmapped += 1
+                self.unmapped += 1
                 continue
             low, high = sorted(((node.name, row.rank), (peer_name, row.peer)))
             held = sums.setdefault((row.group, row.comm_id, low, high), [0.0, 0.0, 0.0, 0.0, 0.0])
@@ -267,26 +270,28 @@ def _link_sums(views: tuple[NodeView, ...], job_id: str) -> tuple[dict[_LinkKey,
             held[2] += row.traffic_bytes
             held[3] += row.bus_bytes
             held[4] += row.interval_seconds
-    return sums, unmapped
+        return sums
 
 
-def _rank_owners(views: tuple[NodeView, ...], job_id: str) -> dict[tuple[str, int], str]:
-    """Which node (by name) each (communicator, rank) of the job runs on, from every row (collective and
-    point-to-point).
-
-    A rank two nodes claim is a stale view (the job moved, one agent's last push is old): the node with the newest
-    sample has it, then the last push, then the first name, so the answer does not depend on the order of views.
-    """
-    owners: dict[tuple[str, int], NodeView] = {}
-    for node in views:
-        for row in node.collective_ranks or ():
-            if row.job_id != job_id:
-                continue
-            key = (row.comm_id, row.rank)
-            held = owners.get(key)
-            if held is None or _preferred(node, held):
-                owners[key] = node
-    return {key: node.name for key, node in owners.items()}
+def _waited(node: NodeView, row: CollectiveRankView, typical: float, seen: int) -> WaitedRank:
+    own = row.seconds / row.operations
+    lag = typical - own
+    return WaitedRank(
+        node=node.name,
+        group=row.group,
+        comm_id=row.comm_id,
+        collective=row.collective,
+        rank=row.rank,
+        n_ranks=row.n_ranks,
+        ranks_seen=seen,
+        operations=row.operations,
+        seconds_per_operation=own,
+        peers_median_seconds_per_operation=typical,
+        lag_seconds=lag,
+        lag_ratio=lag / typical,
+        bus_bandwidth=row.bus_bytes / row.seconds if row.bus_bytes > 0 else None,
+        interval_seconds=row.interval_seconds,
+    )
 
 
 def _preferred(node: NodeView, other: NodeView) -> bool:
