@@ -129,9 +129,10 @@ def _others(run: JobRun, component: str) -> tuple[tuple[str, str], ...]:
 def _matched(component: str, old: list[JobRun], new: list[JobRun]) -> tuple[list[JobRun], list[JobRun]]:
     """The jobs of each side whose other components' versions some job of the other side shares, if enough of
     them; else both sides whole."""
-    old_keys, new_keys = {_others(r, component) for r in old}, {_others(r, component) for r in new}
-    clean_old = [r for r in old if _others(r, component) in new_keys]
-    clean_new = [r for r in new if _others(r, component) in old_keys]
+    old_keys, new_keys = [_others(r, component) for r in old], [_others(r, component) for r in new]
+    old_set, new_set = set(old_keys), set(new_keys)
+    clean_old = [r for r, key in zip(old, old_keys, strict=True) if key in new_set]
+    clean_new = [r for r, key in zip(new, new_keys, strict=True) if key in old_set]
     if len(clean_old) >= MIN_JOBS and len(clean_new) >= MIN_JOBS:
         return clean_old, clean_new
     return old, new

@@ -7,6 +7,7 @@ Numerical Recipes 6.4), so no SciPy. tests/api/regressions/test_stats.py checks 
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Sequence
@@ -57,8 +58,10 @@ def t_two_sided_p(t: float, df: float) -> float:
     return incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
 
 
+@functools.lru_cache(maxsize=4096)
 def t_quantile(probability: float, df: float) -> float:
-    """The t with P(T <= t) = `probability` (0.5 < probability < 1), by bisection on the CDF."""
+    """The t with P(T <= t) = `probability` (0.5 < probability < 1), by bisection on the CDF (a few hundred
+    evaluations of it). Remembered: the intervals ask for the same few (95 %, n - 1) on every recompute."""
     low, high = 0.0, 1.0
     while 1.0 - t_two_sided_p(high, df) / 2.0 < probability:
         high *= 2.0
