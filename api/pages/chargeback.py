@@ -28,7 +28,6 @@ WINDOWS = ("24h", "7d", "30d")
 DEFAULT_SINCE = "30d"
 #: The most jobs the page lists; the rest are in ``GET /v1/chargeback`` and ``mfumon report --chargeback``.
 MAX_JOBS_SHOWN = 500
-JOULES_PER_KWH = 3.6e6
 _ROW_LABELS = {"no_team": "jobs without a team", "idle": "idle capacity", "unreported": "unreported busy GPUs"}
 _ROW_NOTES = {
     "no_team": "jobs that named no team",
@@ -142,10 +141,10 @@ def chargeback_page(ctx: AppContext, query: PageQuery) -> dict[str, Any]:
         "jobs_left_out": max(0, len(jobs) - MAX_JOBS_SHOWN),
         "categories": categories,
         "cost_chart": _cost_chart(categories),
-        "money": lambda value, reason=None: money(value, data.currency, reason),
+        "money": lambda value, reason=None: fmt.money(value, data.currency, reason),
         "per_million": lambda item: per_million(item, data.currency),
-        "kwh": kwh,
-        "per_token": per_token,
+        "kwh": fmt.kwh,
+        "per_token": fmt.per_token,
         "json_href": "/v1/chargeback?" + urlencode({k: v for k, v in window.items() if v}),
     }
 
@@ -199,40 +198,10 @@ def _cost_chart(categories: list[CategoryLine]) -> Markup | None:
     return stacked_bar("chart-cost", "The fleet's cost by category", parts) if parts else None
 
 
-def unpriced(reason: str = "no price covers these GPU-hours: PUT /v1/prices or MFUMON_PRICES_FILE") -> Markup:
-    """A cost nothing priced: the word, the reason in the title (never 0, never blank)."""
-    return Markup('<span class="unpriced" title="{0}">unpriced</span>').format(reason)
-
-
-def money(value: float | None, currency: str, reason: str | None = None) -> Markup:
-    """An amount in ``currency`` (``1,234.56 EUR``), the exact value in the title; None is "unpriced"."""
-    if value is None:
-        return unpriced(reason) if reason else unpriced()
-    shown = f"{value:,.2f}" if value == 0 or abs(value) >= 0.01 else f"{value:.2g}"
-    return Markup('<span class="money" title="{0:.6g} {1}">{2} {1}</span>').format(value, currency, shown)
-
-
 def per_million(item: ChargebackRow | ChargebackJob, currency: str) -> Markup:
     """Cost per million tokens: "unpriced" where the cost is, ``—`` where no tokens were counted."""
     if item.cost is None:
-        return unpriced()
+        return fmt.unpriced()
     if item.cost_per_million_tokens is None:
         return fmt.unknown("no tokens")
-    return money(item.cost_per_million_tokens, currency)
-
-
-def kwh(joules: float) -> Markup:
-    """Energy in kWh, joules in the title."""
-    value = joules / JOULES_PER_KWH
-    shown = (
-        f"{value:,.0f}" if abs(value) >= 100 else f"{value:.2f}" if abs(value) >= 0.01 or value == 0 else f"{value:.2g}"
-    )
-    return Markup('<span title="{0:.6g} J">{1} kWh</span>').format(joules, shown)
-
-
-def per_token(value: float | None, energy_joules: float, unit: str = "token") -> Markup:
-    """Joules per token (or request), in J, kJ or MJ (``0.085 J/token``, ``9.99 kJ/request``); ``—`` and why."""
-    if value is None:
-        return fmt.unknown("no energy" if not energy_joules else f"no {unit}s")
-    scale, prefix = next(((f, p) for f, p in ((1e6, "M"), (1e3, "k")) if abs(value) >= f), (1.0, ""))
-    return Markup('<span title="{0:.6g} J/{1}">{2:.3g} {3}J/{1}</span>').format(value, unit, value / scale, prefix)
+    return fmt.money(item.cost_per_million_tokens, currency)

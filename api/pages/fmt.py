@@ -11,6 +11,8 @@ from collections.abc import Iterable
 
 from markupsafe import Markup, escape
 
+from mfumon.api.pricing.prices import JOULES_PER_KWH
+
 DASH = "—"
 
 
@@ -213,3 +215,33 @@ def evidence(value: object, key: str = "") -> Markup:
             return Markup("").join(Markup("<div>{0}</div>").format(evidence(v, key)) for v in value)
         return Markup(", ").join(evidence(v, key) for v in value)
     return text(value, "none")
+
+
+def unpriced(reason: str = "no price covers these GPU-hours: PUT /v1/prices or MFUMON_PRICES_FILE") -> Markup:
+    """A cost nothing priced: the word, the reason in the title (never 0, never blank)."""
+    return Markup('<span class="unpriced" title="{0}">unpriced</span>').format(reason)
+
+
+def money(value: float | None, currency: str, reason: str | None = None) -> Markup:
+    """An amount in ``currency`` (``1,234.56 EUR``), the exact value in the title; None is "unpriced"."""
+    if value is None:
+        return unpriced(reason) if reason else unpriced()
+    shown = f"{value:,.2f}" if value == 0 or abs(value) >= 0.01 else f"{value:.2g}"
+    return Markup('<span class="money" title="{0:.6g} {1}">{2} {1}</span>').format(value, currency, shown)
+
+
+def kwh(joules: float) -> Markup:
+    """Energy in kWh, joules in the title."""
+    value = joules / JOULES_PER_KWH
+    shown = (
+        f"{value:,.0f}" if abs(value) >= 100 else f"{value:.2f}" if abs(value) >= 0.01 or value == 0 else f"{value:.2g}"
+    )
+    return Markup('<span title="{0:.6g} J">{1} kWh</span>').format(joules, shown)
+
+
+def per_token(value: float | None, energy_joules: float, unit: str = "token") -> Markup:
+    """Joules per token (or request), in J, kJ or MJ (``0.085 J/token``, ``9.99 kJ/request``); ``—`` and why."""
+    if value is None:
+        return unknown("no energy" if not energy_joules else f"no {unit}s")
+    scale, prefix = next(((f, p) for f, p in ((1e6, "M"), (1e3, "k")) if abs(value) >= f), (1.0, ""))
+    return Markup('<span title="{0:.6g} J/{1}">{2:.3g} {3}J/{1}</span>').format(value, unit, value / scale, prefix)

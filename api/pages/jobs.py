@@ -11,7 +11,6 @@ from mfumon.api.context import AppContext
 from mfumon.api.db.tables import JobRow
 from mfumon.api.errors import NotFoundError
 from mfumon.api.pages import fmt
-from mfumon.api.pages.chargeback import kwh, money, per_token
 from mfumon.api.pages.cluster import MAX_JOBS_READ
 from mfumon.api.pages.findings import cause
 from mfumon.api.pages.serving import serving_page
@@ -387,9 +386,9 @@ def job_page(ctx: AppContext, job_id: str, query: PageQuery | None = None) -> di
         "links_unmapped": facts.links_unmapped,
         "min_message_bytes": MIN_MESSAGE_BYTES,
         "priced": bool(ctx.state.prices),
-        "money": lambda value: money(value, ctx.state.prices.currency),
-        "kwh": kwh,
-        "per_token": per_token,
+        "money": lambda value: fmt.money(value, ctx.state.prices.currency),
+        "kwh": fmt.kwh,
+        "per_token": fmt.per_token,
     }
 
 

@@ -8,7 +8,7 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
-from mfumon.api.pages.chargeback import money
+from mfumon.api.pages.fmt import money
 from tests.utils.chargeback import bill_fleet
 
 
