@@ -362,8 +362,8 @@ class CollectiveTotals:
     job_id: str
     group: str
     collective: str
-    ranks: int  # this node's ranks of the communicator seen
-    n_ranks: int  # the communicator's size
+    ranks: int  # this node's ranks in the group seen (its processes in any of the group's communicators)
+    n_ranks: int  # the ranks those communicators hold in all (their sizes added): above ``ranks`` when they cross nodes
     operations_total: int
     seconds_total: float
     traffic_bytes_total: float

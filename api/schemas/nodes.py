@@ -238,8 +238,18 @@ class CollectiveSample(BaseModel):
         Field(description="the communicator's name where the framework set one (tp, dp, ...), else its NCCL id"),
     ]
     collective: Literal[NCCL_OPERATIONS]  # type: ignore[valid-type]
-    ranks: Annotated[int, Whole(1, 1_000_000)]
-    n_ranks: Annotated[int, Whole(1, 10_000_000)]
+    ranks: Annotated[
+        int,
+        Whole(1, 1_000_000),
+        Field(description="the node's ranks in the group (its processes in any of its communicators)"),
+    ]
+    n_ranks: Annotated[
+        int,
+        Whole(1, 10_000_000),
+        Field(
+            description="the ranks the group's communicators on the node hold in all (above `ranks`: they cross nodes)"
+        ),
+    ]
     operations_total: Count
     seconds_total: Annotated[Number, Field(ge=0, le=1e12, description="GPU-timed kernel seconds, over its ranks")]
     traffic_bytes_total: Annotated[Number, Field(ge=0, le=1e24)]

@@ -61,15 +61,26 @@ class RunningTotals:
         """Fold in one cycle's batch; the rows to push now."""
         for held in self._rows.values():
             held.window_seconds = held.window_bus_bytes = 0.0
+        # A group may be several communicators (one pipeline pair or data-parallel replica each): the node's ranks
+        # in it are its processes in any of them (rank numbers repeat across communicators), or a communicator's
+        # ranks on the node where one process drives several GPUs, whichever is more; the ranks they reach are each
+        # communicator's size, added up.
+        processes: dict[tuple[str, str, str], set[int]] = {}
+        reach: dict[tuple[str, str, str], dict[str, int]] = {}
         for row in batch.rows:
             if row.job_id is None or row.op not in _OPERATIONS:
                 continue
             group = push_group(row.comm_key, row.comm_ids)
             if not _GROUP.fullmatch(group):
                 continue
-            held = self._rows.setdefault((row.job_id, group, row.op), _Running())
-            held.ranks = max(held.ranks, len(row.ranks))
-            held.n_ranks = max(held.n_ranks, row.n_ranks)
+            key = (row.job_id, group, row.op)
+            held = self._rows.setdefault(key, _Running())
+            processes.setdefault(key, set()).update(row.pids)
+            sizes = reach.setdefault(key, {})
+            for comm_id in row.comm_ids:
+                sizes[comm_id] = max(sizes.get(comm_id, 0), row.n_ranks)
+            held.ranks = max(held.ranks, len(processes[key]), len(row.ranks))
+            held.n_ranks = max(held.n_ranks, sum(sizes.values()))
             held.operations += row.count
             held.seconds += row.gpu_seconds
             held.traffic_bytes += row.gpu_traffic_bytes

@@ -27,3 +27,20 @@ def test_named_communicators_map_to_their_parallelism_and_unnamed_ones_keep_thei
         ("my-ring", "AllReduce"),
         ("tp", "AllGather"),
     ]
+
+
+def test_a_group_of_several_communicators_counts_the_node_s_processes_and_the_ranks_they_reach(tmp_path: Path) -> None:
+    """Pipeline parallelism over two nodes: each of this node's 8 processes is rank 0 of its own 2-rank
+    communicator. The group holds 8 ranks here (not 1: rank numbers repeat across communicators) and reaches 16, so
+    it crosses nodes; a tensor-parallel communicator of all 8 local ranks reaches 8 and stays inside."""
+    for pid in range(8):
+        pp = render(pid=100 + pid, comm_id=f"0x{pid + 1:014x}", comm_name="PIPELINE_MODEL_PARALLEL_GROUP", rank=0,
+                    n_ranks=2, nnodes=2, sn=1, p2p=True, op="Send")  # fmt: skip
+        tp = render(pid=100 + pid, comm_id="0x7f8c496ae9f661", comm_name="TENSOR_MODEL_PARALLEL_GROUP", rank=pid,
+                    n_ranks=8, sn=1, op="AllGather")  # fmt: skip
+        (tmp_path / f"node-a-pid{100 + pid}.log").write_text(pp + "\n" + tp + "\n")
+    source = InspectorSource(tmp_path, job_of_pid=lambda pid: "j", first_read="all")
+    rows = {(row.group, row.collective): row for row in RunningTotals().add(source.collect(1e9))}
+    pp, tp = rows[("pp", "Send")], rows[("tp", "AllGather")]
+    assert (pp.ranks, pp.n_ranks) == (8, 16)
+    assert (tp.ranks, tp.n_ranks) == (8, 8)
