@@ -1,7 +1,7 @@
 """``mfumon demo``: the aggregator plus a simulated cluster and jobs, for a machine without GPUs.
 
 Starts ``mfumon serve`` as a subprocess (SQLite in a temporary or given directory) and, in this process, a simulated
-cluster (:func:`mfumon.exporter.demo.simcluster.default_cluster`: 12 nodes x 8 GPUs, H100, B200, A100 and MI300X,
+cluster (:func:`mfumon.exporter.demo.simcluster.default_cluster`: 15 nodes x 8 GPUs, H100, B200, A100 and MI300X,
 six pools, one node read through a simulated current dcgm-exporter) whose nodes push samples through the real
 exporter pipeline while its jobs post reports over HTTP, simulated serving engines (vLLM-, SGLang- and TGI-style
 ``/metrics`` on loopback ports) that the real inference collector reads and reports, and a simulated scheduler that
@@ -178,7 +178,7 @@ def _start_nodes(
             "ports": _ports(node, started),
         }
         inspector = _inspector(node, cluster, seed)
-        # The node of the job with collectives runs the real node agent's NCCL Inspector cycle over its simulated dumps.
+        # Each node of a job with collectives runs the real node agent's NCCL Inspector cycle over its simulated dumps.
         agent = Agent(**settings) if inspector is None else InspectingAgent(inspector=inspector, **settings)
         agent.start(delay_seconds=number * spacing_seconds)
         agents.append(agent)
@@ -191,12 +191,16 @@ def _inspector(node: SimNode, cluster: ClusterSpec, seed: int) -> SimInspector |
     for job in cluster.jobs:
         if job.collectives is None or node.name not in {name for name, _ in job.placement}:
             continue
-        nodes = {name for name, _ in job.placement}
+        per_node: dict[str, int] = {}
+        for name, _ in job.placement:
+            per_node[name] = per_node.get(name, 0) + 1
+        if len(set(per_node.values())) != 1:  # global ranks are numbered node by node, as many on each
+            raise ValueError(f"{job.job_id}: simulated NCCL ranks need as many GPUs on each node, not {per_node}")
         return SimInspector(
             job_id=job.job_id,
             node=node.name,
-            nodes=nodes,
-            ranks_per_node=sum(1 for name, _ in job.placement if name == node.name),
+            nodes=per_node,
+            ranks_per_node=per_node[node.name],
             step_seconds=job.step_seconds,
             spec=job.collectives,
             seed=seed,
@@ -366,7 +370,7 @@ def run_simulation(
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="mfumon demo",
-        description="Run the aggregator (mfumon serve) with a simulated cluster of 12 nodes x 8 GPUs and a scheduler.",
+        description="Run the aggregator (mfumon serve) with a simulated cluster of 15 nodes x 8 GPUs and a scheduler.",
     )
     p.add_argument("--host", default="127.0.0.1", help="aggregator listen host [127.0.0.1]")
     p.add_argument("--port", type=int, default=8000, help="aggregator port; 0 picks a free one [8000]")
@@ -491,9 +495,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     return 1
             _print_banner(url, data_dir, prometheus)
             print(
-                "Simulating 12 nodes x 8 GPUs (H100, B200, A100, MI300X) in 6 pools: 9 reporting jobs (one over-claims,"
-                " one checkpoints, fails once and restarts, one waits on its data, one has a straggler GPU, one "
-                "on AMD, one on B200), a node read through dcgm-exporter 4.10 names, a GPU two jobs share, 6 "
+                "Simulating 15 nodes x 8 GPUs (H100, B200, A100, MI300X) in 6 pools: 10 reporting jobs (one "
+                "over-claims, one checkpoints, fails once and restarts, one waits on its data, one has a straggler "
+                "GPU, one on AMD, one on B200, one over 3 nodes with a slow node in its NCCL Inspector figures), a "
+                "node read through dcgm-exporter 4.10 names, a GPU two jobs share, 6 "
                 "serving jobs behind simulated vLLM/SGLang/TGI endpoints (one misses its TPOT under long prompts, "
                 "one preempts for KV cache, one idles at times), an unwrapped "
                 "job, 2 unreported sweeps, a GPU busy with no job id, a scheduler queue (a long wait, a "

@@ -385,12 +385,61 @@ FSDP_8B_COLLECTIVES = SimCollectives(
 )
 
 
+def _megatron_layout(tp: int, dp: int, pp: int) -> tuple[tuple[str, tuple[tuple[int, ...], ...]], ...]:
+    """The tp, dp and pp communicators of Megatron-LM's default rank order (tensor parallel fastest, then data
+    parallel, then pipeline): global rank ``t + tp x (d + dp x p)``."""
+
+    def rank(t: int, d: int, p: int) -> int:
+        return t + tp * (d + dp * p)
+
+    return (
+        ("tp", tuple(tuple(rank(t, d, p) for t in range(tp)) for p in range(pp) for d in range(dp))),
+        ("dp", tuple(tuple(rank(t, d, p) for d in range(dp)) for p in range(pp) for t in range(tp))),
+        ("pp", tuple(tuple(rank(t, d, p) for p in range(pp)) for d in range(dp) for t in range(tp))),
+    )
+
+
+#: llama3-70b on 24 H100s of three nodes as Megatron-LM lays it out: 4-way tensor parallel (sequence parallel) inside
+#: a node, 3-way data parallel and 2 pipeline stages of 40 layers (rank = tp + 4 x (dp + 3 x pp): gpu-h100-07 holds
+#: ranks 0-7, gpu-h100-08 8-15, gpu-h100-09 16-23), so every dp communicator (0+4+8, ..., 15+19+23) and every pp
+#: communicator (0+12, ..., 11+23) crosses nodes while the tp ones (0-3, 4-7, ...) stay inside one. Per step of 4
+#: micro-batches per replica (12 sequences of 8192 tokens, ~5 s at 40 % MFU):
+#:
+#: - dp: the distributed optimizer reduce-scatters each rank's bf16 gradients (70.6e9 / 8 parameters) in 8 buckets
+#:   and all-gathers the updated parameters back, 735 MB per rank each, at 40 GB/s of bus bandwidth;
+#: - tp: each layer's activations (8192 tokens / 4 x 8192 x bf16 = 32 MiB per rank), all-gathered and
+#:   reduce-scattered twice in the forward and twice in the backward pass: 640 of each per step, written as 16 of
+#:   each 40 times the size (the same bytes and bandwidth, fewer lines), at 360 GB/s over NVLink;
+#: - pp: each micro-batch's activations (32 MiB per rank) forward and their gradients back, at 11 GB/s: 88 % of what
+#:   one GPU's share of its node's two 400 Gb/s ports carries (100 GB/s / 8 GPUs = 12.5 GB/s), the figure a link
+#:   across nodes is judged against.
+#:
+#: One fault for the per-node figures (issue 61): the network path of gpu-h100-08 is degraded, so its collectives and
+#: transfers across nodes take 3x longer: its dp bus bandwidth (~13 GB/s) is a third of the other two nodes', which
+#: ``slow_collective_node`` names. Its pipeline links read ~5.5 GB/s (the two ends' records together, one end slow),
+#: 44 % of the 12.5 GB/s, above the quarter below which ``slow_link`` fires; the links between the other two nodes
+#: read ~88 %. gpu-h100-08 holds one rank of three in every dp communicator, so no peer of its ranks reads as
+#: waiting for a late rank (a slow node holding two of three would make the third look late).
+MEGATRON_70B_COLLECTIVES = SimCollectives(
+    (
+        SimCollective("dp", "ReduceScatter", per_step=8, size_bytes=735_416_666, busbw_gbs=40.0),
+        SimCollective("dp", "AllGather", per_step=8, size_bytes=735_416_666, busbw_gbs=40.0),
+        SimCollective("tp", "AllGather", per_step=16, size_bytes=40 * 32 * 1024**2, busbw_gbs=360.0),
+        SimCollective("tp", "ReduceScatter", per_step=16, size_bytes=40 * 32 * 1024**2, busbw_gbs=360.0),
+    ),
+    transfers=(SimTransfer("pp", per_step=4, size_bytes=32 * 1024**2, busbw_gbs=11.0),),
+    layout=_megatron_layout(tp=4, dp=3, pp=2),
+    slow_node="gpu-h100-08",
+    slow_factor=3.0,
+)
+
+
 def _on(node: str, gpus: range) -> tuple[tuple[str, int], ...]:
     return tuple((node, i) for i in gpus)
 
 
 def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
-    """12 nodes x 8 GPUs, four GPU models (an AMD node and a B200 node among them), six pools, and jobs that exercise
+    """15 nodes x 8 GPUs, four GPU models (an AMD node and a B200 node among them), six pools, and jobs that exercise
     every panel and alert.
 
     A healthy training job that recomputes activations (HFU), a comm-bound one, an inference job, a pending one, a
@@ -415,6 +464,11 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
     ``gpu-b200-01`` runs a 70B pretraining job on B200s; GPU 2 of the idle ``gpu-h100-03`` has a PCIe link trained
     at x8 of x16.
 
+    NCCL Inspector (issue 61): two jobs' nodes write NCCL 2.30 Inspector dumps. The llama3-8b job on ``gpu-h100-01``
+    has a rank its peers wait for and a slow NVLink between two GPUs (:data:`FSDP_8B_COLLECTIVES`); a llama3-70b job
+    over ``gpu-h100-07``-``09`` (24 GPUs, healthy MFU) has a node whose collectives across nodes run at a third of
+    the others' bandwidth, and pipeline links across nodes judged against the ports (:data:`MEGATRON_70B_COLLECTIVES`).
+
     ``checkpoints=False`` removes the periodic checkpoint dips (tests compare MFU with targets at any moment).
     """
     every = 900.0 if checkpoints else None
@@ -429,7 +483,11 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
         SimNode("gpu-h100-06", "train-h100", H100, ib_traffic_bytes_per_second=6e9, reader="dcgm"),
         SimNode("gpu-mi300x-01", "train-mi300x", MI300X, ib_traffic_bytes_per_second=6e9),
         SimNode("gpu-b200-01", "train-b200", B200, ib_traffic_bytes_per_second=12e9),
+        SimNode("gpu-h100-07", "train-h100", H100, ib_traffic_bytes_per_second=12e9),
+        SimNode("gpu-h100-08", "train-h100", H100, ib_traffic_bytes_per_second=12e9),
+        SimNode("gpu-h100-09", "train-h100", H100, ib_traffic_bytes_per_second=12e9),
     )
+    llama3_70b = ModelShape("llama3-70b", 70.6e9, layers=80, heads=64, head_dim=128, seq_len=8192)
     llama2_13b = ModelShape("llama2-13b", 13.0e9, layers=40, heads=40, head_dim=128, seq_len=4096)
     jobs = (
         SimJob(
@@ -580,11 +638,27 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
             profile="training",
             gpu_model=B200,
             target_mfu=0.36,
-            model=ModelShape("llama3-70b", 70.6e9, layers=80, heads=64, head_dim=128, seq_len=8192),
+            model=llama3_70b,
             placement=_on("gpu-b200-01", range(8)),
             step_seconds=6.0,
             comm_fraction=0.07,
             checkpoint_every_seconds=every,
+        ),
+        SimJob(
+            job_id="pretrain-llama3-70b-3node",
+            name="llama3-70b pretraining over 3 nodes (one slow network)",
+            team="foundation",
+            pool="train-h100",
+            kind="training",
+            profile="training",
+            gpu_model=H100,
+            target_mfu=0.40,
+            model=llama3_70b,
+            placement=_on("gpu-h100-07", range(8)) + _on("gpu-h100-08", range(8)) + _on("gpu-h100-09", range(8)),
+            step_seconds=5.0,
+            comm_fraction=0.06,
+            checkpoint_every_seconds=every,
+            collectives=MEGATRON_70B_COLLECTIVES,
         ),
     )
     pending = (
@@ -596,7 +670,7 @@ def default_cluster(*, checkpoints: bool = True) -> ClusterSpec:
             kind="training",
             gpu_model=H100,
             gpus_requested=8,
-            model=ModelShape("llama3-70b", 70.6e9, layers=80, heads=64, head_dim=128, seq_len=8192),
+            model=llama3_70b,
         ),
     )
     research = (SimNode("gpu-h100-r01", "research-h100", H100), SimNode("gpu-h100-r02", "research-h100", H100))
@@ -795,5 +869,5 @@ def default_scheduler() -> SchedulerSpec:
             BatchJob("sweep-lr-a", "lr sweep a", "research", "research-h100", _on("gpu-h100-r01", range(5))),
             BatchJob("sweep-lr-b", "lr sweep b", "research", "research-h100", _on("gpu-h100-r02", range(5))),
         ),
-        quotas=(("foundation", "train-h100", 16), ("research", "research-h100", 8), ("product", "infer-a100", 8)),
+        quotas=(("foundation", "train-h100", 48), ("research", "research-h100", 8), ("product", "infer-a100", 8)),
     )

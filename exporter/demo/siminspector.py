@@ -9,11 +9,21 @@ come from the same parsing, windowing and totals as a real node's.
 
 A collective's time follows from its size and a bus bandwidth (NCCL's definitions,
 :mod:`~mfumon.exporter.node.nccl_inspector.bandwidth`): ``time = traffic x bus factor / bus bandwidth``, with a few
-percent of jitter; a node named ``slow_node`` runs its collectives ``slow_factor`` times longer.
+percent of jitter; a node named ``slow_node`` (its network path degraded) runs the collectives and transfers of its
+communicators that cross nodes ``slow_factor`` times longer, those inside it at their pace.
 
 A group is one communicator over all the job's ranks unless the spec's ``layout`` splits it (pipeline stages, data
 parallel replicas per stage). Pipeline transfers (:class:`SimTransfer`) are ``p2p_perf`` Send and Recv records
-between a communicator's consecutive ranks, both ends timed alike. Two faults the per-rank figures tell apart:
+between a communicator's consecutive ranks, both ends timed alike.
+
+A job over several nodes runs one :class:`SimInspector` per node, each writing its own ranks' files: global ranks are
+numbered node by node (the nodes in name order, ``ranks_per_node`` each), every node names a communicator with the
+same id, and a record's ``nnodes`` counts the nodes its communicator spans. Each read writes the *rounds* completed
+since the previous one: a step is split into as many equal rounds as its operation counts allow (their greatest
+common divisor), so a node whose agent reads more often than a step takes still has records in most intervals, and
+the job's nodes can be compared over the same interval.
+
+Two faults the per-rank figures tell apart:
 
 - a *late rank* (``late_rank``): it reaches its communicator's collectives late, so its peers wait in their kernels
   and its own kernel runs only the transfer; its time per operation is ``1 / late_factor`` of theirs, while every
@@ -25,6 +35,7 @@ between a communicator's consecutive ranks, both ends timed alike. Two faults th
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import shutil
@@ -78,7 +89,8 @@ class SimCollectives:
     #: ``(group, communicators)``, each communicator the job's global ranks in communicator-rank order; a group not
     #: named here is one communicator over all the job's ranks
     layout: tuple[tuple[str, tuple[tuple[int, ...], ...]], ...] = ()
-    slow_node: str | None = None  # a node whose collectives take ``slow_factor`` x longer (its links are degraded)
+    #: a node whose collectives and transfers across nodes take ``slow_factor`` x longer (its network is degraded)
+    slow_node: str | None = None
     slow_factor: float = 3.0
     jitter: float = 0.05
     #: ``(group, global rank)``: a rank that reaches that group's collectives late (its peers wait for it)
@@ -106,7 +118,7 @@ def _comm_id(job_id: str, group: str) -> str:
 
 class SimInspector(InspectorSource):
     """An :class:`InspectorSource` over a temporary directory that the job's simulated ranks on ``node`` write into
-    before each read: the records of the steps run since the previous read."""
+    before each read: the records of the rounds (parts of steps) run since the previous read."""
 
     def __init__(
         self,
@@ -134,11 +146,14 @@ class SimInspector(InspectorSource):
         self._comms = {group: self._communicators(group) for group in sorted(groups)}
         self._sequence: dict[tuple[str, str], int] = {}  # (comm id, op) -> coll_sn, the same on every rank
         self._p2p_sequence: dict[tuple[str, int], int] = {}  # (comm id, rank) -> p2p_sn, each rank's own
-        self._events_per_step = sum(c.per_step * len(self._comms[c.group]) for c in spec.collectives) + sum(
+        #: rounds per step: the step's operations split evenly (each count divisible by it)
+        self._rounds = math.gcd(*(c.per_step for c in spec.collectives), *(t.per_step for t in spec.transfers)) or 1
+        events_per_step = sum(c.per_step * len(self._comms[c.group]) for c in spec.collectives) + sum(
             2 * t.per_step * sum(len(comm.members) - 1 for comm in self._comms[t.group]) for t in spec.transfers
         )
+        self._events_per_round = events_per_step // self._rounds
         self._written_until: float | None = None
-        self._steps_owed = 0.0
+        self._rounds_owed = 0.0
         pids = {PID_BASE + rank: job_id for rank in range(ranks_per_node)}
         super().__init__(self._owned, job_of_pid=pids.get, local_host=node, first_read="all")
 
@@ -173,27 +188,27 @@ class SimInspector(InspectorSource):
         return local if 0 <= local < self.ranks_per_node else None
 
     def _write(self, now: float) -> None:
-        """The lines of the steps completed since the previous read, one file per rank."""
+        """The lines of the rounds completed since the previous read, one file per rank."""
         since = self._written_until if self._written_until is not None else now - self.step_seconds
         self._written_until = now
-        self._steps_owed += max(0.0, now - since) / self.step_seconds
-        steps = int(self._steps_owed)
-        self._steps_owed -= steps
-        if steps <= 0:
+        self._rounds_owed += max(0.0, now - since) / self.step_seconds * self._rounds
+        rounds = int(self._rounds_owed)
+        self._rounds_owed -= rounds
+        if rounds <= 0:
             return
         per_rank: dict[int, list[str]] = {rank: [] for rank in range(self.ranks_per_node)}
         stamp = int(since * 1e6)
-        spacing = int(max(now - since, 1e-3) * 1e6) // max(1, steps * self._events_per_step)
-        for _ in range(steps):
+        spacing = int(max(now - since, 1e-3) * 1e6) // max(1, rounds * self._events_per_round)
+        for _ in range(rounds):
             for coll in self.spec.collectives:
-                for _ in range(coll.per_step):
+                for _ in range(coll.per_step // self._rounds):
                     for comm in self._comms[coll.group]:
                         stamp += spacing
                         self._collective(comm, coll, stamp, per_rank)
             for transfer in self.spec.transfers:
                 for comm in self._comms[transfer.group]:
                     for stage in range(len(comm.members) - 1):
-                        for _ in range(transfer.per_step):
+                        for _ in range(transfer.per_step // self._rounds):
                             stamp += spacing
                             self._transfer(comm, transfer, stage, stage + 1, stamp, per_rank)  # activations
                             stamp += spacing
@@ -208,7 +223,7 @@ class SimInspector(InspectorSource):
         number; a late rank's kernel runs the transfer alone, its peers' wait for it first."""
         key = (comm.comm_id, coll.op)
         sn = self._sequence[key] = self._sequence.get(key, 0) + 1
-        us = self._exec_time_us(coll.op, coll.size_bytes, len(comm.members), coll.busbw_gbs, "coll") * self._slow()
+        us = self._exec_time_us(coll.op, coll.size_bytes, len(comm.members), coll.busbw_gbs, "coll") * self._slow(comm)
         late = self.spec.late_rank
         waits = late is not None and late[0] == comm.group and late[1] in comm.members
         for rank, member in enumerate(comm.members):
@@ -225,7 +240,7 @@ class SimInspector(InspectorSource):
         ends = {comm.members[src], comm.members[dst]}
         slow_link = self.spec.slow_link is not None and ends == set(self.spec.slow_link)
         gbs = self.spec.slow_link_gbs if slow_link else transfer.busbw_gbs
-        us = self._exec_time_us("Send", transfer.size_bytes, len(comm.members), gbs, "p2p") * self._slow()
+        us = self._exec_time_us("Send", transfer.size_bytes, len(comm.members), gbs, "p2p") * self._slow(comm)
         for rank, peer, op in ((src, dst, "Send"), (dst, src, "Recv")):
             local = self._local(comm.members[rank])
             if local is None:
@@ -234,8 +249,10 @@ class SimInspector(InspectorSource):
             sn = self._p2p_sequence[key] = self._p2p_sequence.get(key, 0) + 1
             per_rank[local].append(self._line(comm, "p2p", op, sn, rank, peer, transfer.size_bytes, us, stamp))
 
-    def _slow(self) -> float:
-        return self.spec.slow_factor if self.node == self.spec.slow_node else 1.0
+    def _slow(self, comm: _Comm) -> float:
+        """How many times longer this node's operations on ``comm`` take: ``slow_factor`` on the slow node's
+        communicators that cross nodes (its network carries them), else 1."""
+        return self.spec.slow_factor if self.node == self.spec.slow_node and comm.nnodes > 1 else 1.0
 
     def _exec_time_us(self, op: str, size: int, n_ranks: int, gbs: float, kind: Kind) -> int:
         traffic = traffic_bytes(op, size, n_ranks, kind) or 0

@@ -1,7 +1,7 @@
 """The shipped Prometheus config, rules and dashboards against a real Prometheus scraping a real aggregator.
 
 One module-wide setup: `mfumon serve` on a free loopback port with the demo's price list (one pool unpriced), fed by
-the simulated cluster of `mfumon demo` (10 nodes, a healthy training job that recomputes activations, a
+the simulated cluster of `mfumon demo` (15 nodes, a healthy training job that recomputes activations, a
 communication-bound one at ~20% MFU, an inference job, a pending job, a job whose reports over-claim, an unwrapped
 job, a GPU busy with no job id, six serving jobs behind simulated vLLM/SGLang/TGI endpoints, a flapping InfiniBand
 link, a GPU waiting for a reset, an idle pool, a simulated scheduler with a long-waiting job, a fragmented pool and
@@ -70,6 +70,7 @@ SERVING_JOBS = (  # behind simulated engines, read by the exporter
 )
 DATA_BOUND_JOB = "finetune-8b-databound"  # waits 35% of each step on its input
 B200_JOB = "pretrain-llama3-70b-b200"  # on B200s, against the B200's own dense peak
+MULTINODE_JOB = "pretrain-llama3-70b-3node"  # 24 GPUs over 3 nodes, one with a slow network (NCCL Inspector)
 
 
 def _config(work: Path, aggregator: LiveServer) -> dict[str, Any]:
@@ -182,6 +183,7 @@ def test_cross_check_fires_for_the_over_claiming_job_only(prometheus: str) -> No
         DATA_BOUND_JOB,
         STRAGGLER_JOB,
         B200_JOB,
+        MULTINODE_JOB,
     }
     assert set(agreement) == honest | {OVERCLAIM_JOB}
     assert not [(job, agreement[job]) for job in sorted(honest) if not 0.5 < agreement[job] < 1.2]
@@ -208,8 +210,9 @@ def test_busy_but_not_reporting_fires_for_the_unwrapped_job_and_the_stray_gpu(pr
         "eval-harness-b": 1,
     }
     states = {r["metric"]["state"]: float(r["value"][1]) for r in instant_query(prometheus, "cluster:mfumon_gpus:max")}
-    # 96 GPUs, each in one state: the shared one once; the MI300X node's 8 and the B200 node's 8 reporting.
-    assert states == {"reporting": 63, "unreported": 16, "idle": 17, "down": 0}
+    # 120 GPUs, each in one state: the shared one once; the MI300X node's 8, the B200 node's 8 and the three-node
+    # job's 24 reporting.
+    assert states == {"reporting": 87, "unreported": 16, "idle": 17, "down": 0}
 
 
 def test_drain_alert_fires_for_the_flapping_link_and_the_pending_remap_only(prometheus: str) -> None:

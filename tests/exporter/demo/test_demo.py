@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from mfumon.exporter.demo import cli as demo
-from mfumon.exporter.demo.simcluster import Lifecycle, default_cluster
+from mfumon.exporter.demo.simcluster import ClusterSpec, Lifecycle, default_cluster
 from tests.conftest import LiveServer
 from tests.utils.factories import metric_value
 
@@ -38,10 +38,10 @@ def test_job_sizes_give_the_target_mfu_with_the_dense_peaks() -> None:
 def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -> None:
     cluster = default_cluster(checkpoints=False)
     result = demo.run_simulation(live_server.url, duration_seconds=3.0, interval_seconds=0.5, cluster=cluster)
-    # Every reporting job (8 of the 9 running ones) posts once a cycle, but the resilient one is still starting up
+    # Every reporting job (9 of the 10 running ones) posts once a cycle, but the resilient one is still starting up
     # (its first 20 s); a loaded machine fits fewer cycles in 3 s.
     assert result.report_failures == 0 and result.cycles >= 2
-    assert result.reports_posted == 8 * result.cycles
+    assert result.reports_posted == 9 * result.cycles
     assert result.batches_delivered >= 8 * 2
     with httpx.Client(base_url=live_server.url, timeout=5) as client:
         jobs = {j["job_id"]: j for j in client.get("/v1/jobs").json()["data"]}
@@ -65,9 +65,9 @@ def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -
     pending = jobs["pretrain-llama3-70b"]
     assert (pending["status"], pending["gpus_allocated"], pending["gpus_requested"]) == ("pending", 0, 8)
 
-    # train-h100: 8 + 4 + 4 + 4 (the unwrapped job, which the scheduler runs) + 4 + 4 + 8 (the waterfall's jobs) held
-    # of those + 8 (queued) requested.
-    assert pools["train-h100"]["resource_satisfaction"] == pytest.approx(36 / 44)
+    # train-h100: 8 + 4 + 4 + 4 (the unwrapped job, which the scheduler runs) + 4 + 4 + 8 (the waterfall's jobs) + 24
+    # (the three-node job) held of those + 8 (queued) requested.
+    assert pools["train-h100"]["resource_satisfaction"] == pytest.approx(60 / 68)
     assert pools["infer-a100"]["resource_satisfaction"] == pytest.approx(1.0)
     # The simulated scheduler: two unreported sweeps leave 3 + 3 GPUs free, so the queued 4-GPU job fits nowhere.
     assert pools["research-h100"]["resource_satisfaction"] == pytest.approx(10 / 14)
@@ -78,7 +78,7 @@ def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -
     assert 'mfumon_pool_fragmented_gpus{pool="research-h100"} 4' in text
     assert 'mfumon_pool_largest_free_block_gpus{pool="research-h100"} 3' in text
 
-    assert len(nodes) == 12 and all(len(n["gpus"]) == 8 for n in nodes.values())
+    assert len(nodes) == 15 and all(len(n["gpus"]) == 8 for n in nodes.values())
     pools_seen = {n["pool"] for n in nodes.values()}
     assert pools_seen == {"train-h100", "infer-a100", "reserve-h100", "research-h100", "train-mi300x", "train-b200"}
     # The B200 job's MFU is against the B200's own dense bf16 peak; the node read through a current dcgm-exporter
@@ -104,17 +104,17 @@ def test_simulated_cluster_shows_the_intended_picture(live_server: LiveServer) -
     assert all(g["counters"]["tensor_active"] / mfu == pytest.approx(1.15 * 8 / 6, rel=0.1) for g in trained)
     assert pretrain["accounting"]["verdict"] == "consistent"
 
-    # Cluster truth: 96 GPUs, every one in a state; the over-claiming job is caught, the unwrapped one estimated.
+    # Cluster truth: 120 GPUs, every one in a state; the over-claiming job is caught, the unwrapped one estimated.
     # The serving jobs' 11 GPUs are reporting once the exporter's first inference report for each has arrived; the
     # resilient job's 4 while it starts up are held by a job that has not reported yet.
     states = {s: summary[f"gpus_{s}"] for s in ("reporting", "unreported", "idle", "down")}
-    # Idle: 3 in the busy pools, the 8 of reserve-h100, 3 + 3 the research sweeps leave; busy: 61 (one of them the
-    # GPU two evaluation harnesses share: one GPU, in one state; 8 the MI300X job's, 8 the B200 job's) + the sweeps'
-    # 10.
+    # Idle: 3 in the busy pools, the 8 of reserve-h100, 3 + 3 the research sweeps leave; busy: 93 (one of them the
+    # GPU two evaluation harnesses share: one GPU, in one state; 8 the MI300X job's, 8 the B200 job's, 24 the
+    # three-node job's) + the sweeps' 10.
     assert (states["idle"], states["down"]) == (17, 0)
-    assert 48 <= states["reporting"] <= 59 and states["reporting"] + states["unreported"] == 79
-    assert sum(states.values()) == summary["gpus_known"] == 96
-    assert summary["reported_coverage"] == pytest.approx(states["reporting"] / 79)
+    assert 72 <= states["reporting"] <= 83 and states["reporting"] + states["unreported"] == 103
+    assert sum(states.values()) == summary["gpus_known"] == 120
+    assert summary["reported_coverage"] == pytest.approx(states["reporting"] / 103)
     # The AMD node: its job's MFU against the MI300X's own dense peak, and no hardware estimate to check it with.
     amd = jobs["pretrain-llama3-8b-mi300x"]
     assert (amd["latest"]["device"], amd["gpus_allocated"]) == ("mi300x", 8)
@@ -166,14 +166,20 @@ def test_simulated_cluster_shows_its_health_story(live_server: LiveServer) -> No
 def test_simulated_cluster_shows_where_the_gpu_hours_go(live_server: LiveServer) -> None:
     """The resilient job starts, saves, fails once and restarts; the data-bound job and the straggler are diagnosed."""
     cluster = default_cluster(checkpoints=False)
+    # Steps 1.0-3.4, saves 3.4-4.0, steps 4.0-6.0 and fails: two seconds of progress lost, wide enough for a report
+    # to land in it however slowly a loaded machine runs the simulation's cycles; back at 7.0, stepping from 8.0.
     quick = Lifecycle(
-        init_seconds=1.0, checkpoint_every_seconds=2.0, checkpoint_seconds=0.6, fail_at_seconds=4.0, down_seconds=1.0
+        init_seconds=1.0, checkpoint_every_seconds=3.0, checkpoint_seconds=0.6, fail_at_seconds=6.0, down_seconds=1.0
     )
+    # Without the simulated NCCL Inspector dumps (other tests read them): four nodes writing files every cycle slow
+    # a loaded machine's cycles enough to miss the seconds between a save and the failure.
+    resilient_id = "pretrain-3b-resilient"
     jobs = tuple(
-        dataclasses.replace(j, lifecycle=quick) if j.job_id == "pretrain-3b-resilient" else j for j in cluster.jobs
+        dataclasses.replace(j, lifecycle=quick if j.job_id == resilient_id else j.lifecycle, collectives=None)
+        for j in cluster.jobs
     )
     demo.run_simulation(
-        live_server.url, duration_seconds=8.0, interval_seconds=0.25, cluster=dataclasses.replace(cluster, jobs=jobs)
+        live_server.url, duration_seconds=10.0, interval_seconds=0.25, cluster=dataclasses.replace(cluster, jobs=jobs)
     )
     with httpx.Client(base_url=live_server.url, timeout=5) as client:
         resilient = client.get("/v1/jobs/pretrain-3b-resilient").json()
@@ -198,6 +204,58 @@ def test_simulated_cluster_shows_where_the_gpu_hours_go(live_server: LiveServer)
     assert (hot["node"], hot["gpu"], hot["clock_ratio"]) == ("gpu-h100-06", 5, pytest.approx(0.6))
     spread = metric_value(metrics, "mfumon_job_gpu_tensor_active_spread_ratio", job_id="pretrain-13b-straggler")
     assert spread == pytest.approx(0.4, abs=0.05)  # the hot GPU's tensor pipes busy 1 / 0.6 as long
+
+
+THREE_NODE_JOB = "pretrain-llama3-70b-3node"
+
+
+def _three_node_run(url: str) -> tuple[str, dict[str, Any]]:
+    """The demo's three-node job alone on its nodes, its step shortened to 0.5 s so that every 0.5 s push of each node
+    carries every group's records (the same rounds, more often); /metrics and its diagnosis after 4 s."""
+    cluster = default_cluster(checkpoints=False)
+    (job,) = [j for j in cluster.jobs if j.job_id == THREE_NODE_JOB]
+    names = {name for name, _ in job.placement}
+    alone = ClusterSpec(
+        nodes=tuple(n for n in cluster.nodes if n.name in names), jobs=(dataclasses.replace(job, step_seconds=0.5),)
+    )
+    demo.run_simulation(url, duration_seconds=4.0, interval_seconds=0.5, cluster=alone)
+    with httpx.Client(base_url=url, timeout=5) as client:
+        return client.get("/metrics").text, client.get(f"/v1/jobs/{THREE_NODE_JOB}/diagnosis").json()
+
+
+def test_simulated_links_across_nodes_are_judged_against_the_ports(live_server: LiveServer) -> None:
+    """Issue 61 across nodes: the pipeline's links between nodes against the weaker end's ports per GPU (two 400 Gb/s
+    ports over 8 GPUs: 12.5 GB/s), 88 % of it between the healthy nodes, ~44 % where one end is the slow node: judged
+    (32 MiB messages) and not slow_link's (below 25 %)."""
+    metrics, diagnosis = _three_node_run(live_server.url)
+    ratios = {
+        pair: metric_value(
+            metrics, "mfumon_job_link_expected_ratio", job_id=THREE_NODE_JOB, node=pair[0], peer_node=pair[1]
+        )
+        for pair in (("gpu-h100-07", "gpu-h100-08"), ("gpu-h100-07", "gpu-h100-09"), ("gpu-h100-08", "gpu-h100-09"))
+    }
+    healthy = metric_value(
+        metrics,
+        "mfumon_job_link_bus_bandwidth_bytes_per_second",
+        job_id=THREE_NODE_JOB,
+        node="gpu-h100-07",
+        peer_node="gpu-h100-09",
+    )
+    assert healthy is not None and healthy == pytest.approx(11e9, rel=0.05)
+    assert ratios[("gpu-h100-07", "gpu-h100-09")] == pytest.approx(healthy / 12.5e9, rel=1e-6)
+    assert ratios[("gpu-h100-07", "gpu-h100-08")] == pytest.approx(0.44, rel=0.08)
+    assert ratios[("gpu-h100-08", "gpu-h100-09")] == pytest.approx(0.44, rel=0.08)
+    assert "slow_link" not in {f["cause"] for f in diagnosis["findings"]}
+
+
+def test_simulated_slow_node_is_named(live_server: LiveServer) -> None:
+    """gpu-h100-08's collectives across nodes run at a third of the other nodes' bandwidth: slow_collective_node."""
+    _metrics, diagnosis = _three_node_run(live_server.url)
+    causes = {f["cause"]: f for f in diagnosis["findings"]}
+    evidence = causes["slow_collective_node"]["evidence"]
+    assert evidence["node"] == "gpu-h100-08" and evidence["group"] in {"dp", "pp"}
+    assert evidence["bus_bandwidth_bytes_per_second"] < 0.4 * evidence["others_median_bytes_per_second"]
+    assert "slow_rank" not in causes and "slow_link" not in causes
 
 
 def test_demo_command_starts_the_aggregator_and_stops(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
