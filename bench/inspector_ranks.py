@@ -11,7 +11,7 @@ Send and Recv: 40 rows). Best of ``--rounds`` each:
 - **scrape**: ``render_collectives`` over the whole fleet (shard 0 renders it on every scrape: per-group sums, the
   ranks their peers wait for, the weakest links) against the same fleet without per-rank rows, and the rest of a
   scrape for scale (``summarize``);
-- **diagnosis**: a job's Inspector facts (``waited_ranks``, ``link_figures``) over its 8 nodes.
+- **diagnosis**: a job's Inspector facts (``JobRanks``: the waited ranks and the links) over its 8 nodes.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from bench.aggregator_scale import node_sample
 from mfumon.api.metrics.collective import render_collectives
 from mfumon.api.schemas.nodes import PUSH_DECODER
 from mfumon.api.state.aggregate import summarize
-from mfumon.api.state.collective_ranks import link_figures, waited_ranks
+from mfumon.api.state.collective_ranks import JobRanks
 from mfumon.api.state.devices import DeviceResolver
 from mfumon.api.state.store import ClusterState
 from mfumon.api.state.views import build_node_view, collective_rank_views, collective_views, gpu_views
@@ -136,7 +136,8 @@ def main() -> None:
     render_full = best(lambda: render_collectives(full.nodes, jobs, nvlink), args.rounds)
     summary = best(lambda: summarize(full), args.rounds)
     one_job = [node for node in full.nodes if node.name in {f"n{i}" for i in range(NODES_PER_JOB)}]
-    diagnosis = best(lambda: (waited_ranks(one_job, "job-0"), link_figures(one_job, "job-0", nvlink)), args.rounds)
+    job = lambda: JobRanks(one_job, "job-0")  # noqa: E731
+    diagnosis = best(lambda: (ranks := job(), ranks.waited(), ranks.links(nvlink)), args.rounds)
 
     gpus = args.nodes * 8
     fleet_size = f"{args.nodes:,} nodes ({gpus:,} GPUs), {len(jobs) - 1:,} jobs of {NODES_PER_JOB} nodes"
@@ -150,7 +151,7 @@ def main() -> None:
         f"the per-rank families: x{render_full / render_plain:.2f}; beside summarize's {summary * 1e3:.1f} ms: "
         f"+{(render_full - render_plain) / summary * 100:.0f} % of it"
     )
-    print(f"diagnosis facts of one 8-node job (waited_ranks + link_figures): {diagnosis * 1e3:.2f} ms")
+    print(f"diagnosis facts of one 8-node job (JobRanks: waited ranks and links): {diagnosis * 1e3:.2f} ms")
 
 
 if __name__ == "__main__":

@@ -9,10 +9,10 @@ apart that the per-node sums (:mod:`mfumon.api.state.collectives`) cannot:
   there and waits inside for the others. A rank that arrives late (a slow or throttled GPU, a straggling data
   loader, a busy host CPU) finds its peers already waiting, so *its* kernel time per operation is the shortest and
   theirs are long. The rank its peers wait for is the one whose time per operation is far *below* its
-  communicator's median (:func:`waited_ranks`).
+  communicator's median (:meth:`JobRanks.waited`).
 * A slow link slows the transfers across it, not the waiting: point-to-point operations (Send, Recv, SendRecv,
   which NCCL 2.30 reports with their peer) over it show low bus bandwidth, which we compare with what the fabric
-  should carry: NVLink inside a node, the InfiniBand/RoCE ports across nodes (:func:`link_figures`).
+  should carry: NVLink inside a node, the InfiniBand/RoCE ports across nodes (:meth:`JobRanks.links`).
 
 Bandwidth is bus bytes ÷ GPU-timed seconds (NCCL's definition); a mean message size is traffic bytes ÷ operations.
 """
@@ -95,21 +95,9 @@ class LinkFigure(NamedTuple):
         )
 
 
-def waited_ranks(nodes: Iterable[NodeView], job_id: str) -> list[WaitedRank]:
-    """Every rank of the job's collectives against its communicator's median (:meth:`JobRanks.waited`)."""
-    return JobRanks(nodes, job_id).waited()
-
-
-def link_figures(
-    nodes: Iterable[NodeView], job_id: str, nvlink_of: Callable[[NodeView], float | None]
-) -> list[LinkFigure]:
-    """The job's point-to-point traffic per pair of GPUs against the fabric (:meth:`JobRanks.links`)."""
-    return JobRanks(nodes, job_id).links(nvlink_of)
-
-
 def node_pairs(links: Iterable[LinkFigure]) -> list[LinkFigure]:
     """Per group and pair of nodes (or one node, for its GPUs' links), its slowest GPU pair: the lowest share of
-    the expected figure among those judged, else the lowest bandwidth; in :func:`link_figures`' order. A node pair's
+    the expected figure among those judged, else the lowest bandwidth; in :meth:`JobRanks.links`' order. A node pair's
     figure is its weakest link, not a sum that one degraded link would hide in."""
     worst: dict[tuple[str, str, str], LinkFigure] = {}
     for link in links:
@@ -118,11 +106,6 @@ def node_pairs(links: Iterable[LinkFigure]) -> list[LinkFigure]:
         if held is None or _link_order(link) < _link_order(held):
             worst[key] = link
     return sorted(worst.values(), key=_link_order)
-
-
-def unmapped_peer_rows(nodes: Iterable[NodeView], job_id: str) -> int:
-    """The job's point-to-point rows whose peer rank no node reported (:attr:`JobRanks.unmapped`)."""
-    return JobRanks(nodes, job_id).unmapped
 
 
 def port_bandwidth(node: NodeView) -> float:

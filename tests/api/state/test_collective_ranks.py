@@ -10,11 +10,9 @@ import pytest
 from mfumon.api.schemas.nodes import NodeSampleCreate
 from mfumon.api.state.collective_ranks import (
     MIN_MESSAGE_BYTES,
-    link_figures,
+    JobRanks,
     node_pairs,
     port_bandwidth_per_gpu,
-    unmapped_peer_rows,
-    waited_ranks,
 )
 from mfumon.api.state.devices import DeviceResolver
 from mfumon.api.state.views import CollectiveRankView, NodeView, build_node_view, gpu_views, port_views
@@ -90,7 +88,7 @@ def test_the_late_rank_has_the_shortest_kernel_time_and_the_largest_lag() -> Non
         node("n2", rank(2, 0.2), rank(3, 0.9)),
         node("n3", rank(0, 0.5, comm_id="0xother", n_ranks=2)),  # another job's-size communicator, too few ranks
     ]
-    ranks = waited_ranks(nodes, "llm")
+    ranks = JobRanks(nodes, "llm").waited()
     assert [(w.node, w.rank) for w in ranks] == [("n2", 2), ("n2", 3), ("n1", 0), ("n1", 1)]
     late = ranks[0]
     assert late.seconds_per_operation == pytest.approx(0.002)
@@ -100,31 +98,31 @@ def test_the_late_rank_has_the_shortest_kernel_time_and_the_largest_lag() -> Non
     assert late.ranks_seen == 4 and late.n_ranks == 4 and late.operations == 100
     assert late.bus_bandwidth == pytest.approx(64 * MIB * 100 / 0.2)
     assert ranks[-1].lag_seconds < 0  # rank 1 waits longest itself
-    assert waited_ranks(nodes, "other-job") == []
+    assert JobRanks(nodes, "other-job").waited() == []
 
 
 def test_fewer_than_three_ranks_or_operations_say_nothing() -> None:
-    assert waited_ranks([node("n1", rank(0, 1.0), rank(1, 0.1))], "llm") == []
+    assert JobRanks([node("n1", rank(0, 1.0), rank(1, 0.1))], "llm").waited() == []
     # Three ranks, but one timed only two operations: two ranks left, nothing to compare.
     thin = node("n1", rank(0, 1.0), rank(1, 1.0), rank(2, 0.01, operations=2))
-    assert waited_ranks([thin], "llm") == []
+    assert JobRanks([thin], "llm").waited() == []
     # Point-to-point rows are not collectives: never lined up as ranks of one.
     p2p = node("n1", *(rank(r, 1.0 if r else 0.1, collective="Send", peer=(r + 1) % 3) for r in range(3)))
-    assert waited_ranks([p2p], "llm") == []
+    assert JobRanks([p2p], "llm").waited() == []
 
 
 def test_a_rank_two_nodes_claim_is_kept_once_from_the_newest_view() -> None:
     stale = node("n0", rank(2, 0.2), t=1.8e9 - 600)  # rank 2 ran here before the job moved
     fresh = [node("n1", rank(0, 1.0), rank(1, 1.0)), node("n2", rank(2, 0.9), rank(3, 1.0))]
     for nodes in ([stale, *fresh], [*fresh, stale]):
-        ranks = waited_ranks(nodes, "llm")
+        ranks = JobRanks(nodes, "llm").waited()
         assert len(ranks) == 4 and {w.ranks_seen for w in ranks} == {4}
         assert [w.node for w in ranks if w.rank == 2] == ["n2"]
         assert max(w.lag_ratio for w in ranks) < 0.1  # the stale 0.2 s is not counted
     # Two views of one age: the first name keeps it, whichever order they come in.
     twin = node("m0", rank(2, 0.2))
-    assert [w.node for w in waited_ranks([*fresh, twin], "llm") if w.rank == 2] == ["m0"]
-    assert [w.node for w in waited_ranks([twin, *fresh], "llm") if w.rank == 2] == ["m0"]
+    assert [w.node for w in JobRanks([*fresh, twin], "llm").waited() if w.rank == 2] == ["m0"]
+    assert [w.node for w in JobRanks([twin, *fresh], "llm").waited() if w.rank == 2] == ["m0"]
 
 
 def test_a_send_and_its_recv_across_nodes_are_one_link_judged_against_the_weaker_ports() -> None:
@@ -133,7 +131,7 @@ def test_a_send_and_its_recv_across_nodes_are_one_link_judged_against_the_weaker
     two_ports = [ib_port("mlx5_0"), ib_port("mlx5_1"), ib_port("mlx5_2", state="DOWN")]
     a = node("n1", rank(0, 1.0, collective="AllReduce"), rank(1, 1.0, collective="Send", peer=2), ports=one_port)
     b = node("n2", rank(2, 3.0, collective="Recv", peer=1), rank(3, 1.0), ports=two_ports)
-    (link,) = link_figures([b, a], "llm", no_nvlink)
+    (link,) = JobRanks([b, a], "llm").links(no_nvlink)
     assert (link.node, link.peer_node, link.within_node, link.group) == ("n1", "n2", False, "dp")
     assert link.operations == 200 and link.seconds == 4.0
     assert link.bus_bandwidth == pytest.approx(2 * 64 * MIB * 100 / 4.0)
@@ -145,7 +143,7 @@ def test_a_send_and_its_recv_across_nodes_are_one_link_judged_against_the_weaker
     assert link.time_ratio == pytest.approx(4.0 / 20.0) and link.judged
     # Without ports on one end the link has no expected figure and is not judged.
     bare = node("n2", rank(2, 3.0, collective="Recv", peer=1), rank(3, 1.0))
-    (unknown,) = link_figures([a, bare], "llm", no_nvlink)
+    (unknown,) = JobRanks([a, bare], "llm").links(no_nvlink)
     assert unknown.expected is None and unknown.expected_ratio is None and not unknown.judged
 
 
@@ -157,11 +155,11 @@ def test_a_pair_within_a_node_is_judged_against_nvlink() -> None:
         seen.append(view.name)
         return 450e9
 
-    (link,) = link_figures([inside], "llm", nvlink_of)
+    (link,) = JobRanks([inside], "llm").links(nvlink_of)
     assert seen == ["n1"] and link.within_node and (link.node, link.peer_node) == ("n1", "n1")
     assert link.expected == 450e9
     assert link.expected_ratio == pytest.approx((2 * 64 * MIB * 100 / 1.0) / 450e9)
-    (unknown,) = link_figures([inside], "llm", no_nvlink)
+    (unknown,) = JobRanks([inside], "llm").links(no_nvlink)
     assert unknown.expected is None and not unknown.judged
 
 
@@ -170,7 +168,7 @@ def test_small_messages_are_not_judged_and_sort_after_those_that_are() -> None:
     small = 1 * MIB * 100  # 1 MiB per operation: latency-bound, however slow it reads
     rows_a = (rank(0, 1.0, group="pp", collective="Send", peer=2, traffic_bytes=small), rank(1, 1.0, group="tp"))
     rows_b = (rank(2, 1.0, group="tp"), rank(3, 2.0, group="tp", collective="Send", peer=1))
-    links = link_figures([node("n1", *rows_a, ports=ports), node("n2", *rows_b, ports=ports)], "llm", no_nvlink)
+    links = JobRanks([node("n1", *rows_a, ports=ports), node("n2", *rows_b, ports=ports)], "llm").links(no_nvlink)
     assert [link.group for link in links] == ["tp", "pp"]
     slow_small, big = links[1], links[0]
     assert slow_small.mean_message_bytes == MIB < MIN_MESSAGE_BYTES and not slow_small.judged
@@ -181,12 +179,12 @@ def test_small_messages_are_not_judged_and_sort_after_those_that_are() -> None:
 def test_a_peer_no_node_reported_is_left_out_and_counted() -> None:
     a = node("n1", rank(0, 1.0, collective="Send", peer=1), rank(0, 1.0, collective="Send", peer=7), ports=[ib_port()])
     b = node("n2", rank(1, 1.0, collective="Recv", peer=0), ports=[ib_port()])
-    links = link_figures([a, b], "llm", no_nvlink)
+    links = JobRanks([a, b], "llm").links(no_nvlink)
     assert [(link.node, link.peer_node) for link in links] == [("n1", "n2")]
     assert links[0].operations == 200  # the Send to rank 7 is not in it
-    assert unmapped_peer_rows([a, b], "llm") == 1
-    assert unmapped_peer_rows([a], "llm") == 2
-    assert link_figures([a], "llm", no_nvlink) == []
+    assert JobRanks([a, b], "llm").unmapped == 1
+    assert JobRanks([a], "llm").unmapped == 2
+    assert JobRanks([a], "llm").links(no_nvlink) == []
 
 
 def test_one_degraded_gpu_pair_is_not_averaged_away_by_its_node_s_healthy_pairs() -> None:
@@ -198,7 +196,7 @@ def test_one_degraded_gpu_pair_is_not_averaged_away_by_its_node_s_healthy_pairs(
         rows += [rank(sender, seconds, group="pp", collective="Send", peer=sender + 1, n_ranks=8)]
         rows += [rank(sender + 1, seconds, group="pp", collective="Recv", peer=sender, n_ranks=8)]
     inside = node("n1", *rows)
-    links = link_figures([inside], "llm", lambda _view: 450e9)
+    links = JobRanks([inside], "llm").links(lambda _view: 450e9)
     assert len(links) == 4 and all(link.within_node and link.judged for link in links)
     worst = links[0]
     assert (worst.rank, worst.peer_rank, worst.comm_id) == (2, 3, COMM)
